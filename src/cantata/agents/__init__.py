@@ -1,0 +1,3 @@
+"""cantata.agents."""
+
+__all__: list[str] = []

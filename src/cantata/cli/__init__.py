@@ -1,0 +1,3 @@
+"""cantata.cli."""
+
+__all__: list[str] = []

@@ -1,0 +1,432 @@
+"""Messages and their contents: the one data model every layer speaks.
+
+A `Message` has a role, a list of contents, an author name, a message id and free
+metadata. Contents are small slotted classes; each has a hand-written JSON codec in the
+type registry, because threads of many thousands of messages are serialized often and a
+generic codec would dominate that cost.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias, cast, get_args
+
+from .errors import InvalidMessageError, SerializationError
+from .ids import new_id
+from .serialization import registry
+
+__all__ = [
+    "Content",
+    "DataContent",
+    "FunctionApprovalRequestContent",
+    "FunctionApprovalResponseContent",
+    "FunctionCallContent",
+    "FunctionResultContent",
+    "Message",
+    "Role",
+    "TextContent",
+    "Usage",
+    "UsageContent",
+]
+
+Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
+_ROLES: frozenset[str] = frozenset(get_args(Role))
+
+
+@dataclass(slots=True)
+class Usage:
+    """Token counts of one or more model calls; `+` adds them up."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+        )
+
+
+@dataclass(slots=True)
+class TextContent:
+    """Plain text."""
+
+    text: str
+
+
+@dataclass(slots=True)
+class FunctionCallContent:
+    """The model asks for a tool call. `arguments` is the parsed object, or the raw text the
+    model produced when it was not valid JSON (the loop reports that back to the model)."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any] | str = field(default_factory=dict)
+
+    def parse_arguments(self) -> dict[str, Any]:
+        """The arguments as a dict; raises `InvalidMessageError` when they are not a JSON object."""
+        args = self.arguments
+        if isinstance(args, str):
+            if not args.strip():
+                return {}
+            try:
+                args = json.loads(args)
+            except ValueError as exc:
+                raise InvalidMessageError(
+                    f"arguments of call {self.call_id!r} to {self.name!r} are not valid JSON: {exc}"
+                ) from exc
+        if not isinstance(args, dict):
+            raise InvalidMessageError(
+                f"arguments of call {self.call_id!r} to {self.name!r} must be a JSON object, "
+                f"got {type(args).__name__}"
+            )
+        return args
+
+
+@dataclass(slots=True)
+class FunctionResultContent:
+    """The result of a tool call: a JSON-able `result`, or an `error` text for the model."""
+
+    call_id: str
+    result: Any = None
+    error: str | None = None
+
+    @property
+    def is_error(self) -> bool:
+        return self.error is not None
+
+
+@dataclass(slots=True)
+class DataContent:
+    """Binary data (an image, audio, a file) inline as bytes or by URI, with its media type."""
+
+    media_type: str
+    data: bytes | None = None
+    uri: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.data is None) == (self.uri is None):
+            raise InvalidMessageError("DataContent needs exactly one of data= or uri=")
+
+    @property
+    def is_image(self) -> bool:
+        return self.media_type.startswith("image/")
+
+    def to_data_uri(self) -> str:
+        """A ``data:`` URI for inline data, or the URI itself."""
+        if self.uri is not None:
+            return self.uri
+        assert self.data is not None  # guaranteed by __post_init__
+        return f"data:{self.media_type};base64,{base64.b64encode(self.data).decode('ascii')}"
+
+
+@dataclass(slots=True)
+class UsageContent:
+    """Token usage reported by a model for the message that carries it."""
+
+    usage: Usage
+
+
+@dataclass(slots=True)
+class FunctionApprovalRequestContent:
+    """A tool call waiting for a person's approval; answer with `create_response`."""
+
+    request_id: str
+    function_call: FunctionCallContent
+
+    def create_response(self, approved: bool) -> FunctionApprovalResponseContent:
+        return FunctionApprovalResponseContent(self.request_id, self.function_call, approved)
+
+
+@dataclass(slots=True)
+class FunctionApprovalResponseContent:
+    """A person's answer to an approval request; an approved call runs on the next turn."""
+
+    request_id: str
+    function_call: FunctionCallContent
+    approved: bool
+
+
+Content: TypeAlias = (
+    TextContent
+    | FunctionCallContent
+    | FunctionResultContent
+    | DataContent
+    | UsageContent
+    | FunctionApprovalRequestContent
+    | FunctionApprovalResponseContent
+)
+
+
+class Message:
+    """One message of a conversation.
+
+    ``Message("user", "hello")`` is the short form: a string becomes one `TextContent`.
+    Every message gets a fresh `message_id` unless one is given; stores and threads use it
+    to never record the same message twice.
+    """
+
+    __slots__ = ("author_name", "contents", "message_id", "metadata", "role")
+
+    def __init__(
+        self,
+        role: Role,
+        contents: str | Content | Sequence[Content] | None = None,
+        *,
+        author_name: str | None = None,
+        message_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        if role not in _ROLES:
+            raise InvalidMessageError(f"role must be one of {sorted(_ROLES)}, got {role!r}")
+        self.role: Role = role
+        if contents is None:
+            self.contents: list[Content] = []
+        elif isinstance(contents, str):
+            self.contents = [TextContent(contents)]
+        elif isinstance(contents, Sequence):
+            self.contents = list(cast("Sequence[Content]", contents))
+        else:
+            self.contents = [contents]
+        self.author_name = author_name
+        self.message_id = message_id or new_id()
+        self.metadata: dict[str, Any] = metadata if metadata is not None else {}
+
+    @property
+    def text(self) -> str:
+        """The text contents joined; empty when there is none."""
+        return "".join(c.text for c in self.contents if type(c) is TextContent)
+
+    @property
+    def function_calls(self) -> list[FunctionCallContent]:
+        return [c for c in self.contents if type(c) is FunctionCallContent]
+
+    @property
+    def function_results(self) -> list[FunctionResultContent]:
+        return [c for c in self.contents if type(c) is FunctionResultContent]
+
+    def copy(self, **changes: Any) -> Message:
+        """A shallow copy with some fields replaced (contents and metadata are new lists/dicts)."""
+        return Message(
+            changes.get("role", self.role),
+            changes.get("contents", list(self.contents)),
+            author_name=changes.get("author_name", self.author_name),
+            message_id=changes.get("message_id", self.message_id),
+            metadata=changes.get("metadata", dict(self.metadata)),
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return NotImplemented
+        return (
+            self.message_id == other.message_id
+            and self.role == other.role
+            and self.contents == other.contents
+            and self.author_name == other.author_name
+            and self.metadata == other.metadata
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        who = f", author_name={self.author_name!r}" if self.author_name else ""
+        text = self.text
+        body = repr(text if len(text) <= 60 else text[:57] + "...") if text else repr(self.contents)
+        return f"Message({self.role!r}, {body}{who}, message_id={self.message_id!r})"
+
+    @staticmethod
+    def coerce(value: str | Message | Iterable[str | Message] | None) -> list[Message]:
+        """Normalize run input: None, a string, a `Message` or a list of them; strings are user
+        messages."""
+        if value is None:
+            return []
+        if isinstance(value, str):
+            return [Message("user", value)]
+        if isinstance(value, Message):
+            return [value]
+        out: list[Message] = []
+        for item in value:
+            if isinstance(item, str):
+                out.append(Message("user", item))
+            elif isinstance(item, Message):
+                out.append(item)
+            else:
+                raise InvalidMessageError(
+                    f"expected a string or a Message, got {type(item).__name__}"
+                )
+        return out
+
+
+# --- JSON codecs (hand-written: threads serialize thousands of these) -----------------
+
+_to, _from = registry.to_json, registry.from_json
+
+
+def _req(data: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    try:
+        value = data[key]
+    except KeyError:
+        raise SerializationError(f"missing field {key!r}") from None
+    if not isinstance(value, kind):
+        raise SerializationError(f"field {key!r} has the wrong type {type(value).__name__}")
+    return value
+
+
+def _opt_str(data: dict[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is not None and type(value) is not str:
+        raise SerializationError(f"field {key!r} must be a string or absent")
+    return value
+
+
+def _enc_call(c: FunctionCallContent) -> dict[str, Any]:
+    return {"call_id": c.call_id, "name": c.name, "arguments": _to(c.arguments)}
+
+
+def _dec_call(d: dict[str, Any]) -> FunctionCallContent:
+    args = _from(d.get("arguments", {}))
+    if not isinstance(args, dict | str):
+        raise SerializationError("field 'arguments' must be an object or a string")
+    return FunctionCallContent(_req(d, "call_id", str), _req(d, "name", str), args)
+
+
+def _enc_message(m: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "role": m.role,
+        "contents": [_to(c) for c in m.contents],
+        "id": m.message_id,
+    }
+    if m.author_name is not None:
+        out["author_name"] = m.author_name
+    if m.metadata:
+        out["metadata"] = _to(m.metadata)
+    return out
+
+
+def _dec_message(d: dict[str, Any]) -> Message:
+    contents = [_from(c) for c in _req(d, "contents", list)]
+    for c in contents:
+        if type(c) not in _CONTENT_TYPES:
+            raise SerializationError(f"a message content cannot be a {type(c).__name__}")
+    metadata = _from(d.get("metadata", {}))
+    if not isinstance(metadata, dict):
+        raise SerializationError("field 'metadata' must be an object")
+    try:
+        return Message(
+            _req(d, "role", str),
+            contents,
+            author_name=_opt_str(d, "author_name"),
+            message_id=_req(d, "id", str),
+            metadata=metadata,
+        )
+    except InvalidMessageError as exc:
+        raise SerializationError(str(exc)) from exc
+
+
+def _dec_data(d: dict[str, Any]) -> DataContent:
+    raw = _opt_str(d, "base64")
+    try:
+        return DataContent(
+            _req(d, "media_type", str),
+            data=base64.b64decode(raw, validate=True) if raw is not None else None,
+            uri=_opt_str(d, "uri"),
+        )
+    except (InvalidMessageError, ValueError) as exc:
+        raise SerializationError(f"malformed DataContent: {exc}") from exc
+
+
+def _enc_data(c: DataContent) -> dict[str, Any]:
+    out: dict[str, Any] = {"media_type": c.media_type}
+    if c.data is not None:
+        out["base64"] = base64.b64encode(c.data).decode("ascii")
+    else:
+        out["uri"] = c.uri
+    return out
+
+
+def _dec_result(d: dict[str, Any]) -> FunctionResultContent:
+    return FunctionResultContent(
+        _req(d, "call_id", str), _from(d.get("result")), _opt_str(d, "error")
+    )
+
+
+def _enc_result(c: FunctionResultContent) -> dict[str, Any]:
+    out: dict[str, Any] = {"call_id": c.call_id, "result": _to(c.result)}
+    if c.error is not None:
+        out["error"] = c.error
+    return out
+
+
+def _dec_usage(d: dict[str, Any]) -> Usage:
+    return Usage(_req(d, "input_tokens", int), _req(d, "output_tokens", int))
+
+
+def _dec_approval_req(d: dict[str, Any]) -> FunctionApprovalRequestContent:
+    call = _from(_req(d, "function_call", dict))
+    if type(call) is not FunctionCallContent:
+        raise SerializationError("field 'function_call' must be a function call")
+    return FunctionApprovalRequestContent(_req(d, "request_id", str), call)
+
+
+def _dec_approval_resp(d: dict[str, Any]) -> FunctionApprovalResponseContent:
+    req = _dec_approval_req(d)
+    return FunctionApprovalResponseContent(
+        req.request_id, req.function_call, _req(d, "approved", bool)
+    )
+
+
+registry.register(
+    TextContent,
+    name="text",
+    encode=lambda c: {"text": c.text},
+    decode=lambda d: TextContent(_req(d, "text", str)),
+)
+registry.register(FunctionCallContent, name="function_call", encode=_enc_call, decode=_dec_call)
+registry.register(
+    FunctionResultContent, name="function_result", encode=_enc_result, decode=_dec_result
+)
+registry.register(DataContent, name="data", encode=_enc_data, decode=_dec_data)
+registry.register(
+    Usage,
+    name="usage",
+    encode=lambda u: {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens},
+    decode=_dec_usage,
+)
+registry.register(
+    UsageContent,
+    name="usage_content",
+    encode=lambda c: {"usage": _to(c.usage)},
+    decode=lambda d: UsageContent(_usage(_from(_req(d, "usage", dict)))),
+)
+registry.register(
+    FunctionApprovalRequestContent,
+    name="approval_request",
+    encode=lambda c: {"request_id": c.request_id, "function_call": _to(c.function_call)},
+    decode=_dec_approval_req,
+)
+registry.register(
+    FunctionApprovalResponseContent,
+    name="approval_response",
+    encode=lambda c: {
+        "request_id": c.request_id,
+        "function_call": _to(c.function_call),
+        "approved": c.approved,
+    },
+    decode=_dec_approval_resp,
+)
+registry.register(Message, name="message", encode=_enc_message, decode=_dec_message)
+
+
+def _usage(value: Any) -> Usage:
+    if type(value) is not Usage:
+        raise SerializationError("field 'usage' must be a usage object")
+    return value
+
+
+_CONTENT_TYPES: frozenset[type] = frozenset(get_args(Content))

@@ -1,0 +1,3 @@
+"""cantata.declarative."""
+
+__all__: list[str] = []

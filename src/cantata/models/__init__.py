@@ -1,0 +1,42 @@
+"""cantata.models: the `ChatClient` protocol and its clients."""
+
+from .client import ChatClient
+from .guard import (
+    allow_model_requests,
+    check_model_requests_allowed,
+    model_requests_allowed,
+    set_model_requests_allowed,
+)
+from .scripted import ScriptedCall, ScriptedChatClient, ScriptedTurn, tool_call
+from .types import (
+    ChatOptions,
+    ChatResponse,
+    ChatResponseUpdate,
+    FinishReason,
+    ResponseFormat,
+    ToolChoice,
+    ToolSpec,
+    parse_structured,
+    response_format_schema,
+)
+
+__all__ = [
+    "ChatClient",
+    "ChatOptions",
+    "ChatResponse",
+    "ChatResponseUpdate",
+    "FinishReason",
+    "ResponseFormat",
+    "ScriptedCall",
+    "ScriptedChatClient",
+    "ScriptedTurn",
+    "ToolChoice",
+    "ToolSpec",
+    "allow_model_requests",
+    "check_model_requests_allowed",
+    "model_requests_allowed",
+    "parse_structured",
+    "response_format_schema",
+    "set_model_requests_allowed",
+    "tool_call",
+]

@@ -1,0 +1,193 @@
+"""`ScriptedChatClient`: a deterministic, instant model for tests (ours and users').
+
+It answers from a list of scripted turns, or from a function of the messages, records
+every call, and streams by chunks. It is public API on purpose: an agent system is only
+testable if its model can be replaced by something that behaves exactly as told.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from ..core import (
+    CancellationToken,
+    Content,
+    FunctionCallContent,
+    Message,
+    ModelError,
+    TextContent,
+    Usage,
+    UsageContent,
+    new_id,
+)
+from .types import ChatOptions, ChatResponse, ChatResponseUpdate, parse_structured
+
+__all__ = ["ScriptedCall", "ScriptedChatClient", "ScriptedTurn", "tool_call"]
+
+ScriptedTurn: TypeAlias = str | Content | list[Content] | Message | ChatResponse | Exception
+"""One scripted answer: text, contents, a message, a whole response, or an exception to raise."""
+
+ScriptFunction: TypeAlias = Callable[
+    [list[Message], ChatOptions], "ScriptedTurn | Awaitable[ScriptedTurn]"
+]
+
+
+def tool_call(
+    name: str, arguments: dict[str, Any] | str | None = None, *, call_id: str | None = None
+) -> FunctionCallContent:
+    """A function-call content for scripts: ``tool_call("add", {"a": 1, "b": 2})``."""
+    return FunctionCallContent(
+        call_id or f"call_{new_id()[:12]}", name, {} if arguments is None else arguments
+    )
+
+
+@dataclass(slots=True)
+class ScriptedCall:
+    """One recorded request: a snapshot of the messages and the options it was made with."""
+
+    messages: list[Message]
+    options: ChatOptions
+    stream: bool
+
+
+class ScriptedChatClient:
+    """A chat client that plays a script.
+
+    ``ScriptedChatClient(["hello", [tool_call("f", {...})], "done"])`` answers three
+    requests in order, then raises `ModelError`. ``ScriptedChatClient(fn)`` asks
+    ``fn(messages, options)`` (sync or async) for each answer. Streamed answers split text
+    into ``chunk_size``-character pieces.
+    """
+
+    def __init__(
+        self,
+        script: Sequence[ScriptedTurn] | ScriptFunction,
+        *,
+        chunk_size: int = 8,
+        usage: Usage | None = None,
+        model: str = "scripted",
+        latency: float = 0.0,
+    ) -> None:
+        if callable(script):
+            self._function: ScriptFunction | None = script
+            self._turns: list[ScriptedTurn] = []
+        else:
+            self._function = None
+            self._turns = list(script)
+        self._position = 0
+        self.chunk_size = max(1, chunk_size)
+        self.usage = usage
+        self.model = model
+        self.latency = latency
+        self.calls: list[ScriptedCall] = []
+
+    @property
+    def remaining(self) -> int:
+        """How many scripted turns are left (0 for a function script)."""
+        return len(self._turns) - self._position
+
+    def assert_complete(self) -> None:
+        """Raise `AssertionError` if scripted turns were left unused."""
+        if self.remaining:
+            raise AssertionError(f"{self.remaining} scripted turn(s) were never requested")
+
+    async def _next(
+        self,
+        messages: Sequence[Message],
+        options: ChatOptions,
+        stream: bool,
+        token: CancellationToken | None,
+    ) -> ChatResponse:
+        if token is not None:
+            token.raise_if_cancelled()
+        snapshot = list(messages)
+        self.calls.append(ScriptedCall(snapshot, options, stream))
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        if self._function is not None:
+            turn = self._function(snapshot, options)
+            if inspect.isawaitable(turn):
+                turn = await turn
+        else:
+            if self._position >= len(self._turns):
+                raise ModelError(
+                    f"ScriptedChatClient ran out of turns after {len(self._turns)} request(s); "
+                    "add more turns to the script"
+                )
+            turn = self._turns[self._position]
+            self._position += 1
+        return self._to_response(turn, options)
+
+    def _to_response(self, turn: ScriptedTurn, options: ChatOptions) -> ChatResponse:
+        if isinstance(turn, Exception):
+            raise turn
+        if isinstance(turn, ChatResponse):
+            return turn
+        if isinstance(turn, Message):
+            message = turn
+        elif isinstance(turn, str):
+            message = Message("assistant", [TextContent(turn)])
+        elif isinstance(turn, list):
+            message = Message("assistant", list(turn))
+        else:
+            message = Message("assistant", [turn])
+        calls = message.function_calls
+        response = ChatResponse(
+            [message],
+            usage=self.usage,
+            finish_reason="tool_calls" if calls else "stop",
+            model=self.model,
+            response_id=new_id(),
+        )
+        if options.response_format is not None and not calls:
+            response.value = parse_structured(message.text, options.response_format)
+        return response
+
+    async def get_response(
+        self,
+        messages: Sequence[Message],
+        *,
+        options: ChatOptions | None = None,
+        cancellation_token: CancellationToken | None = None,
+    ) -> ChatResponse:
+        return await self._next(messages, options or ChatOptions(), False, cancellation_token)
+
+    async def get_streaming_response(
+        self,
+        messages: Sequence[Message],
+        *,
+        options: ChatOptions | None = None,
+        cancellation_token: CancellationToken | None = None,
+    ) -> AsyncIterator[ChatResponseUpdate]:
+        response = await self._next(messages, options or ChatOptions(), True, cancellation_token)
+        size = self.chunk_size
+        for message in response.messages:
+            for content in message.contents:
+                pieces: list[Content]
+                if type(content) is TextContent:
+                    text = content.text
+                    pieces = [TextContent(text[i : i + size]) for i in range(0, len(text), size)]
+                else:
+                    pieces = [content]
+                for piece in pieces:
+                    if cancellation_token is not None:
+                        cancellation_token.raise_if_cancelled()
+                    yield ChatResponseUpdate(
+                        [piece],
+                        role=message.role,
+                        message_id=message.message_id,
+                        author_name=message.author_name,
+                        model=response.model,
+                        response_id=response.response_id,
+                    )
+        yield ChatResponseUpdate(
+            [UsageContent(response.usage)] if response.usage else [],
+            message_id=response.messages[-1].message_id if response.messages else None,
+            finish_reason=response.finish_reason,
+            model=response.model,
+            response_id=response.response_id,
+        )

@@ -1,0 +1,181 @@
+"""What goes into and comes out of a chat client: options, tool specs, responses, updates."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal, TypeAlias
+
+from pydantic import BaseModel, ValidationError
+
+from ..core import (
+    Content,
+    FunctionCallContent,
+    Message,
+    ModelOutputError,
+    Role,
+    TextContent,
+    Usage,
+    UsageContent,
+)
+
+__all__ = [
+    "ChatOptions",
+    "ChatResponse",
+    "ChatResponseUpdate",
+    "FinishReason",
+    "ResponseFormat",
+    "ToolChoice",
+    "ToolSpec",
+    "parse_structured",
+    "response_format_schema",
+]
+
+FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "content_filter"]
+ToolChoice: TypeAlias = Literal["auto", "none", "required"] | str
+"""``"auto"``, ``"none"``, ``"required"``, or the name of the one tool the model must call."""
+ResponseFormat: TypeAlias = type[BaseModel] | dict[str, Any]
+"""A pydantic model class, or a JSON schema (a dict)."""
+
+
+@dataclass(slots=True, frozen=True)
+class ToolSpec:
+    """What a model is told about a tool: its name, description and JSON schema of arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(slots=True, kw_only=True)
+class ChatOptions:
+    """Per-request settings. `None` means "the client's default"; `merge` layers them."""
+
+    model: str | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    stop: list[str] | None = None
+    seed: int | None = None
+    tools: Sequence[ToolSpec] | None = None
+    tool_choice: ToolChoice | None = None
+    response_format: ResponseFormat | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Provider-specific request fields, passed through as they are."""
+
+    def merge(self, override: ChatOptions | None) -> ChatOptions:
+        """A new `ChatOptions`: `override`'s set fields win; `extra` dicts are merged."""
+        if override is None:
+            return self
+        changes: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(override, f.name)
+            if f.name == "extra":
+                if value:
+                    changes["extra"] = {**self.extra, **value}
+            elif value is not None:
+                changes[f.name] = value
+        return replace(self, **changes) if changes else self
+
+
+def response_format_schema(fmt: ResponseFormat) -> tuple[str, dict[str, Any]]:
+    """The (name, JSON schema) of a response format."""
+    if isinstance(fmt, dict):
+        return str(fmt.get("title", "response")), fmt
+    return fmt.__name__, fmt.model_json_schema()
+
+
+def parse_structured(text: str, fmt: ResponseFormat) -> Any:
+    """Validate a model's text against a response format: a model instance, or parsed JSON."""
+    try:
+        if isinstance(fmt, dict):
+            return json.loads(text)
+        return fmt.model_validate_json(text)
+    except (ValueError, ValidationError) as exc:
+        name = response_format_schema(fmt)[0]
+        raise ModelOutputError(
+            f"the model's answer does not fit the response format {name!r}: {exc}"
+        ) from exc
+
+
+@dataclass(slots=True)
+class ChatResponse:
+    """A complete answer: usually one assistant message (text and/or tool calls)."""
+
+    messages: list[Message]
+    usage: Usage | None = None
+    finish_reason: FinishReason | str | None = None
+    model: str | None = None
+    response_id: str | None = None
+    value: Any = None
+    """The validated structured output when the request had a `response_format`."""
+
+    @property
+    def text(self) -> str:
+        return "".join(m.text for m in self.messages)
+
+    @property
+    def function_calls(self) -> list[FunctionCallContent]:
+        return [c for m in self.messages for c in m.function_calls]
+
+    @classmethod
+    def from_updates(
+        cls, updates: Iterable[ChatResponseUpdate], *, response_format: ResponseFormat | None = None
+    ) -> ChatResponse:
+        """Fold a stream into the response it stands for; adjacent text chunks are joined."""
+        messages: list[Message] = []
+        by_id: dict[str, Message] = {}
+        usage: Usage | None = None
+        finish: str | None = None
+        model: str | None = None
+        response_id: str | None = None
+        for update in updates:
+            finish = update.finish_reason or finish
+            model = update.model or model
+            response_id = update.response_id or response_id
+            key = update.message_id or ""
+            msg = by_id.get(key)
+            if msg is None:
+                msg = Message(
+                    update.role, [], author_name=update.author_name, message_id=update.message_id
+                )
+                by_id[key] = msg
+                messages.append(msg)
+            for content in update.contents:
+                if type(content) is UsageContent:
+                    usage = content.usage if usage is None else usage + content.usage
+                elif (
+                    type(content) is TextContent
+                    and msg.contents
+                    and type(msg.contents[-1]) is TextContent
+                ):
+                    last = msg.contents[-1]
+                    msg.contents[-1] = TextContent(last.text + content.text)
+                else:
+                    msg.contents.append(content)
+        messages = [m for m in messages if m.contents]
+        response = cls(
+            messages, usage=usage, finish_reason=finish, model=model, response_id=response_id
+        )
+        if response_format is not None and not response.function_calls:
+            response.value = parse_structured(response.text, response_format)
+        return response
+
+
+@dataclass(slots=True)
+class ChatResponseUpdate:
+    """One chunk of a streamed answer. Text arrives in pieces; a tool call arrives whole,
+    once its argument deltas are assembled."""
+
+    contents: list[Content]
+    role: Role = "assistant"
+    message_id: str | None = None
+    author_name: str | None = None
+    finish_reason: FinishReason | str | None = None
+    model: str | None = None
+    response_id: str | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(c.text for c in self.contents if type(c) is TextContent)

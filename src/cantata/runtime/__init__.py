@@ -1,0 +1,3 @@
+"""cantata.runtime."""
+
+__all__: list[str] = []

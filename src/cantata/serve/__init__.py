@@ -1,0 +1,3 @@
+"""cantata.serve."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""cantata.teams."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""cantata.tools."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""cantata.workflows."""
+
+__all__: list[str] = []

@@ -1,0 +1,58 @@
+"""Shared test set-up.
+
+Real model requests are blocked unless a test carries a real-model marker, so a unit test
+that reaches a real model by accident fails loudly. Services (PostgreSQL, Redis) are
+looked for on 127.0.0.1: a test that needs one skips when it is missing, except under
+``CI=true``, where a missing service fails the run.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from cantata.models import set_model_requests_allowed
+
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+REAL_MODEL_MARKERS = ("local_model", "openai_server")
+
+
+@pytest.fixture(autouse=True)
+def _guard_model_requests(request: pytest.FixtureRequest) -> Iterator[None]:
+    real = any(request.node.get_closest_marker(m) for m in REAL_MODEL_MARKERS)
+    set_model_requests_allowed(real)
+    yield
+    set_model_requests_allowed(True)
+
+
+def service_reachable(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def require_service(name: str, host: str, port: int) -> None:
+    """Skip the test when the service is down, or fail it under CI."""
+    if service_reachable(host, port):
+        return
+    message = f"{name} is not reachable on {host}:{port}"
+    if IN_CI:
+        pytest.fail(f"{message}, and CI is set: start it (see .ci/run)")
+    pytest.skip(message)
+
+
+@pytest.fixture
+def postgres_dsn() -> str:
+    require_service("PostgreSQL", "127.0.0.1", 5432)
+    return os.environ.get("CANTATA_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+@pytest.fixture
+def redis_url() -> str:
+    require_service("Redis", "127.0.0.1", 6379)
+    return os.environ.get("CANTATA_TEST_REDIS", "redis://127.0.0.1:6379/0")
