@@ -1,0 +1,22 @@
+"""Errors of the stores, all under `cantata.core.StoreError` so one `except` catches them."""
+
+from __future__ import annotations
+
+from ..core import SchemaVersionError, StoreError
+
+__all__ = ["StoreClosedError", "StoreCorruptionError", "StoreSchemaError"]
+
+
+class StoreClosedError(StoreError):
+    """The store was closed; open a new one (closing twice is fine, using it is not)."""
+
+
+class StoreCorruptionError(StoreError):
+    """A stored value or log entry is not valid JSON; nothing was returned."""
+
+
+class StoreSchemaError(StoreError, SchemaVersionError):
+    """The database holds a store schema version this code does not know.
+
+    Also a `SchemaVersionError`, so code that guards every persisted format catches it.
+    """

@@ -1,0 +1,327 @@
+"""SQLite: the embedded default, one file that many tasks and processes share safely."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal, NoReturn
+
+import aiosqlite
+
+from ..core import StoreError
+from ._codec import (
+    SCHEMA_VERSION,
+    check_index,
+    check_name,
+    decode,
+    encode,
+    normalize_slice,
+    prefix_upper,
+)
+from ._lifecycle import StoreLifecycle
+from .errors import StoreClosedError, StoreSchemaError
+
+__all__ = ["SQLiteStore"]
+
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS cantata_log_entries (
+    log TEXT NOT NULL, pos INTEGER NOT NULL, value TEXT NOT NULL, PRIMARY KEY (log, pos)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS cantata_values (
+    key TEXT PRIMARY KEY, value TEXT NOT NULL
+) WITHOUT ROWID;
+"""
+_LENGTH = "SELECT COALESCE(MAX(pos) + 1, 0) FROM cantata_log_entries WHERE log = ?"
+_INSERT_ENTRY = "INSERT INTO cantata_log_entries (log, pos, value) VALUES (?, ?, ?)"
+_PUT = "INSERT OR REPLACE INTO cantata_values (key, value) VALUES (?, ?)"
+
+
+class SQLiteStore(StoreLifecycle):
+    """A `StateStore` in one SQLite file (or ``":memory:"`` for tests).
+
+    The file is in WAL mode, so readers never block the writer. Within a process, one
+    connection serves every task and an asyncio lock keeps each operation whole; across
+    processes, every write transaction starts with ``BEGIN IMMEDIATE`` and waits up to
+    `busy_timeout` seconds for the file's write lock. An append reads the log's length and
+    inserts its entries at the next positions in that one transaction, so entries of one
+    call are contiguous and positions are dense from 0.
+
+    `synchronous` is SQLite's setting: ``"NORMAL"`` (the default) survives any crash of the
+    application; ``"FULL"`` also survives a power cut, at the price of a sync per commit.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 30.0,
+        synchronous: Synchronous = "NORMAL",
+    ) -> None:
+        self.path = os.fspath(path)
+        super().__init__(f"SQLiteStore at {self.path}")
+        if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise StoreError(
+                f"{self._label}: synchronous={synchronous!r} is not one of "
+                "'OFF', 'NORMAL', 'FULL', 'EXTRA'"
+            )
+        if busy_timeout < 0:
+            raise StoreError(f"{self._label}: busy_timeout must be >= 0, got {busy_timeout}")
+        self._busy_timeout = busy_timeout
+        self._synchronous = synchronous
+        self._db: aiosqlite.Connection | None = None
+        self._lock = asyncio.Lock()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def _connect(self) -> None:
+        try:
+            db = await aiosqlite.connect(
+                self.path, timeout=self._busy_timeout, isolation_level=None
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"cannot open the SQLite database {self.path!r}: {exc}; "
+                "check that its directory exists and is writable"
+            ) from exc
+        try:
+            await db.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+            await db.execute("PRAGMA journal_mode = WAL")
+            await db.execute(f"PRAGMA synchronous = {self._synchronous}")
+            await self._create_schema(db)
+        except BaseException:
+            await db.close()
+            raise
+        self._db = db
+
+    async def _create_schema(self, db: aiosqlite.Connection) -> None:
+        try:
+            await db.execute("BEGIN IMMEDIATE")
+            try:
+                await db.execute(
+                    "CREATE TABLE IF NOT EXISTS cantata_meta "
+                    "(name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID"
+                )
+                rows = list(
+                    await db.execute_fetchall(
+                        "SELECT value FROM cantata_meta WHERE name = 'schema_version'"
+                    )
+                )
+                if not rows:
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            await db.execute(statement)
+                    await db.execute(
+                        "INSERT INTO cantata_meta (name, value) VALUES ('schema_version', ?)",
+                        (str(SCHEMA_VERSION),),
+                    )
+                elif rows[0][0] != str(SCHEMA_VERSION):
+                    raise StoreSchemaError(
+                        f"{self._label}: the database has store schema version {rows[0][0]!r}, "
+                        f"this cantata knows version {SCHEMA_VERSION}; upgrade cantata, "
+                        "or point the store at another file"
+                    )
+                await db.execute("COMMIT")
+            except BaseException:
+                await _rollback(db)
+                raise
+        except sqlite3.Error as exc:
+            self._fail("create its tables", exc)
+
+    async def _disconnect(self) -> None:
+        async with self._lock:
+            db, self._db = self._db, None
+            if db is not None:
+                await db.close()
+
+    async def _conn(self) -> aiosqlite.Connection:
+        """The connection, for a caller that holds `_lock`."""
+        db = self._db
+        if db is None:
+            raise StoreClosedError(f"{self._label} is closed; create a new store to keep working")
+        return db
+
+    def _fail(self, action: str, exc: sqlite3.Error) -> NoReturn:
+        hint = "check the file and its permissions"
+        if "locked" in str(exc) or "busy" in str(exc):
+            hint = (
+                f"another connection held the write lock longer than "
+                f"busy_timeout={self._busy_timeout}s; raise busy_timeout or shorten its writes"
+            )
+        raise StoreError(f"{self._label}: cannot {action}: {exc}; {hint}") from exc
+
+    # -- logs ------------------------------------------------------------------------------
+
+    async def append(self, log: str, entries: Sequence[Any]) -> int:
+        """Append entries atomically and contiguously; returns the log's new length."""
+        check_name(log, store=self._label, kind="log name")
+        where = f"an entry of log {log!r}"
+        texts = [encode(entry, store=self._label, where=where) for entry in entries]
+        await self._ready()
+        async with self._lock:
+            db = await self._conn()
+            try:
+                if not texts:
+                    return await _scalar(db, _LENGTH, (log,))
+                await db.execute("BEGIN IMMEDIATE")
+                try:
+                    start = await _scalar(db, _LENGTH, (log,))
+                    await db.executemany(
+                        _INSERT_ENTRY, [(log, start + i, text) for i, text in enumerate(texts)]
+                    )
+                    await db.execute("COMMIT")
+                except BaseException:
+                    await _rollback(db)
+                    raise
+            except sqlite3.Error as exc:
+                self._fail(f"append to log {log!r}", exc)
+            return start + len(texts)
+
+    async def read(self, log: str, start: int = 0, stop: int | None = None) -> list[Any]:
+        """Entries `start` to `stop` of a log, with the meaning of a Python slice."""
+        check_name(log, store=self._label, kind="log name")
+        check_index(start, store=self._label, name="start")
+        if stop is not None:
+            check_index(stop, store=self._label, name="stop")
+        await self._ready()
+        async with self._lock:
+            db = await self._conn()
+            try:
+                if start < 0 or (stop is not None and stop < 0):
+                    await db.execute("BEGIN")  # one snapshot for the length and the rows
+                    try:
+                        length = await _scalar(db, _LENGTH, (log,))
+                        start, stop = normalize_slice(start, stop, length)
+                        rows = await _rows(db, log, start, stop)
+                    finally:
+                        await _rollback(db)
+                else:
+                    rows = await _rows(db, log, start, stop)
+            except sqlite3.Error as exc:
+                self._fail(f"read log {log!r}", exc)
+        label = self._label
+        return [decode(v, store=label, where=f"entry {p} of log {log!r}") for p, v in rows]
+
+    async def length(self, log: str) -> int:
+        """Number of entries in a log (0 for a log never written)."""
+        check_name(log, store=self._label, kind="log name")
+        await self._ready()
+        async with self._lock:
+            try:
+                return await _scalar(await self._conn(), _LENGTH, (log,))
+            except sqlite3.Error as exc:
+                self._fail(f"read the length of log {log!r}", exc)
+
+    async def delete_log(self, log: str) -> None:
+        """Remove a log; a missing log is fine."""
+        check_name(log, store=self._label, kind="log name")
+        await self._execute(
+            "DELETE FROM cantata_log_entries WHERE log = ?", (log,), f"delete log {log!r}"
+        )
+
+    # -- values ----------------------------------------------------------------------------
+
+    async def get(self, key: str) -> Any | None:
+        """The value at `key`, or None."""
+        check_name(key, store=self._label, kind="key")
+        await self._ready()
+        async with self._lock:
+            try:
+                rows = list(
+                    await (await self._conn()).execute_fetchall(
+                        "SELECT value FROM cantata_values WHERE key = ?", (key,)
+                    )
+                )
+            except sqlite3.Error as exc:
+                self._fail(f"read key {key!r}", exc)
+        if not rows:
+            return None
+        return decode(rows[0][0], store=self._label, where=f"the value at key {key!r}")
+
+    async def put(self, key: str, value: Any) -> None:
+        """Set a value (JSON data)."""
+        check_name(key, store=self._label, kind="key")
+        text = encode(value, store=self._label, where=f"key {key!r}")
+        await self._execute(_PUT, (key, text), f"write key {key!r}")
+
+    async def put_many(self, items: Mapping[str, Any]) -> None:
+        """Set several values in one transaction: all or none."""
+        rows = []
+        for key, value in items.items():
+            check_name(key, store=self._label, kind="key")
+            rows.append((key, encode(value, store=self._label, where=f"key {key!r}")))
+        if not rows:
+            return
+        await self._ready()
+        async with self._lock:
+            db = await self._conn()
+            try:
+                await db.execute("BEGIN IMMEDIATE")
+                try:
+                    await db.executemany(_PUT, rows)
+                    await db.execute("COMMIT")
+                except BaseException:
+                    await _rollback(db)
+                    raise
+            except sqlite3.Error as exc:
+                self._fail(f"write keys {[k for k, _ in rows][:5]!r}", exc)
+
+    async def delete(self, key: str) -> None:
+        """Remove a value; a missing key is fine."""
+        check_name(key, store=self._label, kind="key")
+        await self._execute(
+            "DELETE FROM cantata_values WHERE key = ?", (key,), f"delete key {key!r}"
+        )
+
+    async def keys(self, prefix: str = "") -> list[str]:
+        """Keys that start with `prefix`, sorted by code point."""
+        check_name(prefix, store=self._label, kind="key prefix")
+        upper = prefix_upper(prefix)
+        sql = "SELECT key FROM cantata_values WHERE key >= ?"
+        params: tuple[str, ...] = (prefix,)
+        if upper is not None:
+            sql += " AND key < ?"
+            params = (prefix, upper)
+        await self._ready()
+        async with self._lock:
+            try:
+                rows = await (await self._conn()).execute_fetchall(sql + " ORDER BY key", params)
+            except sqlite3.Error as exc:
+                self._fail(f"list keys with prefix {prefix!r}", exc)
+        return [row[0] for row in rows]
+
+    async def _execute(self, sql: str, params: Iterable[Any], action: str) -> None:
+        await self._ready()
+        async with self._lock:
+            try:
+                await (await self._conn()).execute(sql, params)
+            except sqlite3.Error as exc:
+                self._fail(action, exc)
+
+
+async def _scalar(db: aiosqlite.Connection, sql: str, params: Iterable[Any]) -> int:
+    rows = list(await db.execute_fetchall(sql, params))
+    return int(rows[0][0])
+
+
+async def _rows(
+    db: aiosqlite.Connection, log: str, start: int, stop: int | None
+) -> Iterable[sqlite3.Row]:
+    if stop is None:
+        sql = "SELECT pos, value FROM cantata_log_entries WHERE log = ? AND pos >= ? ORDER BY pos"
+        return await db.execute_fetchall(sql, (log, start))
+    sql = (
+        "SELECT pos, value FROM cantata_log_entries "
+        "WHERE log = ? AND pos >= ? AND pos < ? ORDER BY pos"
+    )
+    return await db.execute_fetchall(sql, (log, start, stop))
+
+
+async def _rollback(db: aiosqlite.Connection) -> None:
+    # Also reached after a cancellation: the transaction may already be gone.
+    with contextlib.suppress(sqlite3.Error):
+        await db.execute("ROLLBACK")
