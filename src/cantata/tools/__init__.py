@@ -1,3 +1,35 @@
-"""cantata.tools."""
+"""cantata.tools: tools from typed Python functions, the function-invocation loop, and
+middleware around model calls and tool calls."""
 
-__all__: list[str] = []
+from .context import ToolContext
+from .invoking import FunctionInvokingChatClient, LimitName, OnMessage
+from .middleware import (
+    ChatContext,
+    ChatMiddleware,
+    ChatNext,
+    FunctionInvocationContext,
+    FunctionMiddleware,
+    FunctionNext,
+    chat_middleware,
+    function_middleware,
+)
+from .tool import ApprovalMode, FunctionTool, ToolArgumentsError, tool
+
+__all__ = [
+    "ApprovalMode",
+    "ChatContext",
+    "ChatMiddleware",
+    "ChatNext",
+    "FunctionInvocationContext",
+    "FunctionInvokingChatClient",
+    "FunctionMiddleware",
+    "FunctionNext",
+    "FunctionTool",
+    "LimitName",
+    "OnMessage",
+    "ToolArgumentsError",
+    "ToolContext",
+    "chat_middleware",
+    "function_middleware",
+    "tool",
+]

@@ -1,0 +1,72 @@
+"""Approval bookkeeping: what the model may see, and which answered requests to run.
+
+Models know nothing of approval requests and responses, so they are removed from the
+messages a model is sent; the results of approved calls are placed right after the
+assistant message that asked for those calls, where every chat API expects them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..core import (
+    FunctionApprovalRequestContent,
+    FunctionApprovalResponseContent,
+    FunctionResultContent,
+    Message,
+)
+
+_APPROVAL_TYPES = (FunctionApprovalRequestContent, FunctionApprovalResponseContent)
+
+
+def model_view(messages: Sequence[Message]) -> list[Message]:
+    """The messages without approval contents; messages left empty are dropped."""
+    out: list[Message] = []
+    for message in messages:
+        if not any(type(c) in _APPROVAL_TYPES for c in message.contents):
+            out.append(message)
+            continue
+        kept = [c for c in message.contents if type(c) not in _APPROVAL_TYPES]
+        if kept:
+            out.append(message.copy(contents=kept))
+    return out
+
+
+def pending_responses(messages: Sequence[Message]) -> list[FunctionApprovalResponseContent]:
+    """The approval responses in a trailing user message whose calls have no result yet."""
+    if not messages or messages[-1].role != "user":
+        return []
+    answered = {c.call_id for m in messages for c in m.contents if type(c) is FunctionResultContent}
+    out: list[FunctionApprovalResponseContent] = []
+    for content in messages[-1].contents:
+        if type(content) is not FunctionApprovalResponseContent:
+            continue
+        call_id = content.function_call.call_id
+        if call_id not in answered:
+            answered.add(call_id)
+            out.append(content)
+    return out
+
+
+def insert_results(view: list[Message], tool_message: Message) -> None:
+    """Put `tool_message` after the assistant message holding its calls (and the tool
+    messages that already follow it); add that assistant message if the view lacks it."""
+    ids = {c.call_id for c in tool_message.function_results}
+    for index in range(len(view) - 1, -1, -1):
+        message = view[index]
+        if message.role == "assistant" and any(c.call_id in ids for c in message.function_calls):
+            end = index + 1
+            while end < len(view) and view[end].role == "tool":
+                end += 1
+            view.insert(end, tool_message)
+            return
+    view.append(tool_message)
+
+
+def missing_call_message(
+    view: Sequence[Message], responses: Sequence[FunctionApprovalResponseContent]
+) -> Message | None:
+    """An assistant message with the approved calls the view does not contain, if any."""
+    present = {c.call_id for m in view for c in m.function_calls}
+    missing = [r.function_call for r in responses if r.function_call.call_id not in present]
+    return Message("assistant", list(missing)) if missing else None

@@ -1,0 +1,157 @@
+"""Running the tool calls of one model turn: lookup, argument parsing, approval, middleware."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..core import (
+    ApprovalRequired,
+    CancellationToken,
+    CancelledError,
+    FunctionCallContent,
+    FunctionResultContent,
+    InvalidMessageError,
+)
+from ._results import error_text, jsonable, unknown_tool_text
+from .context import ToolContext
+from .middleware import FunctionInvocationContext, FunctionMiddleware, compose
+from .tool import FunctionTool
+
+_log = logging.getLogger("cantata.tools")
+
+
+@dataclass(slots=True)
+class CallOutcome:
+    """What became of one call: a result, or a request for approval (`result` is None)."""
+
+    call: FunctionCallContent
+    result: FunctionResultContent | None
+    terminate: bool = False
+
+    @property
+    def needs_approval(self) -> bool:
+        return self.result is None
+
+    @property
+    def failed(self) -> bool:
+        return self.result is not None and self.result.is_error
+
+
+def error_outcome(call: FunctionCallContent, text: str) -> CallOutcome:
+    return CallOutcome(call, FunctionResultContent(call.call_id, error=text))
+
+
+class CallRunner:
+    """Runs calls for one run of the loop; never raises for a failing call, only for
+    cancellation (which must reach the caller)."""
+
+    def __init__(
+        self,
+        tools: Mapping[str, FunctionTool],
+        middleware: Sequence[FunctionMiddleware],
+        *,
+        kwargs: Mapping[str, object],
+        token: CancellationToken,
+        concurrent: bool,
+    ) -> None:
+        self._tools = tools
+        self._chain = compose(middleware, self._invoke)
+        self._kwargs = kwargs
+        self._token = token
+        self._concurrent = concurrent
+
+    async def run_turn(
+        self, calls: Sequence[FunctionCallContent], *, approved: bool = False
+    ) -> list[CallOutcome]:
+        """Outcomes in the order of `calls`; concurrent when configured, else one by one."""
+        self._token.raise_if_cancelled()
+        if self._concurrent:
+            return await self._gather([self._start(c, approved) for c in calls])
+        outcomes: list[CallOutcome] = []
+        for call in calls:
+            outcomes.extend(await self._gather([self._start(call, approved)]))
+        return outcomes
+
+    def _start(self, call: FunctionCallContent, approved: bool) -> asyncio.Future[CallOutcome]:
+        return self._token.link_future(asyncio.ensure_future(self._run_one(call, approved)))
+
+    async def _gather(self, tasks: list[asyncio.Future[CallOutcome]]) -> list[CallOutcome]:
+        try:
+            return list(await asyncio.gather(*tasks))
+        except asyncio.CancelledError:
+            await _cancel_all(tasks)
+            current = asyncio.current_task()
+            if self._token.is_cancelled and (current is None or not current.cancelling()):
+                raise CancelledError(
+                    "the tool calls were cancelled through the run's CancellationToken"
+                ) from None
+            raise
+        except BaseException:
+            await _cancel_all(tasks)
+            raise
+
+    async def _run_one(self, call: FunctionCallContent, approved: bool) -> CallOutcome:
+        tool = self._tools.get(call.name)
+        if tool is None:
+            return error_outcome(call, unknown_tool_text(call.name, list(self._tools)))
+        try:
+            arguments = call.parse_arguments()
+        except InvalidMessageError as exc:
+            return error_outcome(call, f"{exc}; send the arguments as one JSON object")
+        if tool.requires_approval and not approved:
+            return CallOutcome(call, None)
+        context = FunctionInvocationContext(
+            function=tool,
+            call=call,
+            arguments=arguments,
+            kwargs=self._kwargs,
+            cancellation_token=self._token,
+            approved=approved,
+        )
+        try:
+            await self._chain(context)
+        except CancelledError:
+            raise
+        except Exception as exc:  # a middleware failed: the model is told, the run goes on
+            context.error = exc
+        return self._outcome(context)
+
+    def _outcome(self, context: FunctionInvocationContext) -> CallOutcome:
+        call, error = context.call, context.error
+        if isinstance(error, ApprovalRequired):
+            if not context.approved:
+                return CallOutcome(call, None, context.terminate)
+            error = ApprovalRequired(
+                f"tool {call.name!r} asked for approval again after it was approved: {error}"
+            )
+        if error is not None:
+            _log.debug("tool %r failed", call.name, exc_info=error)
+            result = FunctionResultContent(call.call_id, error=error_text(error, call.name))
+        else:
+            result = FunctionResultContent(call.call_id, jsonable(context.result))
+        return CallOutcome(call, result, context.terminate)
+
+    async def _invoke(self, context: FunctionInvocationContext) -> None:
+        tool_context = ToolContext(
+            kwargs=context.kwargs,
+            call_id=context.call.call_id,
+            tool_name=context.function.name,
+            cancellation_token=context.cancellation_token or self._token,
+            approved=context.approved,
+        )
+        try:
+            context.result = await context.function.invoke(context.arguments, context=tool_context)
+            context.error = None
+        except CancelledError:
+            raise
+        except Exception as exc:
+            context.error = exc
+
+
+async def _cancel_all(tasks: Sequence[asyncio.Future[CallOutcome]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

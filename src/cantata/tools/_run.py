@@ -1,0 +1,393 @@
+"""One run of the function loop; state lives here, never on the (shared) client."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..core import (
+    CancellationToken,
+    FunctionApprovalRequestContent,
+    FunctionCallContent,
+    Message,
+    Usage,
+    UsageContent,
+    UsageError,
+    new_id,
+)
+from ..models import ChatClient, ChatOptions, ChatResponse, ChatResponseUpdate
+from ._approvals import insert_results, missing_call_message, model_view, pending_responses
+from ._calls import CallOutcome, CallRunner, error_outcome
+from ._results import REJECTED_TEXT
+from .middleware import ChatContext, ChatMiddleware, FunctionMiddleware, compose
+from .tool import FunctionTool
+
+LIMIT_KEY = "cantata.limit"
+_FORCED_CHOICES = (None, "auto", "none")
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class LoopSettings:
+    max_iterations: int
+    max_function_calls: int | None
+    max_consecutive_errors: int | None
+    concurrent_calls: bool
+
+
+class FunctionLoopRun:
+    """Drives one request through the loop. `steps()` yields stream updates (none when not
+    streaming); `response()` is the whole result once `steps()` is exhausted."""
+
+    def __init__(
+        self,
+        client: ChatClient,
+        messages: list[Message],
+        *,
+        tools: dict[str, FunctionTool],
+        chat_middleware: Sequence[ChatMiddleware],
+        function_middleware: Sequence[FunctionMiddleware],
+        settings: LoopSettings,
+        options: ChatOptions | None,
+        token: CancellationToken,
+        on_message: Callable[[Message], Awaitable[None] | None] | None,
+        tool_kwargs: Mapping[str, Any],
+        streaming: bool,
+    ) -> None:
+        self._client = client
+        self._approvals = pending_responses(messages)
+        self._conversation = model_view(messages)
+        self._settings = settings
+        self._token = token
+        self._on_message = on_message
+        self._kwargs = tool_kwargs
+        self._streaming = streaming
+        self._chat_chain = compose(chat_middleware, self._call_inner)
+        self._runner = CallRunner(
+            tools,
+            function_middleware,
+            kwargs=tool_kwargs,
+            token=token,
+            concurrent=settings.concurrent_calls,
+        )
+        self._options, self._declared_only = _base_options(options, tools)
+        self._produced: list[Message] = []
+        self._usage: Usage | None = None
+        self._last: ChatResponse | None = None
+        self._finish: str | None = None
+        self._iterations = 0
+        self._function_calls = 0
+        self._consecutive_errors = 0
+        self._chat_terminated = False
+
+    # -- result --------------------------------------------------------------------
+
+    def response(self) -> ChatResponse:
+        last = self._last
+        return ChatResponse(
+            list(self._produced),
+            usage=self._usage,
+            finish_reason=self._finish,
+            model=last.model if last else None,
+            response_id=last.response_id if last else None,
+            value=last.value if last is not None and self._finish not in _NO_VALUE else None,
+        )
+
+    # -- the loop --------------------------------------------------------------------
+
+    async def steps(self) -> AsyncIterator[ChatResponseUpdate]:
+        if self._approvals:
+            async for update in self._resume():
+                yield update
+        while self._finish is None:
+            async for update in self._turn():
+                yield update
+        if self._streaming:
+            last = self._produced[-1].message_id if self._produced else None
+            yield ChatResponseUpdate(
+                [],
+                message_id=last,
+                finish_reason=self._finish,
+                model=self._last.model if self._last else None,
+                response_id=self._last.response_id if self._last else None,
+            )
+
+    async def _turn(self) -> AsyncIterator[ChatResponseUpdate]:
+        async for update in self._call_model(self._request_options()):
+            yield update
+        response = self._require_last()
+        await self._emit_all(response.messages)
+        calls = response.function_calls
+        if self._chat_terminated:
+            self._finish = "terminated"
+            return
+        if not calls:
+            self._finish = response.finish_reason or "stop"
+            return
+        if any(call.name in self._declared_only for call in calls):
+            self._finish = "tool_calls"  # the caller runs tools it declared without a function
+            return
+        self._iterations += 1
+        outcomes = await self._run_within_budget(calls)
+        async for update in self._deliver(outcomes):
+            yield update
+        if self._finish is None:
+            async for update in self._after_calls(outcomes):
+                yield update
+
+    async def _resume(self) -> AsyncIterator[ChatResponseUpdate]:
+        """Run the calls a person approved; rejected ones get an error result."""
+        approved = [r.function_call for r in self._approvals if r.approved]
+        outcomes = {o.call.call_id: o for o in await self._runner.run_turn(approved, approved=True)}
+        ordered: list[CallOutcome] = []
+        for response in self._approvals:
+            call = response.function_call
+            ordered.append(outcomes.get(call.call_id) or error_outcome(call, REJECTED_TEXT))
+        self._function_calls += len(approved)
+        missing = missing_call_message(self._conversation, self._approvals)
+        if missing is not None:
+            self._conversation.append(missing)
+        async for update in self._deliver(ordered):
+            yield update
+        if self._finish is None:
+            async for update in self._after_calls(ordered, count_calls=False):
+                yield update
+
+    async def _run_within_budget(self, calls: list[FunctionCallContent]) -> list[CallOutcome]:
+        limit = self._settings.max_function_calls
+        budget = len(calls) if limit is None else max(0, limit - self._function_calls)
+        outcomes = await self._runner.run_turn(calls[:budget])
+        for call in calls[budget:]:
+            outcomes.append(
+                error_outcome(
+                    call, f"not run: this run reached its limit of {limit} function calls"
+                )
+            )
+        self._function_calls += sum(1 for o in outcomes[:budget] if not o.needs_approval)
+        return outcomes
+
+    async def _deliver(self, outcomes: list[CallOutcome]) -> AsyncIterator[ChatResponseUpdate]:
+        """The tool message with the results, then the approval request, if any."""
+        results = [o.result for o in outcomes if o.result is not None]
+        if results:
+            message = Message("tool", list(results))
+            insert_results(self._conversation, message)
+            for update in _updates_of(message):
+                yield update
+            await self._emit(message)
+        waiting = [o.call for o in outcomes if o.needs_approval]
+        if waiting:
+            request = Message(
+                "assistant", [FunctionApprovalRequestContent(c.call_id, c) for c in waiting]
+            )
+            for update in _updates_of(request):
+                yield update
+            await self._emit(request)
+            self._finish = "approval_required"
+        elif any(o.terminate for o in outcomes):
+            self._finish = "terminated"
+
+    async def _after_calls(
+        self, outcomes: list[CallOutcome], *, count_calls: bool = True
+    ) -> AsyncIterator[ChatResponseUpdate]:
+        results = [o for o in outcomes if o.result is not None]
+        if results and all(o.failed for o in results):
+            self._consecutive_errors += 1
+        elif results:
+            self._consecutive_errors = 0
+        limit = self._limit_reached(count_calls)
+        if limit is None:
+            return
+        options = self._request_options()
+        if options.tools:
+            options = dataclasses.replace(options, tool_choice="none")
+        async for update in self._call_model(options, drop_calls=True):
+            yield update
+        response = self._require_last()
+        if response.messages:
+            response.messages[-1].metadata[LIMIT_KEY] = limit
+        await self._emit_all(response.messages)
+        self._finish = "terminated" if self._chat_terminated else response.finish_reason or "stop"
+
+    def _limit_reached(self, count_iterations: bool) -> str | None:
+        s = self._settings
+        if s.max_function_calls is not None and self._function_calls >= s.max_function_calls:
+            return "max_function_calls"
+        if (
+            s.max_consecutive_errors is not None
+            and self._consecutive_errors >= s.max_consecutive_errors
+        ):
+            return "max_consecutive_errors"
+        if count_iterations and self._iterations >= s.max_iterations:
+            return "max_iterations"
+        return None
+
+    # -- model calls ---------------------------------------------------------------
+
+    def _request_options(self) -> ChatOptions:
+        options = self._options
+        if (self._iterations or self._approvals) and options.tool_choice not in _FORCED_CHOICES:
+            # "required" or one named tool, kept after the first turn, would never let the
+            # model answer in text.
+            options = dataclasses.replace(options, tool_choice="auto")
+        return options
+
+    async def _call_model(
+        self, options: ChatOptions, *, drop_calls: bool = False
+    ) -> AsyncIterator[ChatResponseUpdate]:
+        self._token.raise_if_cancelled()
+        context = ChatContext(
+            client=self._client,
+            messages=list(self._conversation),
+            options=options,
+            is_streaming=self._streaming,
+            kwargs=self._kwargs,
+            cancellation_token=self._token,
+        )
+        if self._streaming:
+            async for update in self._stream_chain(context, drop_calls):
+                yield update
+        else:
+            await self._chat_chain(context)
+        response = _require_response(context)
+        if drop_calls:
+            response = _without_calls(response)
+        if response.usage is not None:
+            self._usage = response.usage if self._usage is None else self._usage + response.usage
+        self._conversation.extend(response.messages)
+        self._chat_terminated = context.terminate
+        self._last = response
+
+    async def _call_inner(self, context: ChatContext) -> None:
+        if not context.is_streaming:
+            context.response = await context.client.get_response(
+                context.messages,
+                options=context.options,
+                cancellation_token=context.cancellation_token,
+            )
+            return
+        sink: Callable[[ChatResponseUpdate], None] = context.metadata["cantata.stream_sink"]
+        fallback_id = new_id()
+        updates: list[ChatResponseUpdate] = []
+        async for update in context.client.get_streaming_response(
+            context.messages, options=context.options, cancellation_token=context.cancellation_token
+        ):
+            if update.message_id is None:
+                update = dataclasses.replace(update, message_id=fallback_id)
+            updates.append(update)
+            sink(update)
+        context.response = ChatResponse.from_updates(updates)
+
+    async def _stream_chain(
+        self, context: ChatContext, drop_calls: bool
+    ) -> AsyncIterator[ChatResponseUpdate]:
+        """Run the middleware chain in a task; the model's updates reach the caller live."""
+        queue: asyncio.Queue[ChatResponseUpdate | None] = asyncio.Queue()
+        streamed = False
+
+        def sink(update: ChatResponseUpdate) -> None:
+            nonlocal streamed
+            streamed = True
+            if drop_calls:
+                kept = [c for c in update.contents if type(c) is not FunctionCallContent]
+                if not kept and update.contents:
+                    return
+                update = dataclasses.replace(update, contents=kept)
+            queue.put_nowait(update)
+
+        context.metadata["cantata.stream_sink"] = sink
+
+        async def drive() -> None:
+            try:
+                await self._chat_chain(context)
+            finally:
+                queue.put_nowait(None)
+
+        task = asyncio.ensure_future(drive())
+        try:
+            while (update := await queue.get()) is not None:
+                yield update
+            await task
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        context.metadata.pop("cantata.stream_sink", None)
+        if not streamed:  # a middleware answered without the model
+            response = _require_response(context)
+            for message in _without_calls(response).messages if drop_calls else response.messages:
+                for update in _updates_of(message):
+                    yield update
+            if response.usage is not None:
+                yield ChatResponseUpdate([UsageContent(response.usage)])
+
+    # -- helpers -------------------------------------------------------------------
+
+    def _require_last(self) -> ChatResponse:
+        if self._last is None:  # pragma: no cover - _call_model always sets it
+            raise UsageError("no model response recorded")
+        return self._last
+
+    async def _emit_all(self, messages: Sequence[Message]) -> None:
+        for message in messages:
+            await self._emit(message)
+
+    async def _emit(self, message: Message) -> None:
+        self._produced.append(message)
+        if self._on_message is not None:
+            outcome = self._on_message(message)
+            if inspect.isawaitable(outcome):
+                await outcome
+
+
+_NO_VALUE = frozenset({"approval_required", "terminated", "tool_calls"})
+
+
+def _base_options(
+    options: ChatOptions | None, tools: dict[str, FunctionTool]
+) -> tuple[ChatOptions, frozenset[str]]:
+    """The request options with our tools' specs first, then specs the caller declared."""
+    base = options or ChatOptions()
+    declared = [spec for spec in base.tools or () if spec.name not in tools]
+    specs = [t.spec for t in tools.values()] + declared
+    merged = dataclasses.replace(base, tools=specs or None)
+    return merged, frozenset(spec.name for spec in declared)
+
+
+def _require_response(context: ChatContext) -> ChatResponse:
+    if context.response is None:
+        raise UsageError(
+            "a chat middleware neither called call_next nor set context.response; "
+            "set context.response to answer without the model"
+        )
+    return context.response
+
+
+def _without_calls(response: ChatResponse) -> ChatResponse:
+    """The response without tool calls: the model was told not to make any, and calls left
+    without results would make the conversation invalid for the next request."""
+    if not response.function_calls:
+        return response
+    messages = []
+    for message in response.messages:
+        kept = [c for c in message.contents if type(c) is not FunctionCallContent]
+        if kept:
+            messages.append(message.copy(contents=kept))
+    return dataclasses.replace(response, messages=messages)
+
+
+def _updates_of(message: Message) -> list[ChatResponseUpdate]:
+    return [
+        ChatResponseUpdate(
+            [content],
+            role=message.role,
+            message_id=message.message_id,
+            author_name=message.author_name,
+        )
+        for content in message.contents
+    ]

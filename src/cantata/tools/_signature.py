@@ -1,0 +1,163 @@
+"""Turn a Python function's signature into a pydantic model of its arguments.
+
+Fields get internal names (``f0``, ``f1``...) and the parameter name as alias, so that any
+parameter name (``json``, ``schema``, ``_private``) works without clashing with
+`BaseModel`'s own attributes; the JSON schema and validation use the aliases.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Union, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from ..core import ConfigurationError
+from .context import ToolContext
+
+_SCHEMA_KEYS_WITH_SCHEMA = ("items", "additionalProperties", "not", "contains")
+_SCHEMA_KEYS_WITH_LIST = ("anyOf", "allOf", "oneOf", "prefixItems")
+_SCHEMA_KEYS_WITH_MAP = ("properties", "$defs", "definitions")
+
+
+@dataclass(slots=True, frozen=True)
+class Signature:
+    """How to call a function with validated arguments."""
+
+    model: type[BaseModel]
+    fields: tuple[tuple[str, str], ...]
+    """(internal field name, parameter name) for every schema parameter."""
+    positional_only: frozenset[str]
+    context_param: str | None
+    accepts_extra: bool
+
+
+def build_signature(func: Callable[..., Any], tool_name: str) -> Signature:
+    """Read `func`'s parameters into an arguments model; raise `ConfigurationError` for
+    parameters a model cannot fill (``*args``, unresolvable annotations)."""
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(
+            f"cannot read the signature of the function of tool {tool_name!r}: {exc}"
+        ) from exc
+    hints = _type_hints(func, tool_name)
+    definitions: dict[str, Any] = {}
+    names: list[tuple[str, str]] = []
+    positional_only: set[str] = set()
+    context_param: str | None = None
+    accepts_extra = False
+    for param in sig.parameters.values():
+        if param.kind is param.VAR_POSITIONAL:
+            raise ConfigurationError(
+                f"tool {tool_name!r}: parameter *{param.name} cannot be filled by a model; "
+                "use named parameters"
+            )
+        if param.kind is param.VAR_KEYWORD:
+            accepts_extra = True
+            continue
+        annotation = hints.get(param.name, Any)
+        if _is_tool_context(annotation):
+            context_param = param.name
+            if param.kind is param.POSITIONAL_ONLY:
+                positional_only.add(param.name)
+            continue
+        if param.kind is param.POSITIONAL_ONLY:
+            positional_only.add(param.name)
+        internal = f"f{len(names)}"
+        definitions[internal] = _field_definition(annotation, param)
+        names.append((internal, param.name))
+    config = ConfigDict(
+        extra="allow" if accepts_extra else "forbid",
+        populate_by_name=False,
+        arbitrary_types_allowed=True,
+    )
+    try:
+        model = create_model(f"{_camel(tool_name)}Arguments", __config__=config, **definitions)
+    except Exception as exc:
+        raise ConfigurationError(
+            f"tool {tool_name!r}: cannot build a schema from the function's parameters: {exc}"
+        ) from exc
+    return Signature(model, tuple(names), frozenset(positional_only), context_param, accepts_extra)
+
+
+def _type_hints(func: Callable[..., Any], tool_name: str) -> dict[str, Any]:
+    target = func
+    call = getattr(func, "__call__", None)  # noqa: B004 - callable objects
+    if not inspect.isfunction(func) and not inspect.ismethod(func) and call is not None:
+        target = call
+    try:
+        return typing.get_type_hints(target, include_extras=True)
+    except Exception as exc:
+        raise ConfigurationError(
+            f"tool {tool_name!r}: cannot resolve the type annotations of its function: {exc}; "
+            "define the types it names at module level"
+        ) from exc
+
+
+def _field_definition(annotation: Any, param: inspect.Parameter) -> tuple[Any, Any]:
+    annotation, description = _split_description(annotation)
+    kwargs: dict[str, Any] = {"alias": param.name}
+    if description is not None:
+        kwargs["description"] = description
+    if param.default is not param.empty:
+        kwargs["default"] = param.default
+    return annotation, Field(**kwargs)
+
+
+def _split_description(annotation: Any) -> tuple[Any, str | None]:
+    """``Annotated[int, "the count"]`` -> (int, "the count"); other metadata is kept."""
+    if get_origin(annotation) is not Annotated:
+        return annotation, None
+    base, *metadata = get_args(annotation)
+    texts = [m for m in metadata if isinstance(m, str)]
+    rest = [m for m in metadata if not isinstance(m, str)]
+    description = " ".join(texts) if texts else None
+    if rest:
+        return Annotated[(base, *rest)], description
+    return base, description
+
+
+def _is_tool_context(annotation: Any) -> bool:
+    if annotation is ToolContext:
+        return True
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _is_tool_context(get_args(annotation)[0])
+    if origin is Union or origin is types.UnionType:
+        return any(arg is ToolContext for arg in get_args(annotation))
+    return False
+
+
+def _camel(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.replace("-", "_").split("_"))
+
+
+def clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Drop pydantic's generated ``title`` keys: noise in every prompt that carries tools."""
+    out = {k: v for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+    for key in _SCHEMA_KEYS_WITH_SCHEMA:
+        if isinstance(out.get(key), dict):
+            out[key] = clean_schema(out[key])
+    for key in _SCHEMA_KEYS_WITH_LIST:
+        if isinstance(out.get(key), list):
+            out[key] = [clean_schema(s) if isinstance(s, dict) else s for s in out[key]]
+    for key in _SCHEMA_KEYS_WITH_MAP:
+        if isinstance(out.get(key), dict):
+            out[key] = {
+                name: clean_schema(s) if isinstance(s, dict) else s for name, s in out[key].items()
+            }
+    return out
+
+
+def first_paragraph(doc: str | None) -> str:
+    """The first paragraph of a docstring, on one line."""
+    if not doc:
+        return ""
+    text = inspect.cleandoc(doc)
+    paragraph = text.split("\n\n", 1)[0]
+    return " ".join(line.strip() for line in paragraph.splitlines()).strip()

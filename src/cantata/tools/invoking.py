@@ -1,0 +1,185 @@
+"""`FunctionInvokingChatClient`: the function-invocation loop as a `ChatClient`.
+
+The model asks for tools, the tools run (concurrently when several), their results go
+back as one tool message, and the model is asked again, until it answers in text, a
+limit is reached, a tool needs a person's approval, or a middleware terminates the run.
+Because it is itself a `ChatClient`, agents and workflows use it like any other client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any, Literal
+
+from ..core import CancellationToken, ConfigurationError, Message
+from ..models import ChatClient, ChatOptions, ChatResponse, ChatResponseUpdate
+from ._run import FunctionLoopRun, LoopSettings
+from .middleware import ChatMiddleware, FunctionMiddleware
+from .tool import FunctionTool
+
+__all__ = ["FunctionInvokingChatClient", "LimitName", "OnMessage"]
+
+OnMessage = Callable[[Message], Awaitable[None] | None]
+"""Called with every message the loop produces, in order, as soon as it is complete."""
+
+LimitName = Literal["max_iterations", "max_function_calls", "max_consecutive_errors"]
+"""The value stored under ``"cantata.limit"`` in the last message's metadata."""
+
+
+class FunctionInvokingChatClient:
+    """Wraps any `ChatClient` with the function-invocation loop.
+
+    ``tools`` are offered on every request (more can be added per call with ``tools=``);
+    ``middleware`` is a list of `ChatMiddleware` and `FunctionMiddleware`, first listed
+    outermost. Limits: ``max_iterations`` model calls that asked for tools,
+    ``max_function_calls`` tool calls in all, ``max_consecutive_errors`` turns in a row in
+    which every call failed; at a limit the model is asked once more with
+    ``tool_choice="none"`` and the limit's name is recorded under ``"cantata.limit"`` in
+    the last message's metadata.
+    """
+
+    def __init__(
+        self,
+        client: ChatClient,
+        *,
+        tools: Sequence[FunctionTool] = (),
+        middleware: Sequence[ChatMiddleware | FunctionMiddleware] = (),
+        max_iterations: int = 10,
+        max_function_calls: int | None = None,
+        max_consecutive_errors: int | None = 3,
+        concurrent_calls: bool = True,
+    ) -> None:
+        if not isinstance(client, ChatClient):
+            raise ConfigurationError(
+                f"FunctionInvokingChatClient needs a ChatClient to wrap, got {client!r}"
+            )
+        _check_limit("max_iterations", max_iterations, allow_none=False)
+        _check_limit("max_function_calls", max_function_calls, allow_none=True)
+        _check_limit("max_consecutive_errors", max_consecutive_errors, allow_none=True)
+        self._client = client
+        self._tools = tuple(tools)
+        merge_tools(self._tools, ())  # names must be valid and unique now, not at run time
+        self._chat_middleware: tuple[ChatMiddleware, ...] = ()
+        self._function_middleware: tuple[FunctionMiddleware, ...] = ()
+        self._split_middleware(middleware)
+        self._settings = LoopSettings(
+            max_iterations=max_iterations,
+            max_function_calls=max_function_calls,
+            max_consecutive_errors=max_consecutive_errors,
+            concurrent_calls=concurrent_calls,
+        )
+
+    def _split_middleware(self, middleware: Sequence[ChatMiddleware | FunctionMiddleware]) -> None:
+        chat: list[ChatMiddleware] = []
+        function: list[FunctionMiddleware] = []
+        for item in middleware:
+            if isinstance(item, ChatMiddleware):
+                chat.append(item)
+            elif isinstance(item, FunctionMiddleware):
+                function.append(item)
+            else:
+                raise ConfigurationError(
+                    f"{item!r} is not a ChatMiddleware or FunctionMiddleware; subclass one, "
+                    "or decorate an async function with @chat_middleware or @function_middleware"
+                )
+        self._chat_middleware, self._function_middleware = tuple(chat), tuple(function)
+
+    @property
+    def client(self) -> ChatClient:
+        """The wrapped client."""
+        return self._client
+
+    @property
+    def tools(self) -> tuple[FunctionTool, ...]:
+        return self._tools
+
+    @property
+    def middleware(self) -> tuple[ChatMiddleware | FunctionMiddleware, ...]:
+        return (*self._chat_middleware, *self._function_middleware)
+
+    def _run(
+        self,
+        messages: Sequence[Message],
+        options: ChatOptions | None,
+        token: CancellationToken | None,
+        tools: Sequence[FunctionTool] | None,
+        on_message: OnMessage | None,
+        tool_kwargs: Mapping[str, Any] | None,
+        streaming: bool,
+    ) -> FunctionLoopRun:
+        return FunctionLoopRun(
+            self._client,
+            list(messages),
+            tools=merge_tools(self._tools, tools or ()),
+            chat_middleware=self._chat_middleware,
+            function_middleware=self._function_middleware,
+            settings=self._settings,
+            options=options,
+            token=token or CancellationToken(),
+            on_message=on_message,
+            tool_kwargs=tool_kwargs or {},
+            streaming=streaming,
+        )
+
+    async def get_response(
+        self,
+        messages: Sequence[Message],
+        *,
+        options: ChatOptions | None = None,
+        cancellation_token: CancellationToken | None = None,
+        tools: Sequence[FunctionTool] | None = None,
+        on_message: OnMessage | None = None,
+        tool_kwargs: Mapping[str, Any] | None = None,
+    ) -> ChatResponse:
+        """Run the loop to its end; ``.messages`` holds every message it produced, in order."""
+        run = self._run(
+            messages, options, cancellation_token, tools, on_message, tool_kwargs, False
+        )
+        async for _ in run.steps():
+            pass
+        return run.response()
+
+    async def get_streaming_response(
+        self,
+        messages: Sequence[Message],
+        *,
+        options: ChatOptions | None = None,
+        cancellation_token: CancellationToken | None = None,
+        tools: Sequence[FunctionTool] | None = None,
+        on_message: OnMessage | None = None,
+        tool_kwargs: Mapping[str, Any] | None = None,
+    ) -> AsyncIterator[ChatResponseUpdate]:
+        """Run the loop, streaming: text as it comes, tool calls and results whole, each with
+        the id of its message, so `ChatResponse.from_updates` rebuilds the messages.
+        Message metadata (such as ``"cantata.limit"``) does not travel in updates."""
+        run = self._run(messages, options, cancellation_token, tools, on_message, tool_kwargs, True)
+        async for update in run.steps():
+            yield update
+
+
+def merge_tools(
+    base: Sequence[FunctionTool], extra: Sequence[FunctionTool]
+) -> dict[str, FunctionTool]:
+    """Tools by name; the same tool twice is fine, two tools with one name are not."""
+    out: dict[str, FunctionTool] = {}
+    for item in (*base, *extra):
+        if not isinstance(item, FunctionTool):
+            raise ConfigurationError(
+                f"{item!r} is not a FunctionTool; decorate the function with @tool"
+            )
+        known = out.get(item.name)
+        if known is not None and known is not item:
+            raise ConfigurationError(
+                f"two different tools are named {item.name!r}; give one another name "
+                "with @tool(name=...)"
+            )
+        out[item.name] = item
+    return out
+
+
+def _check_limit(name: str, value: int | None, *, allow_none: bool) -> None:
+    if value is None and allow_none:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        hint = " or None" if allow_none else ""
+        raise ConfigurationError(f"{name} must be a positive int{hint}, got {value!r}")

@@ -1,0 +1,162 @@
+"""Middleware around model calls and tool calls, in ``process(context, call_next)`` style.
+
+A middleware can observe a call, change its context (rewrite messages, options or
+arguments), skip ``call_next`` and set the outcome itself (short-circuit), or set
+``context.terminate = True`` so the function loop stops after the current step. The first
+middleware listed is the outermost. ``call_next()`` may be awaited with no argument, or
+with the context.
+"""
+
+from __future__ import annotations
+
+import functools
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+from ..core import CancellationToken, FunctionCallContent, Message
+from ..models import ChatClient, ChatOptions, ChatResponse
+
+if TYPE_CHECKING:
+    from .tool import FunctionTool
+
+__all__ = [
+    "ChatContext",
+    "ChatMiddleware",
+    "ChatNext",
+    "FunctionInvocationContext",
+    "FunctionMiddleware",
+    "FunctionNext",
+    "chat_middleware",
+    "function_middleware",
+]
+
+C = TypeVar("C")
+C_contra = TypeVar("C_contra", contravariant=True)
+
+
+def _empty() -> Mapping[str, Any]:
+    return MappingProxyType({})
+
+
+@dataclass(slots=True, kw_only=True)
+class ChatContext:
+    """One model call as middleware sees it. Set `response` and skip ``call_next`` to answer
+    without the model; set `terminate` to end the loop after this call."""
+
+    client: ChatClient
+    messages: list[Message]
+    options: ChatOptions
+    is_streaming: bool = False
+    response: ChatResponse | None = None
+    terminate: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+    kwargs: Mapping[str, Any] = field(default_factory=_empty)
+    cancellation_token: CancellationToken | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class FunctionInvocationContext:
+    """One tool call as middleware sees it. Rewrite `arguments` before ``call_next``; set
+    `result` (or `error`) and skip ``call_next`` to answer without running the tool; set
+    `terminate` to end the loop once this turn's calls are done."""
+
+    function: FunctionTool
+    call: FunctionCallContent
+    arguments: dict[str, Any]
+    result: Any = None
+    error: Exception | None = None
+    """The exception the tool raised; the model gets it as an error result."""
+    terminate: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+    kwargs: Mapping[str, Any] = field(default_factory=_empty)
+    cancellation_token: CancellationToken | None = None
+    approved: bool = False
+
+
+class _Next(Protocol[C_contra]):
+    def __call__(self, context: C_contra | None = None, /) -> Awaitable[None]: ...
+
+
+ChatNext = _Next[ChatContext]
+"""The rest of the chain, then the model: ``await call_next()``."""
+FunctionNext = _Next[FunctionInvocationContext]
+"""The rest of the chain, then the tool: ``await call_next()``."""
+
+
+class ChatMiddleware(ABC):
+    """Wraps every model call the function loop makes."""
+
+    @abstractmethod
+    async def process(self, context: ChatContext, call_next: ChatNext) -> None:
+        """Do something around ``await call_next()`` (or instead of it)."""
+
+
+class FunctionMiddleware(ABC):
+    """Wraps every tool call the function loop makes."""
+
+    @abstractmethod
+    async def process(self, context: FunctionInvocationContext, call_next: FunctionNext) -> None:
+        """Do something around ``await call_next()`` (or instead of it)."""
+
+
+ChatProcess = Callable[[ChatContext, ChatNext], Awaitable[None]]
+FunctionProcess = Callable[[FunctionInvocationContext, FunctionNext], Awaitable[None]]
+
+
+class _ChatFunction(ChatMiddleware):
+    def __init__(self, fn: ChatProcess) -> None:
+        self._fn = fn
+        self.__doc__ = fn.__doc__
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({getattr(self._fn, '__qualname__', self._fn)!r})"
+
+    async def process(self, context: ChatContext, call_next: ChatNext) -> None:
+        await self._fn(context, call_next)
+
+
+class _FunctionFunction(FunctionMiddleware):
+    def __init__(self, fn: FunctionProcess) -> None:
+        self._fn = fn
+        self.__doc__ = fn.__doc__
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({getattr(self._fn, '__qualname__', self._fn)!r})"
+
+    async def process(self, context: FunctionInvocationContext, call_next: FunctionNext) -> None:
+        await self._fn(context, call_next)
+
+
+def chat_middleware(fn: ChatProcess) -> ChatMiddleware:
+    """Make ``async def fn(context, call_next)`` a `ChatMiddleware`."""
+    return _ChatFunction(fn)
+
+
+def function_middleware(fn: FunctionProcess) -> FunctionMiddleware:
+    """Make ``async def fn(context, call_next)`` a `FunctionMiddleware`."""
+    return _FunctionFunction(fn)
+
+
+class _HasProcess(Protocol, Generic[C]):
+    async def process(self, context: C, call_next: _Next[C]) -> None: ...
+
+
+def compose(
+    middleware: Sequence[_HasProcess[C]], innermost: Callable[[C], Awaitable[None]]
+) -> Callable[[C], Awaitable[None]]:
+    """Chain middleware around `innermost`; the first is the outermost."""
+
+    async def run(index: int, context: C) -> None:
+        if index == len(middleware):
+            await innermost(context)
+            return
+
+        async def call_next(next_context: C | None = None, /) -> None:
+            await run(index + 1, context if next_context is None else next_context)
+
+        await middleware[index].process(context, call_next)
+
+    return functools.partial(run, 0)

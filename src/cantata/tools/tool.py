@@ -1,0 +1,292 @@
+"""`FunctionTool` and `@tool`: a typed Python function a model can call.
+
+The function's signature is the contract: its parameters become the JSON schema the model
+sees, and the same pydantic model validates what the model sends back, so a tool body
+only ever receives arguments of the declared types.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypeAlias, overload
+
+from pydantic import BaseModel, ValidationError
+
+from ..core import ConfigurationError, ToolError
+from ..models import ToolSpec
+from ._signature import Signature, build_signature, clean_schema, first_paragraph
+from .context import ToolContext
+
+__all__ = ["ApprovalMode", "FunctionTool", "ToolArgumentsError", "tool"]
+
+ApprovalMode: TypeAlias = Literal["never_require", "always_require"]
+"""Whether a person must approve each call of a tool before it runs."""
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_APPROVAL_MODES: frozenset[str] = frozenset(("never_require", "always_require"))
+
+
+class ToolArgumentsError(ToolError):
+    """The arguments a model sent do not fit the tool's schema; `errors` lists each problem."""
+
+    def __init__(self, message: str, *, tool_name: str, errors: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.tool_name = tool_name
+        self.errors = errors or []
+
+
+class FunctionTool:
+    """A tool backed by a Python function (sync or async).
+
+    Usually made with `@tool`; build one directly to choose the name, description or JSON
+    schema yourself: ``FunctionTool("search", "Search the web.", func=search)``. With an
+    explicit ``parameters`` schema (a dict or a pydantic model class) the model is told that
+    schema; arguments are still validated against the function's own typed parameters.
+    Calling the tool object calls the function unchanged.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_approval_mode",
+        "_description",
+        "_func",
+        "_is_async",
+        "_name",
+        "_parameters",
+        "_required",
+        "_signature",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        description: str = "",
+        *,
+        func: Callable[..., Any],
+        parameters: dict[str, Any] | type[BaseModel] | None = None,
+        approval_mode: ApprovalMode = "never_require",
+    ) -> None:
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ConfigurationError(
+                f"invalid tool name {name!r}: use 1 to 64 letters, digits, '_' or '-' "
+                "(what OpenAI-compatible servers accept); pass name= to choose another"
+            )
+        if approval_mode not in _APPROVAL_MODES:
+            raise ConfigurationError(
+                f"tool {name!r}: approval_mode must be one of {sorted(_APPROVAL_MODES)}, "
+                f"got {approval_mode!r}"
+            )
+        if not callable(func):
+            raise ConfigurationError(f"tool {name!r}: func must be callable, got {func!r}")
+        self._name = name
+        self._description = description
+        self._func = func
+        self._approval_mode: ApprovalMode = approval_mode
+        self._is_async = _is_async_callable(func)
+        self._signature: Signature = build_signature(func, name)
+        self._parameters, self._required = _parameters_schema(parameters, self._signature)
+
+    # -- definition ----------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def description(self) -> str:
+        return self._description
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The JSON schema of the arguments (a copy: the tool itself is immutable)."""
+        copied: dict[str, Any] = _deep_copy(self._parameters)
+        return copied
+
+    @property
+    def spec(self) -> ToolSpec:
+        """What a chat client is told about this tool."""
+        return ToolSpec(self._name, self._description, self.parameters)
+
+    @property
+    def func(self) -> Callable[..., Any]:
+        return self._func
+
+    @property
+    def approval_mode(self) -> ApprovalMode:
+        return self._approval_mode
+
+    @property
+    def requires_approval(self) -> bool:
+        return self._approval_mode == "always_require"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._func(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"FunctionTool(name={self._name!r}, approval_mode={self._approval_mode!r})"
+
+    # -- running -------------------------------------------------------------------
+
+    def validate_arguments(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The arguments as the function's parameters receive them (validated, converted);
+        raises `ToolArgumentsError` listing every problem."""
+        if not isinstance(arguments, Mapping):
+            raise ToolArgumentsError(
+                f"arguments of tool {self._name!r} must be a JSON object, "
+                f"got {type(arguments).__name__}",
+                tool_name=self._name,
+            )
+        missing = [key for key in self._required if key not in arguments]
+        if missing:
+            problems = [f"{key}: field required" for key in missing]
+            raise self._arguments_error(problems)
+        try:
+            validated = self._signature.model.model_validate(dict(arguments))
+        except ValidationError as exc:
+            raise self._arguments_error(_problems(exc)) from exc
+        values = {param: getattr(validated, internal) for internal, param in self._signature.fields}
+        if self._signature.accepts_extra and validated.model_extra:
+            values.update(validated.model_extra)
+        return values
+
+    async def invoke(
+        self, arguments: Mapping[str, Any], *, context: ToolContext | None = None
+    ) -> Any:
+        """Validate `arguments` and run the function; returns what it returns.
+
+        A sync function runs in a worker thread so it never blocks the event loop.
+        Raises `ToolArgumentsError` for bad arguments, and whatever the function raises.
+        """
+        if context is not None:
+            context.cancellation_token.raise_if_cancelled()
+        values = self.validate_arguments(arguments)
+        sig = self._signature
+        if sig.context_param is not None:
+            values[sig.context_param] = context or ToolContext(tool_name=self._name)
+        args = [values.pop(name) for name in _positional_order(sig, values)]
+        if self._is_async:
+            result = await self._func(*args, **values)
+        else:
+            result = await asyncio.to_thread(functools.partial(self._func, *args, **values))
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    def _arguments_error(self, problems: list[str]) -> ToolArgumentsError:
+        listed = "; ".join(problems)
+        return ToolArgumentsError(
+            f"invalid arguments for tool {self._name!r}: {listed}. "
+            "Call the tool again with arguments that match its schema.",
+            tool_name=self._name,
+            errors=problems,
+        )
+
+
+@overload
+def tool(func: Callable[..., Any], /) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    func: None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    approval_mode: ApprovalMode = "never_require",
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
+def tool(
+    func: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    approval_mode: ApprovalMode = "never_require",
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+    """Make a typed function a `FunctionTool`: ``@tool`` or ``@tool(name=..., ...)``.
+
+    The name defaults to the function's name, the description to the first paragraph of
+    its docstring; parameters annotated ``Annotated[T, "text"]`` or
+    ``Annotated[T, Field(description=...)]`` describe themselves to the model.
+    """
+
+    def make(target: Callable[..., Any]) -> FunctionTool:
+        tool_name = name if name is not None else getattr(target, "__name__", None)
+        if tool_name is None:
+            raise ConfigurationError(
+                f"{target!r} has no __name__; give the tool one with @tool(name=...)"
+            )
+        text = description if description is not None else first_paragraph(target.__doc__)
+        return FunctionTool(tool_name, text, func=target, approval_mode=approval_mode)
+
+    return make if func is None else make(func)
+
+
+def _is_async_callable(func: Callable[..., Any]) -> bool:
+    while isinstance(func, functools.partial):
+        func = func.func
+    if inspect.iscoroutinefunction(func):
+        return True
+    call = getattr(func, "__call__", None)  # noqa: B004 - callable objects
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+def _parameters_schema(
+    parameters: dict[str, Any] | type[BaseModel] | None, sig: Signature
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The schema to show the model, and the names it requires beyond the function's own."""
+    if parameters is None:
+        schema = clean_schema(sig.model.model_json_schema(by_alias=True))
+        schema.setdefault("properties", {})
+        return schema, ()
+    if isinstance(parameters, type) and issubclass(parameters, BaseModel):
+        schema = clean_schema(parameters.model_json_schema(by_alias=True))
+    elif isinstance(parameters, dict):
+        schema = _deep_copy(parameters)
+    else:
+        raise ConfigurationError(
+            f"parameters must be a JSON schema dict or a pydantic model class, got {parameters!r}"
+        )
+    required = schema.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        raise ConfigurationError(
+            f"the 'required' of a tool schema must be a list of names: {required!r}"
+        )
+    return schema, tuple(required)
+
+
+def _positional_order(sig: Signature, values: dict[str, Any]) -> list[str]:
+    if not sig.positional_only:
+        return []
+    order = [param for _, param in sig.fields]
+    if sig.context_param is not None:
+        order.append(sig.context_param)
+    return [name for name in order if name in sig.positional_only and name in values]
+
+
+def _problems(exc: ValidationError) -> list[str]:
+    out: list[str] = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in error["loc"]) or "(arguments)"
+        if error["type"] in ("missing", "missing_argument"):
+            out.append(f"{where}: {error['msg']}")
+            continue
+        shown = repr(error.get("input"))
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        out.append(f"{where}: {error['msg']} (got {shown})")
+    return out
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(v) for v in value]
+    return value
