@@ -7,6 +7,8 @@ from .guard import (
     model_requests_allowed,
     set_model_requests_allowed,
 )
+from .local import LocalChatClient
+from .openai_chat import OpenAIChatClient, StructuredOutputMode
 from .scripted import ScriptedCall, ScriptedChatClient, ScriptedTurn, tool_call
 from .types import (
     ChatOptions,
@@ -26,10 +28,13 @@ __all__ = [
     "ChatResponse",
     "ChatResponseUpdate",
     "FinishReason",
+    "LocalChatClient",
+    "OpenAIChatClient",
     "ResponseFormat",
     "ScriptedCall",
     "ScriptedChatClient",
     "ScriptedTurn",
+    "StructuredOutputMode",
     "ToolChoice",
     "ToolSpec",
     "allow_model_requests",
