@@ -1,0 +1,198 @@
+"""Redis: shared state for many processes and machines, in memory with Redis's persistence."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Any, NoReturn, TypeVar
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from ..core import ConfigurationError, StoreError
+from ._codec import SCHEMA_VERSION, check_index, check_name, decode, encode
+from ._lifecycle import StoreLifecycle
+from .errors import StoreClosedError, StoreSchemaError
+
+__all__ = ["RedisStore"]
+
+T = TypeVar("T")
+_GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
+
+
+class RedisStore(StoreLifecycle):
+    """A `StateStore` in Redis keys under `prefix`.
+
+    A log is a list (``<prefix>log:<name>``): one RPUSH of several values is atomic and its
+    values contiguous, whoever else pushes. A value is a string key (``<prefix>val:<key>``);
+    `put_many` is one MSET, which Redis applies whole or not at all (unlike MULTI/EXEC,
+    which does not roll back a command that fails inside it). `keys` walks ``SCAN``, so it
+    never blocks the server. ``<prefix>schema_version`` records the layout.
+    """
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        prefix: str = "cantata:",
+        connect_timeout: float = 10.0,
+    ) -> None:
+        if type(prefix) is not str or "\x00" in prefix:
+            raise ConfigurationError(f"RedisStore prefix must be a string without NUL: {prefix!r}")
+        try:
+            self._client: aioredis.Redis | None = aioredis.Redis.from_url(
+                url, socket_connect_timeout=connect_timeout, decode_responses=False
+            )
+        except ValueError as exc:
+            raise ConfigurationError(f"invalid Redis URL {url!r}: {exc}") from exc
+        kwargs = self._client.connection_pool.connection_kwargs
+        where = kwargs.get("path") or f"{kwargs.get('host')}:{kwargs.get('port')}"
+        self._where = f"{where}/{kwargs.get('db', 0)}"
+        super().__init__(f"RedisStore at {self._where} (prefix {prefix!r})")
+        self.url = url
+        self.prefix = prefix
+        self._logs = f"{prefix}log:"
+        self._values = f"{prefix}val:"
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def _connect(self) -> None:
+        client = self._client_or_raise()
+        version_key = f"{self.prefix}schema_version"
+        try:
+            await client.ping()
+            await client.set(version_key, str(SCHEMA_VERSION), nx=True)
+            version = await client.get(version_key)
+        except RedisError as exc:
+            raise StoreError(
+                f"cannot connect to Redis at {self._where}: {exc}; is the server running, "
+                "and is the URL right?"
+            ) from exc
+        if version != str(SCHEMA_VERSION).encode():
+            raise StoreSchemaError(
+                f"{self._label}: key {version_key!r} says store schema version {version!r}, "
+                f"this cantata knows version {SCHEMA_VERSION}; upgrade cantata, or use "
+                "another prefix"
+            )
+
+    async def _disconnect(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    def _client_or_raise(self) -> aioredis.Redis:
+        client = self._client
+        if client is None:
+            raise StoreClosedError(f"{self._label} is closed; create a new store to keep working")
+        return client
+
+    async def _call(self, action: str, call: Awaitable[T]) -> T:
+        try:
+            return await call
+        except RedisError as exc:
+            if self._closed:
+                raise StoreClosedError(f"{self._label} was closed during {action}") from exc
+            self._fail(action, exc)
+
+    async def _client_ready(self) -> aioredis.Redis:
+        await self._ready()
+        return self._client_or_raise()
+
+    def _fail(self, action: str, exc: RedisError) -> NoReturn:
+        raise StoreError(
+            f"{self._label}: cannot {action}: {exc}; is the server running and reachable?"
+        ) from exc
+
+    # -- logs ------------------------------------------------------------------------------
+
+    async def append(self, log: str, entries: Sequence[Any]) -> int:
+        """Append entries atomically and contiguously (one RPUSH); returns the new length."""
+        check_name(log, store=self._label, kind="log name")
+        where = f"an entry of log {log!r}"
+        texts = [encode(entry, store=self._label, where=where) for entry in entries]
+        client = await self._client_ready()
+        name = self._logs + log
+        if not texts:
+            return int(await self._call(f"read the length of log {log!r}", client.llen(name)))
+        return int(await self._call(f"append to log {log!r}", client.rpush(name, *texts)))
+
+    async def read(self, log: str, start: int = 0, stop: int | None = None) -> list[Any]:
+        """Entries `start` to `stop` of a log, with the meaning of a Python slice."""
+        check_name(log, store=self._label, kind="log name")
+        check_index(start, store=self._label, name="start")
+        if stop is not None:
+            check_index(stop, store=self._label, name="stop")
+        if stop == 0:
+            return []
+        client = await self._client_ready()
+        # LRANGE's end is inclusive, and -1 is the last entry.
+        end = -1 if stop is None else stop - 1
+        raw = await self._call(f"read log {log!r}", client.lrange(self._logs + log, start, end))
+        base = f"{start} + " if start < 0 else ""
+        label = self._label
+        return [
+            decode(v, store=label, where=f"entry {base}{i} of log {log!r}")
+            for i, v in enumerate(raw, start=max(start, 0))
+        ]
+
+    async def length(self, log: str) -> int:
+        """Number of entries in a log (0 for a log never written)."""
+        check_name(log, store=self._label, kind="log name")
+        client = await self._client_ready()
+        action = f"read the length of log {log!r}"
+        return int(await self._call(action, client.llen(self._logs + log)))
+
+    async def delete_log(self, log: str) -> None:
+        """Remove a log; a missing log is fine."""
+        check_name(log, store=self._label, kind="log name")
+        client = await self._client_ready()
+        await self._call(f"delete log {log!r}", client.delete(self._logs + log))
+
+    # -- values ----------------------------------------------------------------------------
+
+    async def get(self, key: str) -> Any | None:
+        """The value at `key`, or None."""
+        check_name(key, store=self._label, kind="key")
+        client = await self._client_ready()
+        raw = await self._call(f"read key {key!r}", client.get(self._values + key))
+        if raw is None:
+            return None
+        return decode(raw, store=self._label, where=f"the value at key {key!r}")
+
+    async def put(self, key: str, value: Any) -> None:
+        """Set a value (JSON data)."""
+        check_name(key, store=self._label, kind="key")
+        text = encode(value, store=self._label, where=f"key {key!r}")
+        client = await self._client_ready()
+        await self._call(f"write key {key!r}", client.set(self._values + key, text))
+
+    async def put_many(self, items: Mapping[str, Any]) -> None:
+        """Set several values with one MSET: all or none."""
+        mapping: dict[str, str] = {}
+        for key, value in items.items():
+            check_name(key, store=self._label, kind="key")
+            mapping[self._values + key] = encode(value, store=self._label, where=f"key {key!r}")
+        if not mapping:
+            return
+        client = await self._client_ready()
+        await self._call(f"write keys {list(items)[:5]!r}", client.mset(mapping))
+
+    async def delete(self, key: str) -> None:
+        """Remove a value; a missing key is fine."""
+        check_name(key, store=self._label, kind="key")
+        client = await self._client_ready()
+        await self._call(f"delete key {key!r}", client.delete(self._values + key))
+
+    async def keys(self, prefix: str = "") -> list[str]:
+        """Keys that start with `prefix`, sorted by code point."""
+        check_name(prefix, store=self._label, kind="key prefix")
+        client = await self._client_ready()
+        pattern = _GLOB_SPECIAL.sub(r"\\\1", self._values + prefix) + "*"
+        skip = len(self._values)
+        found: set[str] = set()  # SCAN may return a key more than once
+        try:
+            async for raw in client.scan_iter(match=pattern, count=1000):
+                found.add(raw.decode("utf-8")[skip:])
+        except RedisError as exc:
+            self._fail(f"list keys with prefix {prefix!r}", exc)
+        return sorted(found)
