@@ -1,3 +1,44 @@
-"""cantata.agents."""
+"""cantata.agents: stateless agents that run on threads.
 
-__all__: list[str] = []
+An agent is a definition (name, description, instructions, model, tools); the
+conversation lives in an `AgentThread` that the caller passes in and gets back on the
+`AgentResponse`. One agent serves many threads at once, and one thread can be written by
+several agents in turn.
+"""
+
+from .agent import AGENT_ID_KEY, Agent, AgentInput, IntermediateCallback
+from .chat_agent import ChatAgent
+from .instructions import InstructionTemplate
+from .message_store import (
+    InMemoryMessageStore,
+    MessageStore,
+    MessageStoreFactory,
+    StateStoreMessageStore,
+)
+from .reducers import HistoryReducer, SummarizingReducer, TruncatingReducer
+from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
+from .thread import THREAD_SCHEMA_VERSION, AgentThread, LocalThread, ServiceThread, ThreadState
+
+__all__ = [
+    "AGENT_ID_KEY",
+    "THREAD_SCHEMA_VERSION",
+    "Agent",
+    "AgentInput",
+    "AgentResponse",
+    "AgentResponseStream",
+    "AgentResponseUpdate",
+    "AgentThread",
+    "ChatAgent",
+    "HistoryReducer",
+    "InMemoryMessageStore",
+    "InstructionTemplate",
+    "IntermediateCallback",
+    "LocalThread",
+    "MessageStore",
+    "MessageStoreFactory",
+    "ServiceThread",
+    "StateStoreMessageStore",
+    "SummarizingReducer",
+    "ThreadState",
+    "TruncatingReducer",
+]

@@ -1,0 +1,229 @@
+"""`Agent`: a stateless role (name, description, instructions) that runs on a thread.
+
+The definition never changes while it runs: everything that belongs to one conversation
+lives in the thread the caller passes in (or that the agent creates and returns on the
+response), and everything that belongs to one call (arguments, options, tools) lives in
+that call. So one agent can serve many threads at once.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
+
+from ..core import (
+    CancellationToken,
+    ConfigurationError,
+    Message,
+    ThreadError,
+    new_id,
+)
+from ..models import ChatOptions
+from .instructions import InstructionTemplate
+from .response import AgentResponse, AgentResponseStream
+from .thread import AgentThread, LocalThread
+
+if TYPE_CHECKING:
+    from ..tools import FunctionTool
+
+__all__ = ["Agent", "AgentInput", "IntermediateCallback"]
+
+AgentInput: TypeAlias = str | Message | Iterable[str | Message] | None
+"""What `run` accepts: nothing, a string (a user message), a `Message`, or a list of them."""
+
+IntermediateCallback: TypeAlias = Callable[[Message], Awaitable[None] | None]
+"""Called with every intermediate message of a run (tool calls, tool results) as it happens."""
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+AGENT_ID_KEY = "agent_id"
+"""The metadata key under which every message records the id of the agent it went through."""
+
+
+class Agent(ABC):
+    """Abstract agent: a named role that answers on a thread.
+
+    `name` is letters, digits, ``_`` and ``-`` (it becomes a tool name in `as_tool`).
+    Subclasses implement `run_stream` and `run`, and say which thread kind they take in
+    `thread_type`.
+    """
+
+    thread_type: ClassVar[type[AgentThread]] = LocalThread
+
+    def __init__(
+        self,
+        *,
+        name: str = "agent",
+        description: str = "",
+        instructions: str | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        id: str | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ConfigurationError(
+                f"agent name {name!r} is not valid: use 1 to 64 letters, digits, '_' or '-' "
+                "(the name becomes a tool name when the agent is used as a tool)"
+            )
+        self._name = name
+        self._description = description
+        self._id = id or f"{name}-{new_id()[:12]}"
+        self._instructions = instructions
+        self._template = (
+            InstructionTemplate(instructions, owner=name) if instructions is not None else None
+        )
+        self._arguments: dict[str, Any] = dict(arguments or {})
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def description(self) -> str:
+        return self._description
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    @property
+    def instructions(self) -> str | None:
+        """The instruction template's source (rendered anew on every call)."""
+        return self._instructions
+
+    @property
+    def arguments(self) -> Mapping[str, Any]:
+        """Default template arguments; a call's `arguments=` override them for that call."""
+        return dict(self._arguments)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self._name!r}, id={self._id!r})"
+
+    # -- running ---------------------------------------------------------------------
+
+    @abstractmethod
+    async def run(
+        self,
+        messages: AgentInput = None,
+        *,
+        thread: AgentThread | None = None,
+        on_intermediate: IntermediateCallback | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        options: ChatOptions | None = None,
+        tools: Iterable[Any] | None = None,
+        cancellation_token: CancellationToken | None = None,
+        **kwargs: Any,
+    ) -> AgentResponse:
+        """Run to the final answer; `on_intermediate` sees tool calls and results as they
+        happen. Extra keyword arguments are handed to tools (`ToolContext.kwargs`)."""
+
+    @abstractmethod
+    def run_stream(
+        self,
+        messages: AgentInput = None,
+        *,
+        thread: AgentThread | None = None,
+        on_intermediate: IntermediateCallback | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        options: ChatOptions | None = None,
+        tools: Iterable[Any] | None = None,
+        cancellation_token: CancellationToken | None = None,
+        **kwargs: Any,
+    ) -> AgentResponseStream:
+        """Run and stream `AgentResponseUpdate`s; `stream.response` holds the whole answer
+        once the stream ends."""
+
+    # -- threads ---------------------------------------------------------------------
+
+    def create_thread(self) -> AgentThread:
+        """A new, empty thread of the kind this agent uses."""
+        return LocalThread()
+
+    async def deserialize_thread(self, data: Any) -> AgentThread:
+        """Restore a thread from what `thread.serialize()` wrote (a dict or JSON text)."""
+        if issubclass(self.thread_type, LocalThread):
+            return await LocalThread.deserialize(data)
+        raise ThreadError(
+            f"agent `{self._name}` of kind `{type(self).__name__}` does not know how to "
+            f"restore threads of kind `{self.thread_type.__name__}`; override deserialize_thread"
+        )
+
+    def _thread_for_run(self, thread: AgentThread | None) -> AgentThread:
+        if thread is None:
+            return self.create_thread()
+        if not isinstance(thread, self.thread_type):
+            raise ThreadError(
+                f"thread of kind `{type(thread).__name__}` cannot be used with agent "
+                f"`{self._name}` of kind `{type(self).__name__}`; create one with "
+                "`agent.create_thread()`"
+            )
+        if thread.is_deleted:
+            raise ThreadError(
+                f"thread of kind `{type(thread).__name__}` given to agent `{self._name}` was "
+                "deleted; create a new one with `agent.create_thread()`"
+            )
+        return thread
+
+    def _incoming(self, messages: AgentInput) -> list[Message]:
+        """Normalize run input and tag each message with this agent's id (on a copy, so
+        the caller's objects are not changed)."""
+        out = []
+        agent_id = self._id
+        for m in Message.coerce(messages):
+            metadata = dict(m.metadata)
+            metadata[AGENT_ID_KEY] = agent_id
+            out.append(
+                Message(
+                    m.role,
+                    list(m.contents),
+                    author_name=m.author_name,
+                    message_id=m.message_id,
+                    metadata=metadata,
+                )
+            )
+        return out
+
+    def _render_instructions(self, arguments: Mapping[str, Any] | None) -> str | None:
+        template = self._template
+        if template is None:
+            return None
+        if template.is_static:
+            return template.source
+        merged = dict(self._arguments)
+        if arguments:
+            merged.update(arguments)
+        return template.render(merged)
+
+    # -- composition -----------------------------------------------------------------
+
+    def as_tool(
+        self,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        arg_name: str = "task",
+        arg_description: str | None = None,
+        stream_callback: Callable[[Any], Any] | None = None,
+    ) -> FunctionTool:
+        """This agent as a tool of another agent: each call runs it on a fresh thread with
+        the tool's one text argument and returns its answer's text."""
+        from .as_tool import agent_as_tool
+
+        return agent_as_tool(
+            self,
+            name=name,
+            description=description,
+            arg_name=arg_name,
+            arg_description=arg_description,
+            stream_callback=stream_callback,
+        )
+
+
+async def notify(callback: IntermediateCallback | None, message: Message) -> None:
+    """Hand a message to an `on_intermediate` callback, awaiting it when it is async."""
+    if callback is None:
+        return
+    result = callback(message)
+    if inspect.isawaitable(result):
+        await result

@@ -1,0 +1,77 @@
+"""An agent as a tool of another agent (a triage agent calling specialists).
+
+Each call runs the agent on a fresh thread: the calling agent's conversation already holds
+the call and its result, and the specialist must not carry one caller's state into
+another's call. The caller's cancellation token and tool keyword arguments flow through.
+"""
+
+from __future__ import annotations
+
+import inspect
+import keyword
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import Field
+
+from ..core import ConfigurationError
+from ..tools import FunctionTool, ToolContext
+from .response import AgentResponse
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+__all__ = ["agent_as_tool"]
+
+_CONTEXT = "_tool_context"
+
+
+def agent_as_tool(
+    agent: Agent,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    arg_name: str = "task",
+    arg_description: str | None = None,
+    stream_callback: Callable[[Any], Any] | None = None,
+) -> FunctionTool:
+    """A `FunctionTool` that runs `agent` with its one text argument and returns the text
+    of its answer. `stream_callback` (optional) sees each streamed update of the run."""
+    if not arg_name.isidentifier() or keyword.iskeyword(arg_name) or arg_name == _CONTEXT:
+        raise ConfigurationError(
+            f"as_tool of agent `{agent.name}`: arg_name {arg_name!r} must be a Python "
+            "identifier (it becomes the tool's parameter)"
+        )
+    text = arg_description or f"The task or question for {agent.name}."
+
+    async def call_agent(**values: Any) -> str:
+        context: ToolContext = values.pop(_CONTEXT)
+        task: str = values[arg_name]
+        token = context.cancellation_token
+        extra = dict(context.kwargs)
+        response: AgentResponse
+        if stream_callback is None:
+            response = await agent.run(task, cancellation_token=token, **extra)
+        else:
+            stream = agent.run_stream(task, cancellation_token=token, **extra)
+            async for update in stream:
+                result = stream_callback(update)
+                if inspect.isawaitable(result):
+                    await result
+            response = stream.response
+        return response.text
+
+    annotation = Annotated[str, Field(description=text)]
+    call_agent.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            inspect.Parameter(arg_name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation),
+            inspect.Parameter(_CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=ToolContext),
+        ],
+        return_annotation=str,
+    )
+    call_agent.__annotations__ = {arg_name: annotation, _CONTEXT: ToolContext, "return": str}
+    return FunctionTool(
+        name or agent.name,
+        description or agent.description or f"Ask the agent `{agent.name}`.",
+        func=call_agent,
+    )

@@ -1,0 +1,231 @@
+"""`ChatAgent`: the local agent, a chat client plus tools, on a `LocalThread`.
+
+One call: make sure the thread exists and append the new messages; read the thread back;
+apply the history reducer; put the rendered instructions in front as a system message that
+lives only in this request; run the function-invocation loop; append every message the
+loop produced to the thread, in order, named with the agent's name and never twice; return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from typing import Any
+
+from ..core import CancellationToken, ConfigurationError, Message
+from ..models import ChatClient, ChatOptions, ChatResponse
+from ..tools import FunctionInvokingChatClient, FunctionTool, tool
+from .agent import Agent, AgentInput, IntermediateCallback
+from .message_store import MessageStoreFactory
+from .recorder import Recorder
+from .reducers import HistoryReducer
+from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
+from .thread import AgentThread, LocalThread
+
+__all__ = ["ChatAgent"]
+
+
+class ChatAgent(Agent):
+    """An agent backed by a `ChatClient`, with tools, instructions and a local thread.
+
+    ``ChatAgent(client, name="helper", instructions="Be brief.", tools=[add])``. Tools may
+    be `FunctionTool`s, plain typed functions (made tools with `@tool`), or other agents
+    (made tools with `as_tool`). `options` are the agent's default `ChatOptions`; a call's
+    options override them for that call only. `message_store_factory` decides where new
+    threads keep their messages (in memory by default; see `StateStoreMessageStore.factory`).
+    """
+
+    thread_type = LocalThread
+
+    def __init__(
+        self,
+        client: ChatClient,
+        *,
+        name: str = "agent",
+        description: str = "",
+        instructions: str | None = None,
+        tools: Iterable[Any] = (),
+        options: ChatOptions | None = None,
+        middleware: Sequence[Any] = (),
+        message_store_factory: MessageStoreFactory | None = None,
+        history_reducer: HistoryReducer | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        id: str | None = None,
+        max_iterations: int = 10,
+    ) -> None:
+        super().__init__(
+            name=name,
+            description=description,
+            instructions=instructions,
+            arguments=arguments,
+            id=id,
+        )
+        if not isinstance(client, ChatClient):
+            raise ConfigurationError(
+                f"agent `{name}`: client {client!r} is not a ChatClient (it needs "
+                "get_response and get_streaming_response)"
+            )
+        self._tools: tuple[FunctionTool, ...] = tuple(_as_tools(tools, owner=name))
+        if isinstance(client, FunctionInvokingChatClient) and not middleware:
+            self._loop: FunctionInvokingChatClient = client
+            self._call_tools: tuple[FunctionTool, ...] = self._tools
+        else:
+            self._loop = FunctionInvokingChatClient(
+                client,
+                tools=self._tools,
+                middleware=tuple(middleware),
+                max_iterations=max_iterations,
+            )
+            self._call_tools = ()
+        self.client = client
+        self._options = options or ChatOptions()
+        self._message_store_factory = message_store_factory
+        self.history_reducer = history_reducer
+
+    @property
+    def tools(self) -> tuple[FunctionTool, ...]:
+        return self._tools
+
+    @property
+    def options(self) -> ChatOptions:
+        return self._options
+
+    # -- threads ---------------------------------------------------------------------
+
+    def create_thread(self) -> LocalThread:
+        """A new local thread whose store comes from this agent's `message_store_factory`."""
+        return LocalThread(message_store_factory=self._message_store_factory)
+
+    async def deserialize_thread(self, data: Any) -> LocalThread:
+        """Restore a thread that `thread.serialize()` wrote; it continues where it stopped."""
+        return await LocalThread.deserialize(
+            data, message_store_factory=self._message_store_factory
+        )
+
+    # -- running ---------------------------------------------------------------------
+
+    async def _prepare(
+        self,
+        messages: AgentInput,
+        thread: AgentThread | None,
+        arguments: Mapping[str, Any] | None,
+        options: ChatOptions | None,
+        tools: Iterable[Any] | None,
+        cancellation_token: CancellationToken | None,
+    ) -> tuple[AgentThread, list[Message], ChatOptions, list[FunctionTool]]:
+        if cancellation_token is not None:
+            cancellation_token.raise_if_cancelled()
+        thread = self._thread_for_run(thread)
+        instructions = self._render_instructions(arguments)
+        call_tools = [*self._call_tools, *_as_tools(tools or (), owner=self.name)]
+        incoming = self._incoming(messages)
+        await thread.on_new_message(incoming)
+        history = await thread.get_messages()
+        if self.history_reducer is not None:
+            history = await self.history_reducer.reduce(history)
+        if instructions:
+            history.insert(0, Message("system", instructions, author_name=self.name))
+        return thread, history, self._options.merge(options), call_tools
+
+    async def run(
+        self,
+        messages: AgentInput = None,
+        *,
+        thread: AgentThread | None = None,
+        on_intermediate: IntermediateCallback | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        options: ChatOptions | None = None,
+        tools: Iterable[Any] | None = None,
+        cancellation_token: CancellationToken | None = None,
+        **kwargs: Any,
+    ) -> AgentResponse:
+        """Run to the final answer (see `Agent.run`)."""
+        thread, request, opts, call_tools = await self._prepare(
+            messages, thread, arguments, options, tools, cancellation_token
+        )
+        recorder = Recorder(thread, self, on_intermediate)
+        response = await self._loop.get_response(
+            request,
+            options=opts,
+            cancellation_token=cancellation_token,
+            tools=call_tools,
+            on_message=recorder.on_message,
+            tool_kwargs=kwargs,
+        )
+        return await self._finish(recorder, thread, response)
+
+    async def _finish(
+        self, recorder: Recorder, thread: AgentThread, response: ChatResponse
+    ) -> AgentResponse:
+        produced = await recorder.drain(response.messages)
+        return AgentResponse(
+            produced,
+            thread=thread,
+            usage=response.usage,
+            value=response.value,
+            agent_id=self.id,
+            finish_reason=response.finish_reason,
+            response_id=response.response_id,
+        )
+
+    def run_stream(
+        self,
+        messages: AgentInput = None,
+        *,
+        thread: AgentThread | None = None,
+        on_intermediate: IntermediateCallback | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        options: ChatOptions | None = None,
+        tools: Iterable[Any] | None = None,
+        cancellation_token: CancellationToken | None = None,
+        **kwargs: Any,
+    ) -> AgentResponseStream:
+        """Run and stream the answer (see `Agent.run_stream`)."""
+        result: list[AgentResponse] = []
+
+        async def updates() -> AsyncIterator[AgentResponseUpdate]:
+            used, request, opts, call_tools = await self._prepare(
+                messages, thread, arguments, options, tools, cancellation_token
+            )
+            recorder = Recorder(used, self, on_intermediate)
+            seen = []
+            stream = self._loop.get_streaming_response(
+                request,
+                options=opts,
+                cancellation_token=cancellation_token,
+                tools=call_tools,
+                on_message=recorder.on_message,
+                tool_kwargs=kwargs,
+            )
+            async for update in stream:
+                seen.append(update)
+                if not update.contents:
+                    continue
+                yield AgentResponseUpdate(
+                    update.contents,
+                    role=update.role,
+                    author_name=update.author_name or self.name,
+                    message_id=update.message_id,
+                    agent_id=self.id,
+                    response_id=update.response_id,
+                )
+            response = ChatResponse.from_updates(seen, response_format=opts.response_format)
+            result.append(await self._finish(recorder, used, response))
+
+        return AgentResponseStream(updates(), lambda: result[-1])
+
+
+def _as_tools(items: Iterable[Any], *, owner: str) -> list[FunctionTool]:
+    out: list[FunctionTool] = []
+    for item in items:
+        if isinstance(item, FunctionTool):
+            out.append(item)
+        elif isinstance(item, Agent):
+            out.append(item.as_tool())
+        elif callable(item):
+            out.append(tool(item))
+        else:
+            raise ConfigurationError(
+                f"agent `{owner}`: {item!r} is not a tool; pass a FunctionTool, a typed "
+                "function, or another agent"
+            )
+    return out

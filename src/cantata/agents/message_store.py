@@ -1,0 +1,186 @@
+"""Where a local thread keeps its messages: in memory, or in a durable `StateStore`.
+
+A `MessageStore` is the one seam between a `LocalThread` and storage, so a thread can live
+in a dict, a SQLite file, PostgreSQL or Redis without the agent knowing. Messages travel as
+JSON through the core type registry; nothing is pickled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from ..core import Message, SerializationError, StoreError, from_json, to_json
+from ..stores import StateStore
+
+__all__ = [
+    "InMemoryMessageStore",
+    "MessageStore",
+    "MessageStoreFactory",
+    "StateStoreMessageStore",
+]
+
+
+@runtime_checkable
+class MessageStore(Protocol):
+    """The messages of one thread: append, read back, clear, and save as JSON.
+
+    `serialize` returns JSON data that `restore` (on a store made by the same factory for
+    the same thread id) turns back into the same conversation; it may be the messages
+    themselves or only a reference to where they live.
+    """
+
+    async def add_messages(self, messages: Sequence[Message]) -> None:
+        """Append messages, in order, atomically."""
+        ...
+
+    async def list_messages(self) -> list[Message]:
+        """Every message, oldest first (a new list the caller may change)."""
+        ...
+
+    async def clear(self) -> None:
+        """Remove every message."""
+        ...
+
+    async def serialize(self) -> dict[str, Any]:
+        """JSON data from which `restore` rebuilds this store's conversation."""
+        ...
+
+    async def restore(self, state: dict[str, Any]) -> None:
+        """Load what `serialize` wrote; raises `SerializationError` and changes nothing on
+        bad data."""
+        ...
+
+
+MessageStoreFactory = Callable[[str], MessageStore]
+"""Makes the store of a new or restored thread, given the thread's id."""
+
+
+def _decode_messages(data: Any) -> list[Message]:
+    if type(data) is not list:
+        raise SerializationError(
+            f"the serialized messages must be a list, got {type(data).__name__}"
+        )
+    out: list[Message] = []
+    for index, item in enumerate(data):
+        message = from_json(item)
+        if type(message) is not Message:
+            raise SerializationError(
+                f"serialized message #{index} is a {type(message).__name__}, not a message"
+            )
+        out.append(message)
+    return out
+
+
+def _check_kind(state: Any, expected: str) -> dict[str, Any]:
+    if type(state) is not dict:
+        raise SerializationError(f"message store state must be an object, got {type(state)}")
+    kind = state.get("kind")
+    if kind != expected:
+        raise SerializationError(
+            f"this thread was saved from a message store of kind {kind!r}, but the agent's "
+            f"message_store_factory makes stores of kind {expected!r}; restore it with an "
+            "agent whose factory makes the same kind of store"
+        )
+    return state
+
+
+class InMemoryMessageStore:
+    """Messages in a Python list: the default, and what `serialize` writes out in full."""
+
+    kind = "memory"
+    __slots__ = ("_messages",)
+
+    def __init__(self, messages: Sequence[Message] = ()) -> None:
+        self._messages: list[Message] = list(messages)
+
+    async def add_messages(self, messages: Sequence[Message]) -> None:
+        self._messages.extend(messages)
+
+    async def list_messages(self) -> list[Message]:
+        return self._messages.copy()
+
+    async def clear(self) -> None:
+        self._messages.clear()
+
+    async def serialize(self) -> dict[str, Any]:
+        return {"kind": self.kind, "messages": [to_json(m) for m in self._messages]}
+
+    async def restore(self, state: dict[str, Any]) -> None:
+        checked = _check_kind(state, self.kind)
+        if "messages" not in checked:
+            raise SerializationError("message store state has no 'messages' field")
+        self._messages = _decode_messages(checked["messages"])
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+
+class StateStoreMessageStore:
+    """Messages as an append-only log in a `cantata.stores.StateStore` (SQLite, PostgreSQL,
+    Redis, memory).
+
+    Each message is one log entry (its registry JSON), so concurrent writers from many
+    tasks or processes never lose a message and each writer's messages stay in order.
+    Reads are incremental: messages already decoded are kept, and only entries appended
+    since the last read are fetched, so a long conversation costs the same per turn as a
+    short one. Serializing gives a reference to the log, not the messages.
+    """
+
+    kind = "state_store"
+    __slots__ = ("_cache", "_log", "_store", "thread_id")
+
+    def __init__(self, store: StateStore, thread_id: str, *, prefix: str = "thread:") -> None:
+        if not thread_id:
+            raise StoreError("StateStoreMessageStore needs a non-empty thread_id")
+        self._store = store
+        self.thread_id = thread_id
+        self._log = f"{prefix}{thread_id}"
+        self._cache: list[Message] = []
+
+    @property
+    def log(self) -> str:
+        """The name of the log in the state store."""
+        return self._log
+
+    @classmethod
+    def factory(cls, store: StateStore, *, prefix: str = "thread:") -> MessageStoreFactory:
+        """A `message_store_factory` for agents whose threads live in `store`."""
+
+        def make(thread_id: str) -> MessageStore:
+            return cls(store, thread_id, prefix=prefix)
+
+        return make
+
+    async def add_messages(self, messages: Sequence[Message]) -> None:
+        if messages:
+            await self._store.append(self._log, [to_json(m) for m in messages])
+
+    async def list_messages(self) -> list[Message]:
+        cache = self._cache
+        fresh = await self._store.read(self._log, len(cache))
+        if fresh:
+            try:
+                cache.extend(_decode_messages(fresh))
+            except SerializationError as exc:
+                raise StoreError(
+                    f"log {self._log!r} holds an entry that is not a message: {exc}"
+                ) from exc
+        return cache.copy()
+
+    async def clear(self) -> None:
+        await self._store.delete_log(self._log)
+        self._cache = []
+
+    async def serialize(self) -> dict[str, Any]:
+        return {"kind": self.kind, "log": self._log}
+
+    async def restore(self, state: dict[str, Any]) -> None:
+        checked = _check_kind(state, self.kind)
+        log = checked.get("log")
+        if log != self._log:
+            raise SerializationError(
+                f"this thread's messages are in log {log!r}, but the store made for thread "
+                f"{self.thread_id!r} reads log {self._log!r}; use the same log prefix"
+            )
+        self._cache = []

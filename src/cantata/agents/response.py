@@ -1,0 +1,174 @@
+"""What an agent run returns: the whole response, its streamed updates, and the stream."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..core import (
+    AgentError,
+    Content,
+    FunctionApprovalRequestContent,
+    Message,
+    Role,
+    TextContent,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    from .thread import AgentThread
+
+__all__ = ["AgentResponse", "AgentResponseStream", "AgentResponseUpdate"]
+
+
+class AgentResponse:
+    """The outcome of one agent run: the new messages, the thread, usage, structured output.
+
+    It reads like its last message: attribute access that is not the response's own falls
+    through to it, so ``response.role`` and ``response.contents`` work as on a `Message`.
+    """
+
+    __slots__ = (
+        "agent_id",
+        "finish_reason",
+        "messages",
+        "response_id",
+        "thread",
+        "usage",
+        "value",
+    )
+
+    def __init__(
+        self,
+        messages: list[Message],
+        *,
+        thread: AgentThread | None = None,
+        usage: Usage | None = None,
+        value: Any = None,
+        agent_id: str | None = None,
+        finish_reason: str | None = None,
+        response_id: str | None = None,
+    ) -> None:
+        self.messages = messages
+        self.thread = thread
+        self.usage = usage
+        self.value = value
+        self.agent_id = agent_id
+        self.finish_reason = finish_reason
+        self.response_id = response_id
+
+    @property
+    def text(self) -> str:
+        """The text of every new message, joined."""
+        return "".join(m.text for m in self.messages)
+
+    @property
+    def content(self) -> str:
+        """The last message's text, for code that reads a response as one message."""
+        return self.messages[-1].text if self.messages else ""
+
+    @property
+    def user_input_requests(self) -> list[FunctionApprovalRequestContent]:
+        """Tool calls waiting for a person's approval (answer them on the next run)."""
+        return [
+            c
+            for m in self.messages
+            for c in m.contents
+            if type(c) is FunctionApprovalRequestContent
+        ]
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        messages = self.messages
+        if not messages:
+            raise AttributeError(
+                f"AgentResponse has no attribute {name!r} (and no message to read it from)"
+            )
+        return getattr(messages[-1], name)
+
+    def __repr__(self) -> str:
+        text = self.text
+        short = text if len(text) <= 60 else text[:57] + "..."
+        return f"AgentResponse({short!r}, messages={len(self.messages)})"
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(slots=True)
+class AgentResponseUpdate:
+    """One chunk of a streamed run. Text arrives in pieces; tool calls and their results
+    arrive whole as contents (never as text)."""
+
+    contents: list[Content]
+    role: Role = "assistant"
+    author_name: str | None = None
+    message_id: str | None = None
+    agent_id: str | None = None
+    response_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return "".join(c.text for c in self.contents if type(c) is TextContent)
+
+
+class AgentResponseStream:
+    """An async iterator of `AgentResponseUpdate`; `response` is the aggregated
+    `AgentResponse` once the iteration ends, and `get_response()` drains and returns it.
+
+    The stream is single-use: iterate it once (or call `get_response`).
+    """
+
+    __slots__ = ("_finalize", "_finished", "_response", "_source")
+
+    def __init__(
+        self,
+        source: AsyncIterator[AgentResponseUpdate],
+        finalize: Callable[[], AgentResponse],
+    ) -> None:
+        self._source = source
+        self._finalize = finalize
+        self._response: AgentResponse | None = None
+        self._finished = False
+
+    @property
+    def response(self) -> AgentResponse:
+        """The aggregated response; raises `AgentError` before the stream has ended."""
+        if self._response is None:
+            raise AgentError(
+                "the stream has not ended yet: iterate it to the end, or "
+                "`await stream.get_response()`, before reading `stream.response`"
+            )
+        return self._response
+
+    def __aiter__(self) -> AsyncIterator[AgentResponseUpdate]:
+        return self
+
+    async def __anext__(self) -> AgentResponseUpdate:
+        if self._finished:
+            raise StopAsyncIteration
+        try:
+            return await self._source.__anext__()
+        except StopAsyncIteration:
+            self._finished = True
+            self._response = self._finalize()
+            raise
+        except BaseException:
+            self._finished = True
+            raise
+
+    async def get_response(self) -> AgentResponse:
+        """Drain what is left of the stream and return the aggregated response."""
+        async for _ in self:
+            pass
+        return self.response
+
+    async def aclose(self) -> None:
+        """Stop the run early; the thread keeps the messages completed so far."""
+        self._finished = True
+        aclose = getattr(self._source, "aclose", None)
+        if aclose is not None:
+            await aclose()

@@ -1,0 +1,291 @@
+"""Conversation threads: where a conversation lives between agent calls.
+
+Agents are stateless definitions; the thread is the state. A thread moves through three
+states, ``new -> created -> deleted``: `create()` and `delete()` are idempotent,
+`on_new_message()` creates the thread first when needed, and a deleted thread refuses all
+use (its `id` raises `ThreadError`). Two kinds: `LocalThread` keeps its messages in a
+`MessageStore`; `ServiceThread` is the base for a thread that lives on a server and is
+known here only by its id (which the server may change after each turn).
+
+Serialized threads carry ``schema_version``:
+
+- 1: ``{"schema_version", "kind", "id", "state", ...}``; a local thread adds ``"store"``
+  (its message store's state), a service thread nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, Literal, TypeAlias
+
+from ..core import (
+    Message,
+    SchemaVersionError,
+    SerializationError,
+    ThreadError,
+    new_id,
+)
+from .message_store import InMemoryMessageStore, MessageStore, MessageStoreFactory
+
+__all__ = [
+    "THREAD_SCHEMA_VERSION",
+    "AgentThread",
+    "LocalThread",
+    "ServiceThread",
+    "ThreadState",
+    "load_thread_data",
+]
+
+THREAD_SCHEMA_VERSION = 1
+ThreadState: TypeAlias = Literal["new", "created", "deleted"]
+
+
+class AgentThread(ABC):
+    """The state of one conversation, handed to `Agent.run` and returned on the response."""
+
+    kind: str = "thread"
+
+    def __init__(self) -> None:
+        self._state: ThreadState = "new"
+
+    @property
+    def state(self) -> ThreadState:
+        """``"new"`` (nothing stored yet), ``"created"`` or ``"deleted"``."""
+        return self._state
+
+    @property
+    def is_deleted(self) -> bool:
+        return self._state == "deleted"
+
+    @property
+    @abstractmethod
+    def id(self) -> str | None:
+        """The thread's id; raises `ThreadError` once the thread is deleted."""
+
+    def _check_usable(self, action: str) -> None:
+        if self._state == "deleted":
+            raise ThreadError(
+                f"cannot {action} thread of kind `{type(self).__name__}`: it was deleted; "
+                "create a new one with `agent.create_thread()`"
+            )
+
+    async def create(self) -> str | None:
+        """Make sure the thread exists (idempotent); returns its id."""
+        self._check_usable("create")
+        if self._state == "new":
+            await self._create()
+            self._state = "created"
+        return self.id
+
+    async def delete(self) -> None:
+        """Delete the thread and its messages (idempotent); a deleted thread cannot be used."""
+        if self._state == "deleted":
+            return
+        await self._delete()
+        self._state = "deleted"
+
+    async def on_new_message(self, messages: Message | Sequence[Message]) -> None:
+        """Record new messages of the conversation, creating the thread first if needed."""
+        self._check_usable("add messages to")
+        batch = [messages] if isinstance(messages, Message) else list(messages)
+        if self._state == "new":
+            await self.create()
+        if batch:
+            await self._on_new_messages(batch)
+
+    async def get_messages(self) -> list[Message]:
+        """The conversation so far, oldest first."""
+        self._check_usable("read")
+        return await self._get_messages()
+
+    async def serialize(self) -> dict[str, Any]:
+        """JSON data that `agent.deserialize_thread` turns back into this conversation."""
+        self._check_usable("serialize")
+        data: dict[str, Any] = {
+            "schema_version": THREAD_SCHEMA_VERSION,
+            "kind": self.kind,
+            "id": self.id,
+            "state": self._state,
+        }
+        data.update(await self._serialize())
+        return data
+
+    @abstractmethod
+    async def _create(self) -> None: ...
+
+    @abstractmethod
+    async def _delete(self) -> None: ...
+
+    @abstractmethod
+    async def _on_new_messages(self, messages: list[Message]) -> None: ...
+
+    @abstractmethod
+    async def _get_messages(self) -> list[Message]: ...
+
+    @abstractmethod
+    async def _serialize(self) -> dict[str, Any]: ...
+
+
+class LocalThread(AgentThread):
+    """A thread whose messages live here, in a `MessageStore` (memory, SQLite, PostgreSQL,
+    Redis). Its id is known from the start."""
+
+    kind = "local"
+
+    def __init__(
+        self,
+        message_store: MessageStore | None = None,
+        *,
+        id: str | None = None,
+        message_store_factory: MessageStoreFactory | None = None,
+    ) -> None:
+        super().__init__()
+        self._id = id or new_id()
+        if message_store is None:
+            factory = message_store_factory or _memory_store
+            message_store = factory(self._id)
+        self.message_store: MessageStore = message_store
+
+    @property
+    def id(self) -> str:
+        self._check_usable("read the id of")
+        return self._id
+
+    async def _create(self) -> None:
+        pass
+
+    async def _delete(self) -> None:
+        await self.message_store.clear()
+
+    async def _on_new_messages(self, messages: list[Message]) -> None:
+        await self.message_store.add_messages(messages)
+
+    async def _get_messages(self) -> list[Message]:
+        return await self.message_store.list_messages()
+
+    async def _serialize(self) -> dict[str, Any]:
+        return {"store": await self.message_store.serialize()}
+
+    @classmethod
+    async def deserialize(
+        cls, data: Any, *, message_store_factory: MessageStoreFactory | None = None
+    ) -> LocalThread:
+        """Rebuild a thread that `serialize` wrote; bad data raises `SerializationError`."""
+        fields = load_thread_data(data, cls.kind)
+        store_state = fields.get("store")
+        if type(store_state) is not dict:
+            raise SerializationError("a serialized local thread needs a 'store' object")
+        thread_id = fields["id"]
+        if type(thread_id) is not str or not thread_id:
+            raise SerializationError("a serialized local thread needs a non-empty string 'id'")
+        store = (message_store_factory or _memory_store)(thread_id)
+        await store.restore(store_state)
+        thread = cls(store, id=thread_id)
+        thread._state = fields["state"]
+        return thread
+
+
+class ServiceThread(AgentThread):
+    """Base of a thread that lives on a server: here only an id, which may roll.
+
+    Subclasses implement `_create_on_service` (returns the new id), `_delete_on_service`,
+    and optionally `_on_new_messages` (e.g. to record a rolling id with `_set_id`) and
+    `_get_messages` (to read the history from the server).
+    """
+
+    kind = "service"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__()
+        self._id = id
+        if id is not None:
+            self._state = "created"
+
+    @property
+    def id(self) -> str | None:
+        self._check_usable("read the id of")
+        return self._id
+
+    def _set_id(self, value: str) -> None:
+        """Record the id the service gave after a turn (for services whose id rolls)."""
+        self._check_usable("change the id of")
+        self._id = value
+        self._state = "created"
+
+    @abstractmethod
+    async def _create_on_service(self) -> str: ...
+
+    @abstractmethod
+    async def _delete_on_service(self, thread_id: str) -> None: ...
+
+    async def _create(self) -> None:
+        if self._id is None:
+            self._id = await self._create_on_service()
+
+    async def _delete(self) -> None:
+        if self._id is not None:
+            await self._delete_on_service(self._id)
+
+    async def _on_new_messages(self, messages: list[Message]) -> None:
+        pass  # the service records the conversation as it answers
+
+    async def _get_messages(self) -> list[Message]:
+        if self._id is None:
+            return []
+        raise ThreadError(
+            f"thread of kind `{type(self).__name__}` keeps its messages on the service; "
+            "read them through the service's API"
+        )
+
+    async def _serialize(self) -> dict[str, Any]:
+        return {}
+
+    @classmethod
+    def deserialize(cls, data: Any, **kwargs: Any) -> ServiceThread:
+        """Rebuild from `serialize` data: the id is all there is."""
+        fields = load_thread_data(data, cls.kind)
+        thread_id = fields["id"]
+        if thread_id is not None and (type(thread_id) is not str or not thread_id):
+            raise SerializationError("a serialized service thread's 'id' must be a string")
+        thread = cls(id=thread_id, **kwargs)
+        thread._state = fields["state"] if thread_id is not None else "new"
+        return thread
+
+
+def _memory_store(thread_id: str) -> MessageStore:
+    return InMemoryMessageStore()
+
+
+def load_thread_data(data: Any, kind: str) -> dict[str, Any]:
+    """Parse and check the envelope of a serialized thread; raises `SerializationError`."""
+    if isinstance(data, str | bytes | bytearray):
+        try:
+            data = json.loads(data)
+        except ValueError as exc:
+            raise SerializationError(f"serialized thread is not valid JSON: {exc}") from exc
+    if type(data) is not dict:
+        raise SerializationError(
+            f"a serialized thread must be a JSON object, got {type(data).__name__}"
+        )
+    version = data.get("schema_version")
+    if version != THREAD_SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"thread schema_version {version!r} is not supported (this cantata reads version "
+            f"{THREAD_SCHEMA_VERSION}); upgrade cantata or re-create the thread"
+        )
+    found = data.get("kind")
+    if found != kind:
+        raise SerializationError(
+            f"serialized thread is of kind {found!r}, but a thread of kind {kind!r} was expected; "
+            "restore it with an agent that uses that kind of thread"
+        )
+    if "id" not in data:
+        raise SerializationError("serialized thread has no 'id' field")
+    state = data.get("state")
+    if state not in ("new", "created"):
+        raise SerializationError(
+            f"serialized thread has state {state!r}; expected 'new' or 'created'"
+        )
+    return data
