@@ -1,5 +1,14 @@
 """cantata.models: the `ChatClient` protocol and its clients."""
 
+from .cassette import (
+    CASSETTE_SCHEMA_VERSION,
+    Cassette,
+    CassetteMismatchError,
+    Interaction,
+    RecordingChatClient,
+    ReplayChatClient,
+    request_snapshot,
+)
 from .client import ChatClient
 from .guard import (
     allow_model_requests,
@@ -23,13 +32,19 @@ from .types import (
 )
 
 __all__ = [
+    "CASSETTE_SCHEMA_VERSION",
+    "Cassette",
+    "CassetteMismatchError",
     "ChatClient",
     "ChatOptions",
     "ChatResponse",
     "ChatResponseUpdate",
     "FinishReason",
+    "Interaction",
     "LocalChatClient",
     "OpenAIChatClient",
+    "RecordingChatClient",
+    "ReplayChatClient",
     "ResponseFormat",
     "ScriptedCall",
     "ScriptedChatClient",
@@ -41,6 +56,7 @@ __all__ = [
     "check_model_requests_allowed",
     "model_requests_allowed",
     "parse_structured",
+    "request_snapshot",
     "response_format_schema",
     "set_model_requests_allowed",
     "tool_call",

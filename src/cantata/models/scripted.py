@@ -11,6 +11,7 @@ import asyncio
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeAlias
 
 from ..core import (
@@ -84,6 +85,19 @@ class ScriptedChatClient:
         self.model = model
         self.latency = latency
         self.calls: list[ScriptedCall] = []
+
+    @classmethod
+    def from_cassette(cls, path: str | Path, *, chunk_size: int = 8) -> ScriptedChatClient:
+        """A script of the answers recorded by `RecordingChatClient`, in recorded order.
+
+        Requests are not checked and streams are re-chunked; use `ReplayChatClient` to check
+        that requests match the recording and to replay streams exactly.
+        """
+        from .cassette import Cassette
+
+        cassette = Cassette.load(path)
+        turns: list[ScriptedTurn] = [i.response for i in cassette.interactions]
+        return cls(turns, chunk_size=chunk_size)
 
     @property
     def remaining(self) -> int:

@@ -11,13 +11,21 @@ from pydantic import BaseModel, ValidationError
 
 from ..core import (
     Content,
+    DataContent,
+    FunctionApprovalRequestContent,
+    FunctionApprovalResponseContent,
     FunctionCallContent,
+    FunctionResultContent,
     Message,
     ModelOutputError,
     Role,
+    SerializationError,
     TextContent,
     Usage,
     UsageContent,
+    from_json,
+    register,
+    to_json,
 )
 
 __all__ = [
@@ -35,6 +43,17 @@ __all__ = [
 FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "content_filter"]
 ToolChoice: TypeAlias = Literal["auto", "none", "required"] | str
 """``"auto"``, ``"none"``, ``"required"``, or the name of the one tool the model must call."""
+_CONTENT_TYPES: frozenset[type] = frozenset(
+    (
+        TextContent,
+        FunctionCallContent,
+        FunctionResultContent,
+        DataContent,
+        UsageContent,
+        FunctionApprovalRequestContent,
+        FunctionApprovalResponseContent,
+    )
+)
 ResponseFormat: TypeAlias = type[BaseModel] | dict[str, Any]
 """A pydantic model class, or a JSON schema (a dict)."""
 
@@ -179,3 +198,81 @@ class ChatResponseUpdate:
     @property
     def text(self) -> str:
         return "".join(c.text for c in self.contents if type(c) is TextContent)
+
+
+# --- JSON codecs: responses are persisted (cassettes, journals); `value` is recomputed ------
+
+
+def _enc_response(r: ChatResponse) -> dict[str, Any]:
+    return {
+        "messages": [to_json(m) for m in r.messages],
+        "usage": to_json(r.usage),
+        "finish_reason": r.finish_reason,
+        "model": r.model,
+        "response_id": r.response_id,
+    }
+
+
+def _dec_response(d: dict[str, Any]) -> ChatResponse:
+    messages = [from_json(m) for m in _field(d, "messages", list)]
+    if not all(isinstance(m, Message) for m in messages):
+        raise SerializationError("field 'messages' of a chat response must hold messages")
+    usage = from_json(d.get("usage"))
+    if usage is not None and not isinstance(usage, Usage):
+        raise SerializationError("field 'usage' of a chat response must be a usage object")
+    return ChatResponse(
+        messages,
+        usage=usage,
+        finish_reason=_opt(d, "finish_reason"),
+        model=_opt(d, "model"),
+        response_id=_opt(d, "response_id"),
+    )
+
+
+def _enc_update(u: ChatResponseUpdate) -> dict[str, Any]:
+    return {
+        "contents": [to_json(c) for c in u.contents],
+        "role": u.role,
+        "message_id": u.message_id,
+        "author_name": u.author_name,
+        "finish_reason": u.finish_reason,
+        "model": u.model,
+        "response_id": u.response_id,
+    }
+
+
+def _dec_update(d: dict[str, Any]) -> ChatResponseUpdate:
+    contents = [from_json(c) for c in _field(d, "contents", list)]
+    if not all(type(c) in _CONTENT_TYPES for c in contents):
+        raise SerializationError("field 'contents' of an update must hold message contents")
+    role = _field(d, "role", str)
+    if role not in ("system", "user", "assistant", "tool"):
+        raise SerializationError(f"unknown role {role!r} in a chat response update")
+    return ChatResponseUpdate(
+        contents,
+        role=role,
+        message_id=_opt(d, "message_id"),
+        author_name=_opt(d, "author_name"),
+        finish_reason=_opt(d, "finish_reason"),
+        model=_opt(d, "model"),
+        response_id=_opt(d, "response_id"),
+    )
+
+
+def _field(d: dict[str, Any], key: str, kind: type) -> Any:
+    value = d.get(key)
+    if not isinstance(value, kind):
+        raise SerializationError(f"field {key!r} must be a {kind.__name__}")
+    return value
+
+
+def _opt(d: dict[str, Any], key: str) -> str | None:
+    value = d.get(key)
+    if value is not None and not isinstance(value, str):
+        raise SerializationError(f"field {key!r} must be a string or null")
+    return value
+
+
+register(ChatResponse, name="chat_response", encode=_enc_response, decode=_dec_response)
+register(ChatResponseUpdate, name="chat_response_update", encode=_enc_update, decode=_dec_update)
+register(ToolSpec, name="tool_spec")
