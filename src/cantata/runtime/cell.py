@@ -1,0 +1,60 @@
+"""The runtime's record of one live agent: its instance, turn and mailbox.
+
+Why so small: a runtime may hold millions of keyed agents, most of them idle, so an idle
+agent costs one slotted object and no task, queue or future. The mailbox exists only
+while messages wait for the agent's turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any
+
+from .agent import BaseAgent
+from .context import MessageContext
+
+__all__: list[str] = []
+
+# A mailbox holds broadcast deliveries as (message, ctx) tuples, and direct requests as the
+# future their sender waits on for its turn (the sender then runs the handler itself).
+Item = tuple[Any, MessageContext] | asyncio.Future[None]
+
+
+class Cell:
+    """One agent's instance (None while it is being created), turn flag and mailbox."""
+
+    __slots__ = ("agent", "busy", "handled", "last_used", "mailbox")
+
+    def __init__(self, agent: BaseAgent | None) -> None:
+        self.agent = agent
+        self.busy = False
+        self.mailbox: deque[Item] | None = None
+        # Recent handled message ids: None, one id, or an ordered dict used as a window.
+        self.handled: str | dict[str, None] | None = None
+        self.last_used = 0.0
+
+    def seen(self, message_id: str) -> bool:
+        handled = self.handled
+        if handled is None:
+            return False
+        if type(handled) is str:
+            return handled == message_id
+        return message_id in handled
+
+    def remember(self, message_id: str, window: int) -> None:
+        handled = self.handled
+        if handled is None:
+            self.handled = message_id
+        elif isinstance(handled, str):
+            if handled != message_id and window > 1:
+                self.handled = {handled: None, message_id: None}
+        else:
+            handled[message_id] = None
+            if len(handled) > window:
+                del handled[next(iter(handled))]
+
+    def restore_handled(self, ids: list[str], window: int) -> None:
+        self.handled = None
+        for message_id in ids[-window:] if window else ():
+            self.remember(message_id, window)

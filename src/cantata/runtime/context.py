@@ -1,0 +1,110 @@
+"""The envelope every message travels in, and the handler's view of it.
+
+A handler gets a `MessageContext`: who sent the message, on which topic, its ids and a
+cancellation token. While a handler runs, its context is also in a contextvar, so a
+message it sends or publishes carries its message id as causation id and inherits its
+correlation id without the handler passing anything along.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import Any
+
+from ..core import CancellationToken
+from .ids import AgentId, TopicId
+
+__all__ = ["MessageContext", "current_context"]
+
+
+class MessageContext:
+    """The envelope of one delivery: ids, sender, topic, time and a cancellation token.
+
+    - `message_id`: unique per message; a redelivery keeps it (see `is_redelivery`).
+    - `correlation_id`: shared by every message caused, directly or not, by one root message.
+    - `causation_id`: the message id of the handler that sent this one (None for a root).
+    - `topic_id`: the topic of a published message; None for a direct request.
+    - `is_rpc`: True for `send_message` (the sender waits for the result).
+    - `is_redelivery`: the recipient already handled this message id (within its window).
+    """
+
+    __slots__ = (
+        "_caller",
+        "cancellation_token",
+        "causation_id",
+        "correlation_id",
+        "is_redelivery",
+        "is_rpc",
+        "message_id",
+        "recipient",
+        "sender",
+        "timestamp",
+        "topic_id",
+    )
+
+    def __init__(
+        self,
+        *,
+        message_id: str,
+        correlation_id: str,
+        causation_id: str | None,
+        sender: AgentId | None,
+        recipient: AgentId | None,
+        topic_id: TopicId | None,
+        timestamp: float,
+        cancellation_token: CancellationToken,
+        is_rpc: bool,
+        is_redelivery: bool = False,
+        caller: MessageContext | None = None,
+    ) -> None:
+        self.message_id = message_id
+        self.correlation_id = correlation_id
+        self.causation_id = causation_id
+        self.sender = sender
+        self.recipient = recipient
+        self.topic_id = topic_id
+        self.timestamp = timestamp
+        self.cancellation_token = cancellation_token
+        self.is_rpc = is_rpc
+        self.is_redelivery = is_redelivery
+        # The context of the handler awaiting this direct request, if any: the runtime
+        # walks this chain to let a call come back to an agent that is waiting on it.
+        self._caller = caller
+
+    def _copy_for(self, recipient: AgentId) -> MessageContext:
+        return MessageContext(
+            message_id=self.message_id,
+            correlation_id=self.correlation_id,
+            causation_id=self.causation_id,
+            sender=self.sender,
+            recipient=recipient,
+            topic_id=self.topic_id,
+            timestamp=self.timestamp,
+            cancellation_token=self.cancellation_token,
+            is_rpc=self.is_rpc,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The envelope's fields as plain values (for logs and traces)."""
+        return {
+            "message_id": self.message_id,
+            "correlation_id": self.correlation_id,
+            "causation_id": self.causation_id,
+            "sender": None if self.sender is None else str(self.sender),
+            "recipient": None if self.recipient is None else str(self.recipient),
+            "topic_id": None if self.topic_id is None else str(self.topic_id),
+            "timestamp": self.timestamp,
+            "is_rpc": self.is_rpc,
+            "is_redelivery": self.is_redelivery,
+        }
+
+    def __repr__(self) -> str:
+        return f"MessageContext({self.to_dict()!r})"
+
+
+_current: ContextVar[MessageContext | None] = ContextVar("cantata_message_context", default=None)
+
+
+def current_context() -> MessageContext | None:
+    """The context of the handler running in this task, or None outside any handler."""
+    return _current.get()

@@ -1,0 +1,895 @@
+"""`LocalRuntime`: the actor runtime in one process, on one asyncio loop.
+
+How it stays fast: a direct request to an idle agent runs the handler in the sender's
+own task (no queue, no task, no future); only when the agent is busy does the sender wait
+in the agent's mailbox for its turn. Broadcast events go to a per-agent mailbox drained
+by a task that exists only while the mailbox is non-empty. An idle agent is one small
+record (`Cell`) and its instance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import inspect
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from types import TracebackType
+from typing import Any, Literal, cast
+
+from ..core import (
+    CancellationToken,
+    CancelledError,
+    ConfigurationError,
+    MessageDropped,
+    RuntimeStateError,
+    TimeoutError,
+    Undeliverable,
+    from_json,
+    new_id,
+    to_json,
+)
+from ..stores import StateStore
+from .agent import BaseAgent
+from .cell import Cell
+from .context import MessageContext, _current
+from .events import AgentActivated, AgentEvicted, DeliveryFailed, MessageWasDropped, RuntimeEvent
+from .ids import _TYPE_RE, AgentId, TopicId, _check_type
+from .interventions import DROP, InterventionHandler
+from .protocol import AgentFactory
+from .state import SCHEMA_VERSION, check_version, decode_agent, encode_agent
+from .subscriptions import Subscription, default_subscriptions
+
+__all__ = ["LocalRuntime"]
+
+_log = logging.getLogger("cantata.runtime")
+_State = Literal["new", "running", "stopping", "stopped", "closed"]
+_TOPIC_CACHE_LIMIT = 4096
+
+
+class _Call:
+    """Book-keeping of one direct request: cancels the sender's task (where the handler
+    runs) when the request's token is cancelled, by timeout, stop or the caller."""
+
+    __slots__ = ("active", "cancels", "loop", "task", "timed_out")
+
+    def __init__(self, task: asyncio.Task[Any], loop: asyncio.AbstractEventLoop) -> None:
+        self.task = task
+        self.loop = loop
+        self.active = True
+        self.cancels = 0
+        self.timed_out = False
+
+    def on_cancel(self) -> None:
+        # The token may be cancelled from another thread or from the handler itself; the
+        # actual cancel runs on the loop, and only while the request is still in flight.
+        self.loop.call_soon_threadsafe(self._fire)
+
+    def _fire(self) -> None:
+        if self.active:
+            self.cancels += 1
+            self.task.cancel()
+
+
+class LocalRuntime:
+    """Runs agents in this process: lazily created by type, one message at a time each.
+
+    Options: `interventions` (see `InterventionHandler`), `on_error` (called with a
+    `DeliveryFailed` when a broadcast handler fails), `store` and `evict_after` (seconds an
+    agent may stay idle before its state is saved to the store and it leaves memory),
+    `dedup_window` (how many handled message ids each agent remembers), `default_timeout`
+    for direct requests and `stop_grace` (seconds `stop()` lets handlers finish).
+    """
+
+    def __init__(
+        self,
+        *,
+        interventions: list[InterventionHandler] | None = None,
+        on_error: Callable[[DeliveryFailed], object] | None = None,
+        store: StateStore | None = None,
+        evict_after: float | None = None,
+        dedup_window: int = 128,
+        default_timeout: float | None = None,
+        stop_grace: float = 5.0,
+        state_prefix: str = "cantata.runtime.agent:",
+    ) -> None:
+        if evict_after is not None and store is None:
+            raise ConfigurationError(
+                "evict_after needs a store to save evicted agents into: pass store=MemoryStore()"
+                " or SQLiteStore(path)"
+            )
+        if dedup_window < 0:
+            raise ConfigurationError(f"dedup_window must be 0 or more, not {dedup_window}")
+        self._factories: dict[str, AgentFactory] = {}
+        self._instance_types: set[str] = set()
+        self._cells: dict[AgentId, Cell] = {}
+        self._subs: dict[str, Subscription] = {}
+        self._topic_cache: dict[TopicId, tuple[AgentId, ...]] = {}
+        self._interventions = list(interventions or ())
+        self._listeners: list[Callable[[RuntimeEvent], object]] = []
+        self._on_error = on_error
+        self._store = store
+        self._evict_after = evict_after
+        self._window = dedup_window
+        self._default_timeout = default_timeout
+        self._stop_grace = stop_grace
+        self._prefix = state_prefix
+        self._state: _State = "new"
+        self._pending = 0
+        self._idle: asyncio.Event | None = None
+        self._predicates: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._calls: set[CancellationToken] = set()
+        self._events_token = CancellationToken()
+        self._sweeper: asyncio.Task[None] | None = None
+
+    # -- registration -----------------------------------------------------------------
+
+    async def register_factory(
+        self,
+        agent_type: str,
+        factory: AgentFactory,
+        *,
+        agent_class: type[BaseAgent] | None = None,
+    ) -> None:
+        """Create agents of `agent_type` with `factory()` on their first message.
+
+        When `factory` is the agent class itself (or `agent_class` names it), the class's
+        default subscriptions (`@type_subscription`) are added for this type.
+        """
+        _check_type(agent_type, _TYPE_RE, "agent type", "checker")
+        if agent_type in self._factories or agent_type in self._instance_types:
+            raise ConfigurationError(
+                f"agent type {agent_type!r} is already registered; pick another type name"
+            )
+        if not callable(factory):
+            raise ConfigurationError(f"the factory for agent type {agent_type!r} is not callable")
+        self._factories[agent_type] = factory
+        cls = agent_class or (factory if isinstance(factory, type) else None)
+        if cls is not None:
+            for sub in default_subscriptions(cls, agent_type):
+                if sub.id not in self._subs:
+                    await self.add_subscription(sub)
+
+    async def register_instance(self, agent: BaseAgent, agent_id: AgentId) -> None:
+        """Register a ready-made instance at `agent_id` (its type then takes no factory)."""
+        if not isinstance(agent, BaseAgent):
+            raise ConfigurationError(f"{agent!r} is not a BaseAgent; it cannot be registered")
+        if agent_id.type in self._factories:
+            raise ConfigurationError(
+                f"agent type {agent_id.type!r} has a factory; register instances under "
+                "another type name"
+            )
+        if agent_id in self._cells:
+            raise ConfigurationError(f"an agent is already registered at {agent_id}")
+        agent._bind(self, agent_id)
+        first = agent_id.type not in self._instance_types
+        self._instance_types.add(agent_id.type)
+        self._cells[agent_id] = Cell(agent)
+        if first:
+            for sub in default_subscriptions(type(agent), agent_id.type):
+                if sub.id not in self._subs:
+                    await self.add_subscription(sub)
+
+    async def add_subscription(self, subscription: Subscription) -> None:
+        """Route topics matching `subscription` to its agents."""
+        if not isinstance(subscription, Subscription):
+            raise ConfigurationError(f"{subscription!r} does not implement Subscription")
+        if subscription.id in self._subs:
+            raise ConfigurationError(
+                f"a subscription with id {subscription.id!r} already exists; remove it first"
+            )
+        self._subs[subscription.id] = subscription
+        self._topic_cache.clear()
+
+    async def remove_subscription(self, subscription_id: str) -> None:
+        """Remove the subscription with this id; unknown ids raise `ConfigurationError`."""
+        if self._subs.pop(subscription_id, None) is None:
+            raise ConfigurationError(
+                f"no subscription with id {subscription_id!r}; known: {sorted(self._subs)}"
+            )
+        self._topic_cache.clear()
+
+    def subscriptions(self) -> list[Subscription]:
+        """The current subscriptions, in the order they were added."""
+        return list(self._subs.values())
+
+    def add_intervention(self, handler: InterventionHandler) -> None:
+        """Append an intervention; it sees every later message."""
+        self._interventions.append(handler)
+
+    def add_listener(self, listener: Callable[[RuntimeEvent], object]) -> None:
+        """Call `listener` with each runtime event (failures, drops, activations, evictions)."""
+        self._listeners.append(listener)
+
+    # -- messages ---------------------------------------------------------------------
+
+    async def send_message(
+        self,
+        message: Any,
+        recipient: AgentId,
+        *,
+        sender: AgentId | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 (the fixed API; wraps a timer)
+        cancellation_token: CancellationToken | None = None,
+        message_id: str | None = None,
+    ) -> Any:
+        """Deliver a direct request and return the handler's result or raise its error.
+
+        Raises `Undeliverable` for an unknown agent type, `CantHandle` when no handler
+        takes the message, `TimeoutError` after `timeout` seconds and `CancelledError` when
+        `cancellation_token` is cancelled (both cancel the handler), `MessageDropped` when
+        an intervention drops the request or its response.
+        """
+        parent = _current.get()
+        if self._state != "running":
+            self._refuse(parent, f"send a {type(message).__name__} to {recipient}")
+        if sender is None and parent is not None:
+            sender = parent.recipient
+        mid = message_id or new_id()
+        ctx = MessageContext(
+            message_id=mid,
+            correlation_id=mid if parent is None else parent.correlation_id,
+            causation_id=None if parent is None else parent.message_id,
+            sender=sender,
+            recipient=recipient,
+            topic_id=None,
+            timestamp=time.time(),
+            cancellation_token=CancellationToken(),
+            is_rpc=True,
+            caller=parent,
+        )
+        if self._interventions:
+            message = await self._intervene_send(message, ctx, recipient)
+        cell = self._cells.get(recipient)
+        if cell is None:
+            cell = self._activate(recipient)
+        self._pending += 1
+        try:
+            result = await self._guarded_call(
+                cell, message, ctx, timeout or self._default_timeout, cancellation_token
+            )
+        finally:
+            self._done_one()
+        if self._interventions:
+            result = await self._intervene_response(result, ctx, recipient)
+        return result
+
+    async def publish_message(
+        self,
+        message: Any,
+        topic_id: TopicId,
+        *,
+        sender: AgentId | None = None,
+        message_id: str | None = None,
+    ) -> None:
+        """Deliver an event to every subscriber of `topic_id` but the sender; returns at once.
+
+        A subscriber's failure goes to the `on_error` hook and listeners as `DeliveryFailed`
+        and never blocks the other subscribers.
+        """
+        parent = _current.get()
+        if self._state != "running":
+            self._refuse(parent, f"publish a {type(message).__name__} on {topic_id}")
+        if sender is None and parent is not None:
+            sender = parent.recipient
+        mid = message_id or new_id()
+        ctx = MessageContext(
+            message_id=mid,
+            correlation_id=mid if parent is None else parent.correlation_id,
+            causation_id=None if parent is None else parent.message_id,
+            sender=sender,
+            recipient=None,
+            topic_id=topic_id,
+            timestamp=time.time(),
+            cancellation_token=self._events_token,
+            is_rpc=False,
+        )
+        if self._interventions:
+            message = await self._intervene_publish(message, ctx)
+            if message is DROP:
+                return
+        recipients = self._topic_cache.get(topic_id)
+        if recipients is None:
+            recipients = self._recipients(topic_id)
+        cells = self._cells
+        for agent_id in recipients:
+            if agent_id == sender:
+                continue
+            cell = cells.get(agent_id)
+            if cell is None:
+                try:
+                    cell = self._activate(agent_id)
+                except Undeliverable as exc:
+                    self._report(DeliveryFailed(agent_id, message, ctx._copy_for(agent_id), exc))
+                    continue
+            self._enqueue(cell, message, ctx._copy_for(agent_id))
+
+    def _recipients(self, topic_id: TopicId) -> tuple[AgentId, ...]:
+        found = [s.map_to_agent(topic_id) for s in self._subs.values() if s.is_match(topic_id)]
+        recipients = tuple(dict.fromkeys(found)) if len(found) > 1 else tuple(found)
+        if all(s.by_topic_type for s in self._subs.values()):
+            if len(self._topic_cache) >= _TOPIC_CACHE_LIMIT:
+                self._topic_cache.clear()
+            self._topic_cache[topic_id] = recipients
+        return recipients
+
+    def _refuse(self, parent: MessageContext | None, what: str) -> None:
+        # While stopping, handlers in flight may still send: their work is part of what
+        # the grace period lets finish.
+        if self._state == "stopping" and parent is not None:
+            return
+        hint = {
+            "new": "call `await runtime.start()` (or use `async with runtime:`) first",
+            "stopping": "the runtime is stopping; start it again after stop() returns",
+            "stopped": "the runtime is stopped; call start() again",
+            "closed": "the runtime is closed; create a new LocalRuntime",
+        }.get(self._state, "")
+        raise RuntimeStateError(f"cannot {what}: {hint}")
+
+    # -- turns ------------------------------------------------------------------------
+
+    async def _guarded_call(
+        self,
+        cell: Cell,
+        message: Any,
+        ctx: MessageContext,
+        timeout: float | None,  # noqa: ASYNC109
+        outer: CancellationToken | None,
+    ) -> Any:
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeStateError("send_message must be awaited inside an asyncio task")
+        loop = task.get_loop()
+        call = _Call(task, loop)
+        token = ctx.cancellation_token
+        token.add_callback(call.on_cancel)
+        self._calls.add(token)
+        timer = None
+        if timeout is not None:
+            timer = loop.call_later(timeout, self._expire, call, token)
+        if outer is not None:
+            outer.add_callback(token.cancel)
+        try:
+            return await self._call(cell, message, ctx)
+        except asyncio.CancelledError:
+            if not call.cancels:
+                raise
+            raise self._cancel_error(call, message, ctx, timeout) from None
+        finally:
+            call.active = False
+            for _ in range(call.cancels):
+                task.uncancel()
+            self._calls.discard(token)
+            if timer is not None:
+                timer.cancel()
+            if outer is not None:
+                outer.remove_callback(token.cancel)
+
+    @staticmethod
+    def _expire(call: _Call, token: CancellationToken) -> None:
+        call.timed_out = True
+        token.cancel()
+
+    def _cancel_error(
+        self, call: _Call, message: Any, ctx: MessageContext, timeout: float | None
+    ) -> Exception:
+        what = f"{type(message).__name__} {ctx.message_id} to {ctx.recipient}"
+        if call.timed_out:
+            return TimeoutError(
+                f"no reply to {what} within {timeout}s; the handler was cancelled "
+                "(raise the timeout, or make the handler faster)"
+            )
+        if self._state in ("stopping", "stopped", "closed"):
+            return CancelledError(f"{what} was cancelled because the runtime stopped")
+        return CancelledError(f"{what} was cancelled through its CancellationToken")
+
+    async def _call(self, cell: Cell, message: Any, ctx: MessageContext) -> Any:
+        if cell.busy:
+            if self._reentrant(ctx):
+                return await self._run(cell, message, ctx)
+            await self._wait_turn(cell)
+        else:
+            cell.busy = True
+        try:
+            return await self._run(cell, message, ctx)
+        finally:
+            self._release(cell)
+
+    @staticmethod
+    def _reentrant(ctx: MessageContext) -> bool:
+        # A request that comes back to an agent whose handler is waiting on this very call
+        # chain runs inside that turn; queueing it would deadlock.
+        recipient = ctx.recipient
+        caller = ctx._caller
+        while caller is not None:
+            if caller.recipient == recipient:
+                return True
+            caller = caller._caller
+        return False
+
+    async def _wait_turn(self, cell: Cell) -> None:
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if cell.mailbox is None:
+            cell.mailbox = deque()
+        cell.mailbox.append(turn)
+        try:
+            await turn
+        except BaseException:
+            if turn.done() and not turn.cancelled() and turn.exception() is None:
+                self._release(cell)  # the turn was handed over just as we were cancelled
+            raise
+
+    async def _run(self, cell: Cell, message: Any, ctx: MessageContext) -> Any:
+        agent = cell.agent
+        if agent is None:
+            raise Undeliverable(f"agent {ctx.recipient} could not be created")
+        mid = ctx.message_id
+        if cell.handled is not None and cell.seen(mid):
+            ctx.is_redelivery = True
+        reset = _current.set(ctx)
+        try:
+            result = await agent._dispatch(message, ctx)
+        finally:
+            _current.reset(reset)
+        if self._window:
+            cell.remember(mid, self._window)
+        return result
+
+    def _release(self, cell: Cell) -> None:
+        """End the current turn: hand it to the next waiter, or go idle."""
+        mailbox = cell.mailbox
+        while mailbox:
+            item = mailbox[0]
+            if isinstance(item, tuple):
+                self._spawn(self._drain(cell))
+                return
+            mailbox.popleft()
+            if not item.done():
+                item.set_result(None)
+                return
+        cell.mailbox = None
+        cell.busy = False
+        if self._evict_after is not None:
+            cell.last_used = time.monotonic()
+
+    def _enqueue(self, cell: Cell, message: Any, ctx: MessageContext) -> None:
+        self._pending += 1
+        mailbox = cell.mailbox
+        if mailbox is None:
+            mailbox = cell.mailbox = deque()
+        mailbox.append((message, ctx))
+        if not cell.busy:
+            cell.busy = True
+            self._spawn(self._drain(cell))
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _drain(self, cell: Cell) -> None:
+        mailbox = cell.mailbox
+        try:
+            while mailbox and isinstance(mailbox[0], tuple):
+                message, ctx = cast(tuple[Any, MessageContext], mailbox.popleft())
+                try:
+                    await self._run(cell, message, ctx)
+                except Exception as exc:
+                    self._report(DeliveryFailed(cast(AgentId, ctx.recipient), message, ctx, exc))
+                finally:
+                    self._done_one()
+        finally:
+            self._release(cell)
+
+    def _done_one(self) -> None:
+        self._pending -= 1
+        if self._predicates:
+            self._check_predicates()
+        if self._pending == 0 and self._idle is not None:
+            self._idle.set()
+
+    def _check_predicates(self) -> None:
+        for entry in list(self._predicates):
+            predicate, future = entry
+            if future.done():
+                self._predicates.remove(entry)
+                continue
+            try:
+                met = predicate()
+            except Exception as exc:
+                future.set_exception(exc)
+                continue
+            if met:
+                future.set_result(None)
+
+    def _report(self, event: RuntimeEvent) -> None:
+        if isinstance(event, DeliveryFailed):
+            if self._on_error is not None:
+                self._safe_call(self._on_error, event)
+            elif not self._listeners:
+                _log.error(
+                    "agent %s failed to handle %s %s: %r",
+                    event.agent_id,
+                    type(event.message).__name__,
+                    event.context.message_id,
+                    event.error,
+                )
+        for listener in self._listeners:
+            self._safe_call(listener, event)
+
+    @staticmethod
+    def _safe_call(hook: Callable[[Any], object], event: RuntimeEvent) -> None:
+        try:
+            hook(event)
+        except Exception:
+            _log.exception("runtime event hook %r failed on %r", hook, event)
+
+    # -- activation -------------------------------------------------------------------
+
+    def _activate(self, agent_id: AgentId) -> Cell:
+        """The cell for a new agent: ready at once for a plain factory, else busy until an
+        activation task has created it (and restored its state from the store)."""
+        factory = self._factories.get(agent_id.type)
+        if factory is None:
+            raise self._undeliverable(agent_id)
+        cell = Cell(None)
+        self._cells[agent_id] = cell
+        made: Any = None
+        if self._store is None:
+            try:
+                made = factory()
+            except BaseException:
+                del self._cells[agent_id]
+                raise
+            if not inspect.isawaitable(made):
+                self._bind(made, agent_id)
+                cell.agent = made
+                if self._listeners:
+                    self._report(AgentActivated(agent_id, restored=False))
+                return cell
+        cell.busy = True
+        self._pending += 1
+        self._spawn(self._finish_activation(cell, agent_id, factory, made))
+        return cell
+
+    def _undeliverable(self, agent_id: AgentId) -> Undeliverable:
+        if agent_id.type in self._instance_types:
+            keys = sorted(a.key for a in self._cells if a.type == agent_id.type)[:5]
+            return Undeliverable(
+                f"no agent at {agent_id}: type {agent_id.type!r} has only registered instances "
+                f"(keys {keys}); register an instance with that key, or a factory"
+            )
+        return Undeliverable(
+            f"no agent type {agent_id.type!r} is registered (message to {agent_id}); "
+            f"register it with runtime.register_factory({agent_id.type!r}, ...)"
+        )
+
+    def _bind(self, agent: Any, agent_id: AgentId) -> None:
+        if not isinstance(agent, BaseAgent):
+            raise ConfigurationError(
+                f"the factory of agent type {agent_id.type!r} returned {agent!r}, "
+                "not a BaseAgent; return an agent instance"
+            )
+        agent._bind(self, agent_id)
+
+    async def _finish_activation(
+        self, cell: Cell, agent_id: AgentId, factory: AgentFactory, made: Any
+    ) -> None:
+        try:
+            agent = made if made is not None else factory()
+            if inspect.isawaitable(agent):
+                agent = await agent
+            self._bind(agent, agent_id)
+            restored = False
+            if self._store is not None:
+                record = await self._store.get(self._prefix + str(agent_id))
+                if record is not None:
+                    state, handled = decode_agent(record, str(agent_id))
+                    await agent.load_state(state)
+                    cell.restore_handled(handled, self._window)
+                    restored = True
+            cell.agent = agent
+        except asyncio.CancelledError:
+            stopped = RuntimeStateError(f"the runtime stopped while creating agent {agent_id}")
+            self._fail_activation(cell, agent_id, stopped)
+            raise
+        except Exception as exc:
+            self._fail_activation(cell, agent_id, exc)
+        else:
+            if self._listeners:
+                self._report(AgentActivated(agent_id, restored=restored))
+            self._release(cell)
+        finally:
+            self._done_one()
+
+    def _fail_activation(self, cell: Cell, agent_id: AgentId, exc: Exception) -> None:
+        if self._cells.get(agent_id) is cell:
+            del self._cells[agent_id]
+        mailbox, cell.mailbox = cell.mailbox or deque(), None
+        for item in mailbox:
+            if isinstance(item, tuple):
+                message, ctx = item
+                self._report(DeliveryFailed(agent_id, message, ctx, exc))
+                self._done_one()
+            elif not item.done():
+                item.set_exception(exc)
+
+    async def _acquire(self, agent_id: AgentId) -> Cell:
+        """Take `agent_id`'s turn (creating the agent if needed); release with `_release`."""
+        cell = self._cells.get(agent_id)
+        if cell is None:
+            cell = self._activate(agent_id)
+        if cell.busy:
+            await self._wait_turn(cell)
+        else:
+            cell.busy = True
+        if cell.agent is None:
+            self._release(cell)
+            raise Undeliverable(f"agent {agent_id} could not be created")
+        return cell
+
+    async def get_agent(self, agent_id: AgentId) -> BaseAgent:
+        """The live instance at `agent_id`, created (or reactivated) if needed."""
+        cell = await self._acquire(agent_id)
+        self._release(cell)
+        assert cell.agent is not None  # _acquire guarantees it
+        return cell.agent
+
+    # -- interventions ----------------------------------------------------------------
+
+    async def _intervene_send(self, message: Any, ctx: MessageContext, recipient: AgentId) -> Any:
+        for handler in self._interventions:
+            message = await handler.on_send(message, ctx, recipient)
+            if message is DROP:
+                self._report(MessageWasDropped("send", message, ctx))
+                raise MessageDropped(
+                    f"direct message {ctx.message_id} to {recipient} was dropped by "
+                    f"intervention {type(handler).__name__}"
+                )
+        return message
+
+    async def _intervene_publish(self, message: Any, ctx: MessageContext) -> Any:
+        for handler in self._interventions:
+            message = await handler.on_publish(message, ctx)
+            if message is DROP:
+                self._report(MessageWasDropped("publish", message, ctx))
+                return DROP
+        return message
+
+    async def _intervene_response(
+        self, result: Any, ctx: MessageContext, responder: AgentId
+    ) -> Any:
+        for handler in self._interventions:
+            result = await handler.on_response(result, ctx, responder)
+            if result is DROP:
+                self._report(MessageWasDropped("response", result, ctx))
+                raise MessageDropped(
+                    f"the response of {responder} to message {ctx.message_id} was dropped by "
+                    f"intervention {type(handler).__name__}"
+                )
+        return result
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start taking messages (and, with `evict_after`, the eviction sweep)."""
+        if self._state == "closed":
+            raise RuntimeStateError("this LocalRuntime is closed; create a new one")
+        if self._state in ("running", "stopping"):
+            raise RuntimeStateError("the runtime is already running; stop() it first")
+        self._state = "running"
+        self._events_token = CancellationToken()
+        if self._evict_after is not None:
+            self._sweeper = asyncio.ensure_future(self._sweep(self._evict_after))
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Stop taking messages, let handlers in flight finish within `grace` seconds
+        (default `stop_grace`), then cancel what is left. Stopping twice does nothing."""
+        if self._state != "running":
+            return
+        self._state = "stopping"
+        if self._pending:
+            idle = self._idle = self._idle or asyncio.Event()
+            idle.clear()
+            try:
+                async with asyncio.timeout(self._stop_grace if grace is None else grace):
+                    while self._pending:
+                        await idle.wait()
+                        idle.clear()
+            except builtins.TimeoutError:
+                pass
+        await self._cancel_all()
+        self._state = "stopped"
+
+    async def _cancel_all(self) -> None:
+        # Events still queued are dropped first, so cancelled drain tasks start no more.
+        for cell in self._cells.values():
+            mailbox = cell.mailbox
+            if mailbox:
+                waiting = [item for item in mailbox if not isinstance(item, tuple)]
+                for _ in range(len(mailbox) - len(waiting)):
+                    self._done_one()
+                mailbox.clear()
+                mailbox.extend(waiting)
+        self._events_token.cancel()
+        for token in list(self._calls):
+            token.cancel()
+        tasks = [t for t in self._tasks if not t.done()]
+        if self._sweeper is not None:
+            tasks.append(self._sweeper)
+            self._sweeper = None
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for _, future in self._predicates:
+            if not future.done():
+                future.set_exception(RuntimeStateError("the runtime stopped first"))
+
+    async def stop_when_idle(self) -> None:
+        """Wait until no message is queued or being handled (cascades included), then stop."""
+        if self._state != "running":
+            raise RuntimeStateError(f"stop_when_idle needs a running runtime (it is {self._state})")
+        idle = self._idle = self._idle or asyncio.Event()
+        while self._pending:
+            idle.clear()
+            await idle.wait()
+        await self.stop()
+
+    async def stop_when(self, predicate: Callable[[], bool]) -> None:
+        """Stop once `predicate()` is true; it is checked after every handled message."""
+        if self._state != "running":
+            raise RuntimeStateError(f"stop_when needs a running runtime (it is {self._state})")
+        if not predicate():
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            entry = (predicate, future)
+            self._predicates.append(entry)
+            try:
+                await future
+            finally:
+                if entry in self._predicates:
+                    self._predicates.remove(entry)
+        await self.stop()
+
+    async def close(self) -> None:
+        """Stop, then run every live agent's `close()` hook; the runtime cannot restart."""
+        if self._state == "closed":
+            return
+        await self.stop()
+        self._state = "closed"
+        for agent_id, cell in list(self._cells.items()):
+            if cell.agent is not None:
+                try:
+                    await cell.agent.close()
+                except Exception:
+                    _log.exception("close() of agent %s failed", agent_id)
+        self._cells.clear()
+
+    async def __aenter__(self) -> LocalRuntime:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- state and eviction -----------------------------------------------------------
+
+    async def save_state(
+        self, store: StateStore | None = None, *, key: str = "cantata.runtime.state"
+    ) -> dict[str, Any]:
+        """Agents' and subscriptions' state as JSON data; also written to `store[key]`.
+
+        Agents already evicted are in the eviction store, not in this snapshot.
+        """
+        agents: dict[str, Any] = {}
+        for agent_id, cell in list(self._cells.items()):
+            if cell.agent is not None:
+                state = await cell.agent.save_state()
+                agents[str(agent_id)] = encode_agent(state, cell.handled)
+        data: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "agents": agents,
+            "subscriptions": [to_json(s) for s in self._subs.values()],
+        }
+        if store is not None:
+            await store.put(key, data)
+        return data
+
+    async def load_state(
+        self, source: StateStore | Mapping[str, Any], *, key: str = "cantata.runtime.state"
+    ) -> None:
+        """Restore what `save_state` wrote: add missing subscriptions, create each agent
+        (its type must be registered) and hand it its state."""
+        data: Any = source
+        if isinstance(source, StateStore):
+            data = await source.get(key)
+            if data is None:
+                raise RuntimeStateError(
+                    f"no runtime state at key {key!r} in the store; write it with "
+                    "runtime.save_state(store)"
+                )
+        record = check_version(data, "runtime state")
+        for raw in record.get("subscriptions", []):
+            sub = from_json(raw)
+            if sub.id not in self._subs:
+                await self.add_subscription(sub)
+        for text, saved in dict(record.get("agents", {})).items():
+            agent_id = AgentId.parse(text)
+            state, handled = decode_agent(saved, text)
+            if agent_id.type not in self._factories and agent_id not in self._cells:
+                raise self._undeliverable(agent_id)
+            cell = await self._acquire(agent_id)
+            try:
+                assert cell.agent is not None  # _acquire guarantees it
+                await cell.agent.load_state(state)
+                cell.restore_handled(handled, self._window)
+            finally:
+                self._release(cell)
+
+    async def evict_idle(self, older_than: float = 0.0) -> int:
+        """Save and remove agents idle for at least `older_than` seconds; returns how many.
+
+        Registered instances stay. An evicted agent comes back from the store on its next
+        message.
+        """
+        store = self._store
+        if store is None:
+            raise ConfigurationError("eviction needs a store: LocalRuntime(store=...)")
+        now = time.monotonic()
+        victims = [
+            (agent_id, cell)
+            for agent_id, cell in self._cells.items()
+            if not cell.busy
+            and cell.agent is not None
+            and now - cell.last_used >= older_than
+            and agent_id.type not in self._instance_types
+        ]
+        evicted = 0
+        for agent_id, cell in victims:
+            if cell.busy or self._cells.get(agent_id) is not cell:
+                continue
+            cell.busy = True  # hold the turn while saving
+            try:
+                assert cell.agent is not None
+                state = await cell.agent.save_state()
+                await store.put(self._prefix + str(agent_id), encode_agent(state, cell.handled))
+                if cell.mailbox:
+                    continue  # a message arrived meanwhile: keep the agent
+                del self._cells[agent_id]
+            finally:
+                if self._cells.get(agent_id) is cell:
+                    self._release(cell)
+            evicted += 1
+            try:
+                await cell.agent.close()
+            except Exception:
+                _log.exception("close() of evicted agent %s failed", agent_id)
+            if self._listeners:
+                self._report(AgentEvicted(agent_id))
+        return evicted
+
+    async def _sweep(self, evict_after: float) -> None:
+        while True:
+            await asyncio.sleep(max(evict_after / 2, 0.01))
+            try:
+                await self.evict_idle(evict_after)
+            except Exception:
+                _log.exception("evicting idle agents failed")
+
+    # -- introspection ----------------------------------------------------------------
+
+    @property
+    def state(self) -> _State:
+        """Lifecycle state: new, running, stopping, stopped or closed."""
+        return self._state
+
+    def live_agents(self) -> list[AgentId]:
+        """Ids of the agents in memory (not the evicted ones)."""
+        return list(self._cells)
