@@ -1,3 +1,5 @@
-"""cantata.cli."""
+"""cantata.cli: the `cantata` command (`cantata ask`, `cantata chat`)."""
 
-__all__: list[str] = []
+from .app import app, main
+
+__all__ = ["app", "main"]
