@@ -83,6 +83,7 @@ class FunctionLoopRun:
         self._function_calls = 0
         self._consecutive_errors = 0
         self._chat_terminated = False
+        self._sink: Callable[[ChatResponseUpdate], None] | None = None
 
     # -- result --------------------------------------------------------------------
 
@@ -154,7 +155,7 @@ class FunctionLoopRun:
         async for update in self._deliver(ordered):
             yield update
         if self._finish is None:
-            async for update in self._after_calls(ordered, count_calls=False):
+            async for update in self._after_calls(ordered, count_iterations=False):
                 yield update
 
     async def _run_within_budget(self, calls: list[FunctionCallContent]) -> list[CallOutcome]:
@@ -192,14 +193,14 @@ class FunctionLoopRun:
             self._finish = "terminated"
 
     async def _after_calls(
-        self, outcomes: list[CallOutcome], *, count_calls: bool = True
+        self, outcomes: list[CallOutcome], *, count_iterations: bool = True
     ) -> AsyncIterator[ChatResponseUpdate]:
         results = [o for o in outcomes if o.result is not None]
         if results and all(o.failed for o in results):
             self._consecutive_errors += 1
         elif results:
             self._consecutive_errors = 0
-        limit = self._limit_reached(count_calls)
+        limit = self._limit_reached(count_iterations)
         if limit is None:
             return
         options = self._request_options()
@@ -270,7 +271,7 @@ class FunctionLoopRun:
                 cancellation_token=context.cancellation_token,
             )
             return
-        sink: Callable[[ChatResponseUpdate], None] = context.metadata["cantata.stream_sink"]
+        sink = self._sink
         fallback_id = new_id()
         updates: list[ChatResponseUpdate] = []
         async for update in context.client.get_streaming_response(
@@ -279,7 +280,8 @@ class FunctionLoopRun:
             if update.message_id is None:
                 update = dataclasses.replace(update, message_id=fallback_id)
             updates.append(update)
-            sink(update)
+            if sink is not None:
+                sink(update)
         context.response = ChatResponse.from_updates(updates)
 
     async def _stream_chain(
@@ -299,7 +301,7 @@ class FunctionLoopRun:
                 update = dataclasses.replace(update, contents=kept)
             queue.put_nowait(update)
 
-        context.metadata["cantata.stream_sink"] = sink
+        self._sink = sink
 
         async def drive() -> None:
             try:
@@ -317,7 +319,7 @@ class FunctionLoopRun:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        context.metadata.pop("cantata.stream_sink", None)
+        self._sink = None
         if not streamed:  # a middleware answered without the model
             response = _require_response(context)
             for message in _without_calls(response).messages if drop_calls else response.messages:
