@@ -1,0 +1,599 @@
+"""OpenAIChatClient: request mapping, response mapping, stream assembly and errors against a
+real in-process HTTP server; then chat, stream and tool call against llama.cpp's own
+OpenAI-compatible server (marker ``openai_server``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from cantata.core import (
+    CancellationToken,
+    CancelledError,
+    ConfigurationError,
+    DataContent,
+    FunctionCallContent,
+    FunctionResultContent,
+    Message,
+    ModelError,
+    ModelHTTPError,
+    ModelOutputError,
+    TextContent,
+    TimeoutError,
+    Usage,
+    UsageContent,
+    UsageError,
+)
+from cantata.models import (
+    ChatOptions,
+    ChatResponse,
+    OpenAIChatClient,
+    ToolSpec,
+    allow_model_requests,
+)
+
+# --- a tiny Chat Completions server ------------------------------------------------------
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: Any = None
+    chunks: list[dict[str, Any]] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    hold: threading.Event | None = None
+
+
+@dataclass
+class ChatServer:
+    replies: list[Reply]
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    auth: list[str] = field(default_factory=list)
+    arrived: threading.Event = field(default_factory=threading.Event)
+    url: str = ""
+
+
+def _handler(state: ChatServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+        def do_POST(self) -> None:
+            size = int(self.headers.get("content-length", "0"))
+            state.requests.append(json.loads(self.rfile.read(size)))
+            state.auth.append(self.headers.get("authorization", ""))
+            state.arrived.set()
+            reply = state.replies.pop(0) if state.replies else Reply(500, {"error": "no reply"})
+            if reply.hold is not None:
+                reply.hold.wait(10)
+            self.send_response(reply.status)
+            for key, value in reply.headers.items():
+                self.send_header(key, value)
+            if reply.chunks is not None:
+                self.send_header("content-type", "text/event-stream")
+                self.end_headers()
+                for item in reply.chunks:
+                    self.wfile.write(f"data: {json.dumps(item)}\n\n".encode())
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+                return
+            data = json.dumps(reply.body).encode()
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler
+
+
+@contextmanager
+def chat_server(*replies: Reply) -> Iterator[ChatServer]:
+    """Serve `replies` in order on a free port of 127.0.0.1; stops when the block ends."""
+    state = ChatServer(list(replies))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    state.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        with allow_model_requests():
+            yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def completion(message: dict[str, Any], *, finish: str = "stop", usage: bool = True) -> Reply:
+    body: dict[str, Any] = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "fake-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+    }
+    if usage:
+        body["usage"] = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+    return Reply(body=body)
+
+
+def chunk(delta: dict[str, Any] | None, *, finish: str | None = None, **extra: Any) -> dict:
+    choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+    return {
+        "id": "chatcmpl-2",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "fake-model",
+        "choices": choices,
+        **extra,
+    }
+
+
+def client_for(server: ChatServer, **kwargs: Any) -> OpenAIChatClient:
+    return OpenAIChatClient("fake-model", base_url=server.url, max_retries=0, **kwargs)
+
+
+WEATHER = ToolSpec(
+    "get_weather",
+    "Current weather of a city.",
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+
+
+class City(BaseModel):
+    name: str
+    country: str
+
+
+# --- construction ------------------------------------------------------------------------
+
+
+def test_openai_without_key_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ConfigurationError, match="OPENAI_API_KEY"):
+        OpenAIChatClient("gpt-4o-mini")
+
+
+async def test_api_key_from_environment_is_sent(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    with chat_server(completion({"role": "assistant", "content": "hi"})) as server:
+        await client_for(server).get_response([Message("user", "hello")])
+    assert server.auth == ["Bearer sk-from-env"]
+
+
+async def test_local_server_needs_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with chat_server(completion({"role": "assistant", "content": "hi"})) as server:
+        response = await client_for(server).get_response([Message("user", "hello")])
+    assert response.text == "hi"
+
+
+async def test_the_guard_blocks_requests_before_any_network() -> None:
+    client = OpenAIChatClient("m", base_url="http://127.0.0.1:9/v1")
+    with pytest.raises(UsageError, match="OpenAIChatClient"):
+        await client.get_response([Message("user", "hello")])
+    with pytest.raises(UsageError, match="OpenAIChatClient"):
+        async for _ in client.get_streaming_response([Message("user", "hello")]):
+            pass
+
+
+# --- requests and responses ----------------------------------------------------------------
+
+
+async def test_request_carries_options_tools_and_every_content_kind() -> None:
+    history = [
+        Message("system", "be brief"),
+        Message("user", [TextContent("what is this?"), DataContent("image/png", data=b"\x89PNG")]),
+        Message("assistant", [FunctionCallContent("call_1", "get_weather", {"city": "Oslo"})]),
+        Message("tool", [FunctionResultContent("call_1", {"temp": 3})]),
+        Message("tool", [FunctionResultContent("call_2", error="boom")]),
+    ]
+    options = ChatOptions(
+        temperature=0.5,
+        top_p=0.9,
+        max_tokens=20,
+        stop=["END"],
+        seed=7,
+        tools=[WEATHER],
+        tool_choice="get_weather",
+        extra={"frequency_penalty": 0.1},
+    )
+    with chat_server(completion({"role": "assistant", "content": "ok"})) as server:
+        await client_for(server).get_response(history, options=options)
+    body = server.requests[0]
+    assert body["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "what is this?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": '{"temp": 3}'},
+        {"role": "tool", "tool_call_id": "call_2", "content": "Error: boom"},
+    ]
+    assert body["temperature"] == 0.5
+    assert body["top_p"] == 0.9
+    assert body["max_tokens"] == 20
+    assert body["stop"] == ["END"]
+    assert body["seed"] == 7
+    assert body["frequency_penalty"] == 0.1
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Current weather of a city.",
+                "parameters": WEATHER.parameters,
+            },
+        }
+    ]
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+    assert "stream" not in body or body["stream"] is False
+
+
+async def test_default_options_are_merged_under_request_options() -> None:
+    defaults = ChatOptions(temperature=0.1, max_tokens=5, model="other-model")
+    with chat_server(completion({"role": "assistant", "content": "ok"})) as server:
+        client = client_for(server, default_options=defaults)
+        await client.get_response([Message("user", "x")], options=ChatOptions(max_tokens=9))
+    body = server.requests[0]
+    assert (body["model"], body["temperature"], body["max_tokens"]) == ("other-model", 0.1, 9)
+
+
+async def test_response_maps_text_tool_calls_usage_and_ids() -> None:
+    message = {
+        "role": "assistant",
+        "content": "checking",
+        "tool_calls": [
+            {
+                "id": "call_a",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'},
+            },
+            {"id": "call_b", "type": "function", "function": {"name": "f", "arguments": "{oops"}},
+        ],
+    }
+    with chat_server(completion(message, finish="tool_calls")) as server:
+        response = await client_for(server).get_response([Message("user", "x")])
+    assert response.text == "checking"
+    assert response.function_calls == [
+        FunctionCallContent("call_a", "get_weather", {"city": "Rome"}),
+        FunctionCallContent("call_b", "f", "{oops"),
+    ]
+    assert response.usage == Usage(11, 7)
+    assert (response.finish_reason, response.model, response.response_id) == (
+        "tool_calls",
+        "fake-model",
+        "chatcmpl-1",
+    )
+
+
+@pytest.mark.parametrize("mode", ["json_schema", "json_object"])
+async def test_structured_output_sends_the_schema_and_validates(mode: str) -> None:
+    answer = {"role": "assistant", "content": '{"name": "Lyon", "country": "France"}'}
+    with chat_server(completion(answer)) as server:
+        client = client_for(server, structured_output=mode)
+        response = await client.get_response(
+            [Message("user", "a city")], options=ChatOptions(response_format=City)
+        )
+    assert response.value == City(name="Lyon", country="France")
+    sent = server.requests[0]["response_format"]
+    if mode == "json_schema":
+        assert sent == {
+            "type": "json_schema",
+            "json_schema": {"name": "City", "schema": City.model_json_schema()},
+        }
+    else:
+        assert sent == {"type": "json_object", "schema": City.model_json_schema()}
+
+
+async def test_structured_output_that_does_not_fit_is_a_model_output_error() -> None:
+    reply = completion({"role": "assistant", "content": '{"name": 1}'})
+    with chat_server(reply) as server, pytest.raises(ModelOutputError, match="City"):
+        await client_for(server).get_response(
+            [Message("user", "a city")], options=ChatOptions(response_format=City)
+        )
+
+
+async def test_unsupported_data_is_refused_before_sending() -> None:
+    pdf = Message("user", [DataContent("application/pdf", data=b"%PDF")])
+    with chat_server() as server, pytest.raises(UsageError, match="application/pdf"):
+        await client_for(server).get_response([pdf])
+    assert server.requests == []
+
+
+# --- streaming -------------------------------------------------------------------------------
+
+
+def _call_delta(index: int, *, cid: str | None, name: str | None, args: str) -> dict[str, Any]:
+    fn: dict[str, Any] = {"arguments": args}
+    if name is not None:
+        fn["name"] = name
+    call: dict[str, Any] = {"index": index, "function": fn}
+    if cid is not None:
+        call["id"], call["type"] = cid, "function"
+    return {"tool_calls": [call]}
+
+
+async def test_stream_yields_text_pieces_and_whole_tool_calls_then_usage() -> None:
+    chunks = [
+        chunk({"role": "assistant", "content": ""}),
+        chunk({"content": "Let me "}),
+        chunk({"content": "check."}),
+        chunk(_call_delta(0, cid="call_a", name="get_weather", args='{"ci')),
+        chunk(_call_delta(0, cid=None, name=None, args='ty": "Oslo"}')),
+        chunk(_call_delta(1, cid="call_b", name="get_weather", args='{"city": ')),
+        chunk(_call_delta(1, cid=None, name=None, args='"Bergen"}')),
+        chunk({}, finish="tool_calls"),
+        chunk(None, usage={"prompt_tokens": 5, "completion_tokens": 9, "total_tokens": 14}),
+    ]
+    with chat_server(Reply(chunks=chunks)) as server:
+        updates = [
+            u
+            async for u in client_for(server).get_streaming_response(
+                [Message("user", "weather?")], options=ChatOptions(tools=[WEATHER])
+            )
+        ]
+    assert server.requests[0]["stream"] is True
+    assert server.requests[0]["stream_options"] == {"include_usage": True}
+    calls = [c for u in updates for c in u.contents if type(c) is FunctionCallContent]
+    # The first call is emitted whole as soon as the second one starts.
+    positions = [i for i, u in enumerate(updates) if calls[0] in u.contents]
+    assert updates[positions[0]].contents == [calls[0]]
+    assert calls == [
+        FunctionCallContent("call_a", "get_weather", {"city": "Oslo"}),
+        FunctionCallContent("call_b", "get_weather", {"city": "Bergen"}),
+    ]
+    assert [u.text for u in updates if u.text] == ["Let me ", "check."]
+    usage = [c.usage for u in updates for c in u.contents if type(c) is UsageContent]
+    assert usage == [Usage(5, 9)]
+    response = ChatResponse.from_updates(updates)
+    assert response.text == "Let me check."
+    assert response.finish_reason == "tool_calls"
+    assert len(response.messages) == 1
+    assert response.usage == Usage(5, 9)
+
+
+async def test_stream_with_repeated_names_and_ids_like_llama_cpp() -> None:
+    chunks = [
+        chunk(_call_delta(0, cid="call_x", name="get_weather", args="{")),
+        chunk(_call_delta(0, cid="call_x", name="get_weather", args='"city": "Nice"')),
+        chunk(_call_delta(0, cid="call_x", name="get_weather", args="}")),
+        chunk({}, finish="tool_calls"),
+    ]
+    with chat_server(Reply(chunks=chunks)) as server:
+        client = client_for(server, stream_usage=False)
+        updates = [u async for u in client.get_streaming_response([Message("user", "w")])]
+    assert "stream_options" not in server.requests[0]
+    assert ChatResponse.from_updates(updates).function_calls == [
+        FunctionCallContent("call_x", "get_weather", {"city": "Nice"})
+    ]
+
+
+async def test_stream_cancellation_raises_cancelled_error() -> None:
+    token = CancellationToken()
+    chunks = [chunk({"content": "one "}), chunk({"content": "two "}), chunk({"content": "three"})]
+    seen: list[str] = []
+    with chat_server(Reply(chunks=chunks)) as server, pytest.raises(CancelledError):
+        async for update in client_for(server).get_streaming_response(
+            [Message("user", "count")], cancellation_token=token
+        ):
+            seen.append(update.text)
+            token.cancel()
+    assert seen == ["one "]
+
+
+async def test_cancelling_a_pending_request_raises_cancelled_error() -> None:
+    token = CancellationToken()
+    release = threading.Event()
+    reply = completion({"role": "assistant", "content": "late"})
+    reply.hold = release
+    with chat_server(reply) as server:
+        client = client_for(server)
+        task = asyncio.ensure_future(
+            client.get_response([Message("user", "x")], cancellation_token=token)
+        )
+        assert await asyncio.to_thread(server.arrived.wait, 10)
+        token.cancel()
+        with pytest.raises(CancelledError):
+            await task
+        release.set()
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+async def test_http_429_maps_to_model_http_error_with_retry_after() -> None:
+    body = {"error": {"message": "slow down", "type": "rate_limit"}}
+    reply = Reply(429, body, headers={"Retry-After": "7"})
+    with chat_server(reply) as server, pytest.raises(ModelHTTPError) as caught:
+        await client_for(server).get_response([Message("user", "x")])
+    err = caught.value
+    assert err.status_code == 429
+    assert err.retry_after == 7.0
+    assert err.body == body["error"] or err.body == body
+    assert "fake-model" in str(err) and "429" in str(err)
+
+
+async def test_http_error_during_stream_setup_maps_too() -> None:
+    reply = Reply(404, {"error": {"message": "no such model"}})
+    with chat_server(reply) as server, pytest.raises(ModelHTTPError) as caught:
+        async for _ in client_for(server).get_streaming_response([Message("user", "x")]):
+            pass
+    assert caught.value.status_code == 404
+    assert "check the model name" in str(caught.value)
+
+
+async def test_sdk_retries_then_succeeds() -> None:
+    replies = (
+        Reply(503, {"error": {"message": "busy"}}, headers={"retry-after-ms": "1"}),
+        completion({"role": "assistant", "content": "second try"}),
+    )
+    with chat_server(*replies) as server:
+        client = OpenAIChatClient("fake-model", base_url=server.url, max_retries=1)
+        response = await client.get_response([Message("user", "x")])
+    assert response.text == "second try"
+    assert len(server.requests) == 2
+
+
+async def test_connection_refused_is_a_model_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    client = OpenAIChatClient("m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
+    with allow_model_requests(), pytest.raises(ModelError, match="could not connect"):
+        await client.get_response([Message("user", "x")])
+
+
+async def test_timeout_is_cantata_timeout_error() -> None:
+    release = threading.Event()
+    reply = completion({"role": "assistant", "content": "late"})
+    reply.hold = release
+    with chat_server(reply) as server:
+        client = client_for(server, timeout=0.2)
+        try:
+            with pytest.raises(TimeoutError, match="timed out"):
+                await client.get_response([Message("user", "x")])
+        finally:
+            release.set()
+
+
+# --- llama.cpp's OpenAI-compatible server, for real ------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def llama_server() -> Iterator[str]:
+    """llama_cpp.server on the default SmolLM2 model, on a free port of 127.0.0.1."""
+    pytest.importorskip("llama_cpp.server")
+    from cantata.models._llama_model import default_model_path
+
+    port = _free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        default_model_path(),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--chat_format",
+        "chatml-function-calling",
+        "--n_ctx",
+        "2048",
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=os.environ.copy()
+    )
+    ready = threading.Event()
+    log: list[str] = []
+
+    def watch() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            log.append(line)
+            if "Uvicorn running on" in line:
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    try:
+        if not ready.wait(120) or proc.poll() is not None:
+            pytest.fail("llama_cpp.server did not start:\n" + "".join(log[-20:]))
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _server_client(url: str) -> OpenAIChatClient:
+    return OpenAIChatClient(
+        "smollm2", base_url=url, max_retries=0, structured_output="json_object", timeout=120
+    )
+
+
+@pytest.mark.openai_server
+async def test_llama_server_chat(llama_server: str) -> None:
+    response = await _server_client(llama_server).get_response(
+        [Message("user", "Name a color.")], options=ChatOptions(max_tokens=12, temperature=0)
+    )
+    assert response.text.strip()
+    assert response.usage is not None and response.usage.output_tokens > 0
+    assert response.finish_reason in ("stop", "length")
+
+
+@pytest.mark.openai_server
+async def test_llama_server_stream(llama_server: str) -> None:
+    client = _server_client(llama_server)
+    updates = [
+        u
+        async for u in client.get_streaming_response(
+            [Message("user", "Count to five.")], options=ChatOptions(max_tokens=16, temperature=0)
+        )
+    ]
+    texts = [u.text for u in updates if u.text]
+    assert len(texts) > 1
+    assert ChatResponse.from_updates(updates).text == "".join(texts)
+
+
+@pytest.mark.openai_server
+@pytest.mark.parametrize("stream", [False, True])
+async def test_llama_server_tool_call(llama_server: str, stream: bool) -> None:
+    client = _server_client(llama_server)
+    messages = [Message("user", "What is the weather in Paris?")]
+    options = ChatOptions(tools=[WEATHER], tool_choice="get_weather", max_tokens=40, temperature=0)
+    if stream:
+        updates = [u async for u in client.get_streaming_response(messages, options=options)]
+        response = ChatResponse.from_updates(updates)
+    else:
+        response = await client.get_response(messages, options=options)
+    calls = response.function_calls
+    assert len(calls) == 1
+    assert calls[0].name == "get_weather"
+    assert isinstance(calls[0].arguments, dict) and isinstance(calls[0].arguments["city"], str)
+    assert response.finish_reason == "tool_calls"
+
+
+@pytest.mark.openai_server
+async def test_llama_server_structured_output(llama_server: str) -> None:
+    response = await _server_client(llama_server).get_response(
+        [Message("user", "Name a city in France.")],
+        options=ChatOptions(response_format=City, max_tokens=40, temperature=0),
+    )
+    assert isinstance(response.value, City)
