@@ -317,6 +317,7 @@ async def test_tool_calls_in_the_final_limit_answer_are_dropped() -> None:
     client, _ = loop(inner, max_iterations=1)
     response = await client.get_response([Message("user", "x")])
     assert response.messages[-1].contents == [TextContent("fine")]
+    assert response.finish_reason == "stop"
     assert len(results_of(response)) == 1
 
 

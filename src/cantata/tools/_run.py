@@ -298,7 +298,8 @@ class FunctionLoopRun:
                 kept = [c for c in update.contents if type(c) is not FunctionCallContent]
                 if not kept and update.contents:
                     return
-                update = dataclasses.replace(update, contents=kept)
+                finish = "stop" if update.finish_reason == "tool_calls" else update.finish_reason
+                update = dataclasses.replace(update, contents=kept, finish_reason=finish)
             queue.put_nowait(update)
 
         self._sink = sink
@@ -380,7 +381,8 @@ def _without_calls(response: ChatResponse) -> ChatResponse:
         kept = [c for c in message.contents if type(c) is not FunctionCallContent]
         if kept:
             messages.append(message.copy(contents=kept))
-    return dataclasses.replace(response, messages=messages)
+    finish = "stop" if response.finish_reason == "tool_calls" else response.finish_reason
+    return dataclasses.replace(response, messages=messages, finish_reason=finish)
 
 
 def _updates_of(message: Message) -> list[ChatResponseUpdate]:

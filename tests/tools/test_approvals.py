@@ -1,0 +1,202 @@
+"""Approval: calls that need a person's yes stop the loop; answers resume it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cantata.core import (
+    ApprovalRequired,
+    FunctionApprovalRequestContent,
+    FunctionApprovalResponseContent,
+    FunctionResultContent,
+    Message,
+    TextContent,
+)
+from cantata.models import ChatResponse, ScriptedChatClient, tool_call
+from cantata.tools import FunctionInvokingChatClient, ToolContext, tool
+from cantata.tools._approvals import (
+    insert_results,
+    missing_call_message,
+    model_view,
+    pending_responses,
+)
+
+deleted: list[str] = []
+
+
+@tool(approval_mode="always_require")
+def delete_file(path: str, ctx: ToolContext) -> str:
+    """Delete a file (needs approval)."""
+    assert ctx.approved
+    deleted.append(path)
+    return f"deleted {path}"
+
+
+@tool
+def list_files() -> list[str]:
+    """List files."""
+    return ["a.txt", "b.txt"]
+
+
+@tool
+def transfer(amount: int, ctx: ToolContext) -> str:
+    """Move money; large amounts need approval."""
+    if amount > 100 and not ctx.approved:
+        raise ApprovalRequired(f"transfer of {amount} needs approval")
+    return f"sent {amount}"
+
+
+def make(script: Any) -> tuple[FunctionInvokingChatClient, ScriptedChatClient]:
+    deleted.clear()
+    inner = ScriptedChatClient(script)
+    return FunctionInvokingChatClient(inner, tools=[delete_file, list_files, transfer]), inner
+
+
+def approvals_in(response: ChatResponse) -> list[FunctionApprovalRequestContent]:
+    return [c for c in response.messages[-1].contents if type(c) is FunctionApprovalRequestContent]
+
+
+async def test_a_tool_that_requires_approval_is_not_run() -> None:
+    delete = tool_call("delete_file", {"path": "a.txt"}, call_id="d1")
+    listing = tool_call("list_files", call_id="l1")
+    client, inner = make([[listing, delete], "unused"])
+    response = await client.get_response([Message("user", "clean up")])
+
+    assert response.finish_reason == "approval_required"
+    assert [m.role for m in response.messages] == ["assistant", "tool", "assistant"]
+    # the call that needs no approval ran, and its result is in the messages
+    assert response.messages[1].contents == [FunctionResultContent("l1", ["a.txt", "b.txt"])]
+    [request] = approvals_in(response)
+    assert request.function_call == delete
+    assert deleted == []
+    assert inner.remaining == 1
+
+
+async def test_a_tool_can_ask_for_approval_by_raising() -> None:
+    small = tool_call("transfer", {"amount": 5}, call_id="t1")
+    large = tool_call("transfer", {"amount": 500}, call_id="t2")
+    client, _ = make([[small, large]])
+    response = await client.get_response([Message("user", "pay")])
+    assert response.finish_reason == "approval_required"
+    assert response.messages[1].contents == [FunctionResultContent("t1", "sent 5")]
+    assert [r.function_call.call_id for r in approvals_in(response)] == ["t2"]
+
+
+async def test_approved_calls_run_rejected_ones_get_an_error_and_the_model_continues() -> None:
+    keep = tool_call("delete_file", {"path": "keep.txt"}, call_id="d1")
+    drop = tool_call("delete_file", {"path": "junk.txt"}, call_id="d2")
+    client, inner = make([[keep, drop], "done"])
+    history = [Message("user", "clean up")]
+    first = await client.get_response(history)
+    history += first.messages
+    requests = {r.function_call.call_id: r for r in approvals_in(first)}
+    history.append(
+        Message(
+            "user", [requests["d1"].create_response(False), requests["d2"].create_response(True)]
+        )
+    )
+
+    second = await client.get_response(history)
+
+    assert deleted == ["junk.txt"]
+    assert [m.role for m in second.messages] == ["tool", "assistant"]
+    assert second.messages[0].contents == [
+        FunctionResultContent("d1", error="the user rejected this call"),
+        FunctionResultContent("d2", "deleted junk.txt"),
+    ]
+    assert second.text == "done" and second.finish_reason == "stop"
+    # the model saw the calls followed by their results, and no approval contents
+    sent = inner.calls[-1].messages
+    assert [m.role for m in sent] == ["user", "assistant", "tool"]
+    assert all(
+        type(c) not in (FunctionApprovalRequestContent, FunctionApprovalResponseContent)
+        for m in sent
+        for c in m.contents
+    )
+
+
+async def test_an_approved_tool_that_asks_again_gets_an_error_result() -> None:
+    @tool
+    def stubborn() -> None:
+        """Always wants approval."""
+        raise ApprovalRequired("again")
+
+    call = tool_call("stubborn", call_id="s1")
+    inner = ScriptedChatClient(["ok"])
+    client = FunctionInvokingChatClient(inner, tools=[stubborn])
+    history = [
+        Message("user", "go"),
+        Message("assistant", [call]),
+        Message("user", [FunctionApprovalResponseContent("s1", call, approved=True)]),
+    ]
+    response = await client.get_response(history)
+    error = response.messages[0].function_results[0].error
+    assert error is not None and "asked for approval again" in error
+
+
+async def test_answers_whose_calls_already_have_results_are_not_run_twice() -> None:
+    call = tool_call("delete_file", {"path": "x"}, call_id="d1")
+    client, _ = make(["ok"])
+    history = [
+        Message("assistant", [call]),
+        Message("tool", [FunctionResultContent("d1", "deleted x")]),
+        Message("user", [FunctionApprovalResponseContent("d1", call, approved=True)]),
+    ]
+    response = await client.get_response(history)
+    assert deleted == []
+    assert [m.role for m in response.messages] == ["assistant"]
+
+
+async def test_streaming_stops_with_the_same_approval_request() -> None:
+    delete = tool_call("delete_file", {"path": "a.txt"}, call_id="d1")
+    client, _ = make([[delete]])
+    updates = [u async for u in client.get_streaming_response([Message("user", "x")])]
+    rebuilt = ChatResponse.from_updates(updates)
+    assert rebuilt.finish_reason == "approval_required"
+    assert [r.function_call for r in approvals_in(rebuilt)] == [delete]
+
+
+def test_model_view_drops_approval_contents_and_emptied_messages() -> None:
+    call = tool_call("f", call_id="c1")
+    request = FunctionApprovalRequestContent("c1", call)
+    mixed = Message("user", [TextContent("yes"), request.create_response(True)])
+    plain = Message("user", "hi")
+    view = model_view([plain, Message("assistant", [request]), mixed])
+    assert view[0] is plain
+    assert [(m.role, m.contents) for m in view] == [
+        ("user", [TextContent("hi")]),
+        ("user", [TextContent("yes")]),
+    ]
+    assert view[1].message_id == mixed.message_id
+
+
+def test_pending_responses_only_come_from_a_trailing_user_message() -> None:
+    call = tool_call("f", call_id="c1")
+    answer = FunctionApprovalResponseContent("c1", call, approved=True)
+    assert pending_responses([Message("user", [answer])]) == [answer]
+    assert pending_responses([Message("user", [answer]), Message("assistant", "later")]) == []
+    assert pending_responses([]) == []
+    # the same answer twice runs once
+    assert pending_responses([Message("user", [answer, answer])]) == [answer]
+
+
+def test_results_go_after_the_assistant_message_with_the_calls() -> None:
+    call = tool_call("f", call_id="c1")
+    view = [
+        Message("user", "q"),
+        Message("assistant", [call, tool_call("g", call_id="c2")]),
+        Message("tool", [FunctionResultContent("c2", 1)]),
+        Message("user", "please go ahead"),
+    ]
+    results = Message("tool", [FunctionResultContent("c1", 2)])
+    insert_results(view, results)
+    assert [m.role for m in view] == ["user", "assistant", "tool", "tool", "user"]
+    assert view[3] is results
+
+
+def test_a_missing_call_message_is_recreated_for_the_model() -> None:
+    call = tool_call("f", call_id="c1")
+    answer = FunctionApprovalResponseContent("c1", call, approved=True)
+    missing = missing_call_message([Message("user", "q")], [answer])
+    assert missing is not None and missing.function_calls == [call]
+    assert missing_call_message([Message("assistant", [call])], [answer]) is None

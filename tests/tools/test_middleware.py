@@ -1,0 +1,247 @@
+"""Chat and function middleware: order, observing, changing, short-circuit, termination."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cantata.core import FunctionResultContent, Message, ToolError, UsageError
+from cantata.models import ChatResponse, ChatResponseUpdate, ScriptedChatClient, tool_call
+from cantata.tools import (
+    ChatContext,
+    ChatMiddleware,
+    ChatNext,
+    FunctionInvocationContext,
+    FunctionInvokingChatClient,
+    FunctionMiddleware,
+    FunctionNext,
+    ToolArgumentsError,
+    chat_middleware,
+    function_middleware,
+    tool,
+)
+
+ran: list[str] = []
+
+
+@tool
+def echo(text: str) -> str:
+    """Echo text back."""
+    ran.append(text)
+    return text
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    ran.clear()
+
+
+def make(
+    script: Any, *middleware: Any, **kwargs: Any
+) -> tuple[FunctionInvokingChatClient, ScriptedChatClient]:
+    inner = ScriptedChatClient(script)
+    return FunctionInvokingChatClient(
+        inner, tools=[echo], middleware=list(middleware), **kwargs
+    ), inner
+
+
+def recorder(log: list[str], name: str) -> ChatMiddleware:
+    @chat_middleware
+    async def record(context: ChatContext, call_next: ChatNext) -> None:
+        log.append(f"{name} before")
+        await call_next()
+        log.append(f"{name} after")
+
+    return record
+
+
+async def test_the_first_middleware_listed_is_the_outermost() -> None:
+    log: list[str] = []
+    client, _ = make(["hi"], recorder(log, "outer"), recorder(log, "inner"))
+    await client.get_response([Message("user", "x")])
+    assert log == ["outer before", "inner before", "inner after", "outer after"]
+
+
+async def test_chat_middleware_wraps_every_model_call_and_sees_the_response() -> None:
+    seen: list[tuple[int, str | None]] = []
+
+    @chat_middleware
+    async def observe(context: ChatContext, call_next: ChatNext) -> None:
+        await call_next(context)
+        assert context.response is not None
+        seen.append((len(context.messages), context.response.finish_reason))
+        assert not context.is_streaming
+
+    client, _ = make([[tool_call("echo", {"text": "a"})], "done"], observe)
+    await client.get_response([Message("user", "x")])
+    assert seen == [(1, "tool_calls"), (3, "stop")]
+
+
+async def test_chat_middleware_can_rewrite_the_messages_sent_to_the_model() -> None:
+    @chat_middleware
+    async def add_system(context: ChatContext, call_next: ChatNext) -> None:
+        context.messages.insert(0, Message("system", "be brief"))
+        await call_next()
+
+    client, inner = make(["ok"], add_system)
+    response = await client.get_response([Message("user", "x")])
+    assert [m.role for m in inner.calls[0].messages] == ["system", "user"]
+    assert [m.role for m in response.messages] == ["assistant"]
+
+
+async def test_chat_middleware_can_short_circuit_the_model() -> None:
+    @chat_middleware
+    async def cached(context: ChatContext, call_next: ChatNext) -> None:
+        context.response = ChatResponse([Message("assistant", "from cache")], finish_reason="stop")
+
+    client, inner = make([], cached)  # the scripted model has no turns: calling it would fail
+    response = await client.get_response([Message("user", "x")])
+    assert response.text == "from cache"
+    assert inner.calls == []
+
+
+async def test_chat_middleware_that_skips_call_next_must_set_a_response() -> None:
+    @chat_middleware
+    async def forgetful(context: ChatContext, call_next: ChatNext) -> None:
+        return None
+
+    client, _ = make(["unused"], forgetful)
+    with pytest.raises(UsageError, match=r"context\.response"):
+        await client.get_response([Message("user", "x")])
+
+
+async def test_chat_middleware_can_terminate_the_loop() -> None:
+    @chat_middleware
+    async def stop(context: ChatContext, call_next: ChatNext) -> None:
+        await call_next()
+        context.terminate = True
+
+    client, inner = make([[tool_call("echo", {"text": "a"})], "never"], stop)
+    response = await client.get_response([Message("user", "x")])
+    assert response.finish_reason == "terminated"
+    assert [m.role for m in response.messages] == ["assistant"]
+    assert ran == []
+    assert inner.remaining == 1
+
+
+class Uppercase(FunctionMiddleware):
+    """A class-based function middleware that rewrites arguments."""
+
+    async def process(self, context: FunctionInvocationContext, call_next: FunctionNext) -> None:
+        context.arguments = {k: str(v).upper() for k, v in context.arguments.items()}
+        await call_next()
+
+
+async def test_function_middleware_can_rewrite_arguments() -> None:
+    client, _ = make([[tool_call("echo", {"text": "quiet"})], "ok"], Uppercase())
+    response = await client.get_response([Message("user", "x")])
+    assert response.messages[1].function_results[0].result == "QUIET"
+    assert ran == ["QUIET"]
+
+
+async def test_function_middleware_can_short_circuit_a_call() -> None:
+    @function_middleware
+    async def blocked(context: FunctionInvocationContext, call_next: FunctionNext) -> None:
+        context.result = f"blocked {context.call.name}"
+
+    client, _ = make([[tool_call("echo", {"text": "a"}, call_id="c1")], "ok"], blocked)
+    response = await client.get_response([Message("user", "x")])
+    assert response.messages[1].contents == [FunctionResultContent("c1", "blocked echo")]
+    assert ran == []
+
+
+async def test_function_middleware_can_turn_a_call_into_an_error() -> None:
+    @function_middleware
+    async def deny(context: FunctionInvocationContext, call_next: FunctionNext) -> None:
+        context.error = ToolError(f"{context.function.name} is disabled today")
+
+    client, _ = make([[tool_call("echo", {"text": "a"})], "ok"], deny)
+    response = await client.get_response([Message("user", "x")])
+    assert response.messages[1].function_results[0].error == "echo is disabled today"
+    assert ran == []
+
+
+async def test_a_raising_function_middleware_becomes_an_error_result() -> None:
+    @function_middleware
+    async def broken(context: FunctionInvocationContext, call_next: FunctionNext) -> None:
+        raise KeyError("missing")
+
+    client, _ = make([[tool_call("echo", {"text": "a"})], "ok"], broken)
+    response = await client.get_response([Message("user", "x")])
+    assert (
+        response.messages[1].function_results[0].error == "tool 'echo' failed: KeyError: 'missing'"
+    )
+
+
+async def test_function_middleware_sees_validation_errors_and_can_repair_them() -> None:
+    seen: list[type[BaseException]] = []
+
+    @function_middleware
+    async def repair(context: FunctionInvocationContext, call_next: FunctionNext) -> None:
+        await call_next()
+        if isinstance(context.error, ToolArgumentsError):
+            seen.append(type(context.error))
+            context.arguments = {"text": "repaired"}
+            await call_next()
+
+    client, _ = make([[tool_call("echo", {"txt": "typo"})], "ok"], repair)
+    response = await client.get_response([Message("user", "x")])
+    assert seen == [ToolArgumentsError]
+    result = response.messages[1].function_results[0]
+    assert (result.result, result.error) == ("repaired", None)
+
+
+async def test_function_middleware_can_terminate_after_the_current_turn() -> None:
+    @function_middleware
+    async def stop(context: FunctionInvocationContext, call_next: FunctionNext) -> None:
+        await call_next()
+        context.terminate = context.arguments["text"] == "last"
+
+    calls = [tool_call("echo", {"text": "first"}), tool_call("echo", {"text": "last"})]
+    client, inner = make([calls, "never"], stop)
+    response = await client.get_response([Message("user", "x")])
+    assert response.finish_reason == "terminated"
+    assert [r.result for r in response.messages[-1].function_results] == ["first", "last"]
+    assert inner.remaining == 1
+
+
+async def test_function_middleware_receives_tool_kwargs() -> None:
+    seen: list[Any] = []
+
+    @function_middleware
+    async def audit(context: FunctionInvocationContext, call_next: FunctionNext) -> None:
+        seen.append(context.kwargs["tenant"])
+        await call_next()
+
+    client, _ = make([[tool_call("echo", {"text": "a"})], "ok"], audit)
+    await client.get_response([Message("user", "x")], tool_kwargs={"tenant": "acme"})
+    assert seen == ["acme"]
+
+
+async def test_chat_middleware_sees_streaming_and_can_short_circuit_a_stream() -> None:
+    flags: list[bool] = []
+
+    @chat_middleware
+    async def canned(context: ChatContext, call_next: ChatNext) -> None:
+        flags.append(context.is_streaming)
+        context.response = ChatResponse([Message("assistant", "canned")], finish_reason="stop")
+
+    client, inner = make([], canned)
+    updates: list[ChatResponseUpdate] = [
+        u async for u in client.get_streaming_response([Message("user", "x")])
+    ]
+    assert flags == [True]
+    assert ChatResponse.from_updates(updates).text == "canned"
+    assert inner.calls == []
+
+
+def test_decorators_keep_the_docstring() -> None:
+    @function_middleware
+    async def documented(context: FunctionInvocationContext, call_next: FunctionNext) -> None:
+        """Says why."""
+        await call_next()
+
+    assert isinstance(documented, FunctionMiddleware)
+    assert documented.__doc__ == "Says why."
+    assert "documented" in repr(documented)

@@ -1,0 +1,183 @@
+"""The loop, streamed: updates rebuild the same messages as the non-streaming run."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import pytest
+
+from cantata.core import (
+    CancellationToken,
+    FunctionCallContent,
+    FunctionResultContent,
+    Message,
+    TextContent,
+    Usage,
+)
+from cantata.models import (
+    ChatOptions,
+    ChatResponse,
+    ChatResponseUpdate,
+    ScriptedChatClient,
+    tool_call,
+)
+from cantata.tools import FunctionInvokingChatClient, tool
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def shape(messages: Sequence[Message]) -> list[tuple[str, list[Any]]]:
+    return [(m.role, m.contents) for m in messages]
+
+
+SCRIPTS: dict[str, list[Any]] = {
+    "text only": ["a plain answer that is long enough to be chunked"],
+    "one round": [[tool_call("add", {"a": 1, "b": 2}, call_id="c1")], "three"],
+    "two calls, an error, text with calls": [
+        [
+            TextContent("let me add"),
+            tool_call("add", {"a": 1, "b": 2}, call_id="c1"),
+            tool_call("nope", call_id="c2"),
+        ],
+        [tool_call("add", {"a": "x", "b": 2}, call_id="c3")],
+        "done now",
+    ],
+}
+
+
+@pytest.mark.parametrize("name", list(SCRIPTS))
+async def test_updates_rebuild_the_messages_of_the_non_streaming_run(name: str) -> None:
+    script = SCRIPTS[name]
+    usage = Usage(input_tokens=3, output_tokens=1)
+    plain = FunctionInvokingChatClient(ScriptedChatClient(script, usage=usage), tools=[add])
+    expected = await plain.get_response([Message("user", "x")])
+
+    streamed = FunctionInvokingChatClient(
+        ScriptedChatClient(script, chunk_size=3, usage=usage), tools=[add]
+    )
+    produced: list[Message] = []
+    updates = [
+        u
+        async for u in streamed.get_streaming_response(
+            [Message("user", "x")], on_message=produced.append
+        )
+    ]
+    rebuilt = ChatResponse.from_updates(updates)
+
+    assert shape(rebuilt.messages) == shape(expected.messages)
+    assert rebuilt.messages == produced  # same ids, roles and contents as on_message saw
+    assert rebuilt.finish_reason == expected.finish_reason == "stop"
+    assert rebuilt.usage == expected.usage
+
+
+async def test_results_stream_as_tool_role_updates_with_the_tool_message_id() -> None:
+    client = FunctionInvokingChatClient(
+        ScriptedChatClient([[tool_call("add", {"a": 1, "b": 1}, call_id="c1")], "2"]),
+        tools=[add],
+    )
+    produced: list[Message] = []
+    updates = [
+        u
+        async for u in client.get_streaming_response(
+            [Message("user", "x")], on_message=produced.append
+        )
+    ]
+    [result_update] = [
+        u for u in updates if any(type(c) is FunctionResultContent for c in u.contents)
+    ]
+    assert result_update.role == "tool"
+    assert result_update.message_id == produced[1].message_id
+    [call_update] = [u for u in updates if any(type(c) is FunctionCallContent for c in u.contents)]
+    assert call_update.role == "assistant"
+    assert call_update.message_id == produced[0].message_id
+
+
+class GatedClient:
+    """Streams one chunk, then waits until the consumer has seen it before finishing."""
+
+    def __init__(self) -> None:
+        self.seen_first = asyncio.Event()
+
+    async def get_response(
+        self,
+        messages: Sequence[Message],
+        *,
+        options: ChatOptions | None = None,
+        cancellation_token: CancellationToken | None = None,
+    ) -> ChatResponse:
+        raise AssertionError("the streaming loop must stream")
+
+    async def get_streaming_response(
+        self,
+        messages: Sequence[Message],
+        *,
+        options: ChatOptions | None = None,
+        cancellation_token: CancellationToken | None = None,
+    ) -> AsyncIterator[ChatResponseUpdate]:
+        yield ChatResponseUpdate([TextContent("first ")], message_id="m1")
+        await asyncio.wait_for(self.seen_first.wait(), 5)
+        yield ChatResponseUpdate([TextContent("second")], message_id="m1", finish_reason="stop")
+
+
+async def test_text_reaches_the_caller_while_the_model_is_still_streaming() -> None:
+    inner = GatedClient()
+    client = FunctionInvokingChatClient(inner)
+    texts: list[str] = []
+    async for update in client.get_streaming_response([Message("user", "x")]):
+        texts.append(update.text)
+        if update.text == "first ":
+            inner.seen_first.set()
+    assert "".join(texts) == "first second"
+
+
+class NoIdClient(GatedClient):
+    """A client whose updates carry no message id."""
+
+    async def get_streaming_response(
+        self,
+        messages: Sequence[Message],
+        *,
+        options: ChatOptions | None = None,
+        cancellation_token: CancellationToken | None = None,
+    ) -> AsyncIterator[ChatResponseUpdate]:
+        if len(messages) == 1:
+            yield ChatResponseUpdate([tool_call("add", {"a": 1, "b": 1}, call_id="c1")])
+            yield ChatResponseUpdate([], finish_reason="tool_calls")
+        else:
+            yield ChatResponseUpdate([TextContent("two")])
+            yield ChatResponseUpdate([], finish_reason="stop")
+
+
+async def test_updates_without_message_ids_still_rebuild_separate_messages() -> None:
+    client = FunctionInvokingChatClient(NoIdClient(), tools=[add])
+    updates = [u async for u in client.get_streaming_response([Message("user", "x")])]
+    rebuilt = ChatResponse.from_updates(updates)
+    assert [m.role for m in rebuilt.messages] == ["assistant", "tool", "assistant"]
+    assert rebuilt.text == "two"
+
+
+async def test_a_streamed_limit_answer_drops_calls_and_keeps_the_limit_on_the_message() -> None:
+    def answer(messages: list[Message], options: ChatOptions) -> Any:
+        if options.tool_choice == "none":
+            return [TextContent("stopping"), tool_call("add", {"a": 0, "b": 0})]
+        return [tool_call("add", {"a": 1, "b": 1})]
+
+    client = FunctionInvokingChatClient(ScriptedChatClient(answer), tools=[add], max_iterations=1)
+    produced: list[Message] = []
+    updates = [
+        u
+        async for u in client.get_streaming_response(
+            [Message("user", "x")], on_message=produced.append
+        )
+    ]
+    rebuilt = ChatResponse.from_updates(updates)
+    assert rebuilt.messages[-1].contents == [TextContent("stopping")]
+    assert len(rebuilt.function_calls) == 1
+    assert produced[-1].metadata["cantata.limit"] == "max_iterations"
+    assert rebuilt.finish_reason == "stop"
