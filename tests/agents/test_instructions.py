@@ -1,0 +1,44 @@
+"""Instruction templates: Jinja2, sandboxed, strict, rendered per call."""
+
+from __future__ import annotations
+
+import pytest
+
+from cantata.agents import InstructionTemplate
+from cantata.core import ConfigurationError
+
+
+def test_static_instructions_skip_the_template_engine() -> None:
+    template = InstructionTemplate("Be brief.")
+    assert template.is_static
+    assert template.render({"ignored": 1}) == "Be brief."
+
+
+def test_arguments_fill_the_template() -> None:
+    template = InstructionTemplate("Hello {{ name }}{% if formal %}, sir{% endif %}.")
+    assert template.render({"name": "Ada", "formal": True}) == "Hello Ada, sir."
+    assert template.render({"name": "Bo", "formal": False}) == "Hello Bo."
+
+
+def test_missing_argument_is_named_with_the_agent() -> None:
+    template = InstructionTemplate("Hello {{ name }}", owner="greeter")
+    with pytest.raises(ConfigurationError, match=r"greeter.*name"):
+        template.render({})
+
+
+def test_invalid_template_is_refused_at_definition() -> None:
+    with pytest.raises(ConfigurationError, match=r"`bad`.*Jinja2"):
+        InstructionTemplate("{% if %}", owner="bad")
+
+
+def test_sandbox_blocks_python_internals() -> None:
+    template = InstructionTemplate("{{ x.__class__.__subclasses__() }}", owner="evil")
+    with pytest.raises(ConfigurationError, match="evil"):
+        template.render({"x": 1})
+
+
+def test_rendering_does_not_change_the_arguments() -> None:
+    template = InstructionTemplate("{% set name = 'changed' %}{{ name }}")
+    arguments = {"name": "kept"}
+    assert template.render(arguments) == "changed"
+    assert arguments == {"name": "kept"}

@@ -1,0 +1,35 @@
+"""The names the other layers code against stay exported."""
+
+from __future__ import annotations
+
+import cantata.agents as agents
+
+REQUIRED = {
+    "Agent",
+    "AgentResponse",
+    "AgentResponseStream",
+    "AgentResponseUpdate",
+    "AgentThread",
+    "ChatAgent",
+    "HistoryReducer",
+    "InMemoryMessageStore",
+    "LocalThread",
+    "MessageStore",
+    "ServiceThread",
+    "StateStoreMessageStore",
+    "SummarizingReducer",
+    "TruncatingReducer",
+}
+
+
+def test_required_names_are_exported() -> None:
+    assert set(agents.__all__) >= REQUIRED
+
+
+def test_every_exported_name_imports() -> None:
+    for name in agents.__all__:
+        assert getattr(agents, name) is not None, name
+
+
+def test_agent_is_abstract() -> None:
+    assert agents.Agent.__abstractmethods__ >= {"run", "run_stream"}
