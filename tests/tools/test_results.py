@@ -1,0 +1,84 @@
+"""What the model reads back: JSON-able results and error texts."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+
+from pydantic import BaseModel
+
+from cantata.core import RetryTool, ToolError, dumps, loads
+from cantata.tools._results import error_text, jsonable, unknown_tool_text
+
+
+class City(BaseModel):
+    name: str
+    founded: dt.date
+
+
+@dataclasses.dataclass
+class Trip:
+    cities: list[City]
+    days: tuple[int, ...]
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+class Opaque:
+    def __str__(self) -> str:
+        return "an opaque thing"
+
+
+def test_primitives_pass_through() -> None:
+    for value in (None, True, 3, 2.5, "text"):
+        assert jsonable(value) == value
+
+
+def test_pydantic_models_are_dumped_as_json_data() -> None:
+    assert jsonable(City(name="Rome", founded=dt.date(753, 4, 21))) == {
+        "name": "Rome",
+        "founded": "0753-04-21",
+    }
+
+
+def test_dataclasses_become_dicts_with_nested_values_converted() -> None:
+    trip = Trip([City(name="Oslo", founded=dt.date(1040, 1, 1))], (1, 2))
+    assert jsonable(trip) == {"cities": [{"name": "Oslo", "founded": "1040-01-01"}], "days": [1, 2]}
+
+
+def test_enums_become_their_values() -> None:
+    assert jsonable([Color.RED]) == ["red"]
+
+
+def test_other_values_go_through_the_type_registry_and_round_trip() -> None:
+    when = dt.datetime(2024, 5, 1, 12, 30)
+    data = jsonable({"at": when, "tags": {"a"}})
+    assert loads(dumps(data)) == data
+    assert data["at"]["iso"] == when.isoformat()
+
+
+def test_unknown_types_become_their_text() -> None:
+    assert jsonable({"thing": Opaque()}) == {"thing": "an opaque thing"}
+
+
+def test_error_text_for_signals_and_tool_errors_is_their_message() -> None:
+    assert error_text(RetryTool("use metric units"), "convert") == "use metric units"
+    assert error_text(ToolError("quota exceeded"), "search") == "quota exceeded"
+    assert error_text(ToolError(), "search") == "tool 'search' failed (ToolError)"
+
+
+def test_error_text_for_other_exceptions_names_the_tool_and_the_exception() -> None:
+    assert error_text(ZeroDivisionError("division by zero"), "div") == (
+        "tool 'div' failed: ZeroDivisionError: division by zero"
+    )
+    assert error_text(RuntimeError(), "div") == "tool 'div' failed: RuntimeError"
+
+
+def test_unknown_tool_text_lists_the_tools_sorted() -> None:
+    assert unknown_tool_text("x", ["b", "a"]) == (
+        "there is no tool named 'x'; the available tools are: 'a', 'b'"
+    )
+    assert unknown_tool_text("x", []).endswith("the available tools are: none")

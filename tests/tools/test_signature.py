@@ -1,0 +1,90 @@
+"""Reading a function's signature into an arguments model and a clean JSON schema."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import pytest
+from pydantic import Field
+
+from cantata.core import ConfigurationError
+from cantata.tools import ToolContext
+from cantata.tools._signature import build_signature, clean_schema, first_paragraph
+
+
+def test_fields_use_parameter_names_as_aliases() -> None:
+    def f(schema: str, model_config: int = 1) -> None: ...
+
+    sig = build_signature(f, "f")
+    assert [param for _, param in sig.fields] == ["schema", "model_config"]
+    instance = sig.model.model_validate({"schema": "s"})
+    assert [getattr(instance, internal) for internal, _ in sig.fields] == ["s", 1]
+
+
+def test_string_metadata_becomes_the_description_and_other_metadata_is_kept() -> None:
+    def f(n: Annotated[int, "how many", Field(ge=1)]) -> None: ...
+
+    schema = build_signature(f, "f").model.model_json_schema(by_alias=True)
+    assert schema["properties"]["n"]["description"] == "how many"
+    assert schema["properties"]["n"]["minimum"] == 1
+
+
+@pytest.mark.parametrize(
+    "annotation", [ToolContext, ToolContext | None, Annotated[ToolContext, "ctx"]]
+)
+def test_tool_context_is_recognized_in_its_forms(annotation: Any) -> None:
+    def f(x: int, ctx: Any = None) -> None: ...
+
+    f.__annotations__["ctx"] = annotation
+    sig = build_signature(f, "f")
+    assert sig.context_param == "ctx"
+    assert [param for _, param in sig.fields] == ["x"]
+
+
+def test_var_keyword_allows_extra_arguments() -> None:
+    def f(x: int, **rest: Any) -> None: ...
+
+    sig = build_signature(f, "f")
+    assert sig.accepts_extra
+    assert sig.model.model_validate({"x": 1, "y": 2}).model_extra == {"y": 2}
+
+
+def test_unannotated_parameters_accept_anything() -> None:
+    def f(x, y=3):  # type: ignore[no-untyped-def]
+        return None
+
+    instance = build_signature(f, "f").model.model_validate({"x": [1]})
+    assert instance.model_dump() == {"f0": [1], "f1": 3}
+
+
+def test_a_signature_that_cannot_be_read_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="'builtin'"):
+        build_signature(print, "builtin")  # print has no readable signature here
+
+
+def test_clean_schema_drops_titles_but_not_properties_named_title() -> None:
+    schema = {
+        "title": "Args",
+        "type": "object",
+        "properties": {"title": {"title": "Title", "type": "string"}},
+        "$defs": {"P": {"title": "P", "anyOf": [{"title": "X", "type": "integer"}]}},
+        "items": {"title": "I"},
+    }
+    assert clean_schema(schema) == {
+        "type": "object",
+        "properties": {"title": {"type": "string"}},
+        "$defs": {"P": {"anyOf": [{"type": "integer"}]}},
+        "items": {},
+    }
+
+
+def test_first_paragraph_joins_its_lines() -> None:
+    doc = """
+        Look a word up
+        in the dictionary.
+
+        Args:
+            word: the word.
+    """
+    assert first_paragraph(doc) == "Look a word up in the dictionary."
+    assert first_paragraph(None) == ""
