@@ -273,6 +273,9 @@ class LocalRuntime:
         parent = _current.get()
         if self._state != "running":
             self._refuse(parent, f"publish a {type(message).__name__} on {topic_id}")
+            # A handler finishing during stop() may publish; new events are not taken.
+            _log.debug("runtime stopping: dropped %s on %s", type(message).__name__, topic_id)
+            return
         if sender is None and parent is not None:
             sender = parent.recipient
         mid = message_id or new_id()
@@ -317,8 +320,8 @@ class LocalRuntime:
         return recipients
 
     def _refuse(self, parent: MessageContext | None, what: str) -> None:
-        # While stopping, handlers in flight may still send: their work is part of what
-        # the grace period lets finish.
+        # While stopping, handlers in flight may still send (they wait for the answer to
+        # finish), and their publishes are dropped; everyone else is refused.
         if self._state == "stopping" and parent is not None:
             return
         hint = {
@@ -642,34 +645,37 @@ class LocalRuntime:
 
     async def _intervene_send(self, message: Any, ctx: MessageContext, recipient: AgentId) -> Any:
         for handler in self._interventions:
-            message = await handler.on_send(message, ctx, recipient)
-            if message is DROP:
+            changed = await handler.on_send(message, ctx, recipient)
+            if changed is DROP:
                 self._report(MessageWasDropped("send", message, ctx))
                 raise MessageDropped(
                     f"direct message {ctx.message_id} to {recipient} was dropped by "
                     f"intervention {type(handler).__name__}"
                 )
+            message = changed
         return message
 
     async def _intervene_publish(self, message: Any, ctx: MessageContext) -> Any:
         for handler in self._interventions:
-            message = await handler.on_publish(message, ctx)
-            if message is DROP:
+            changed = await handler.on_publish(message, ctx)
+            if changed is DROP:
                 self._report(MessageWasDropped("publish", message, ctx))
                 return DROP
+            message = changed
         return message
 
     async def _intervene_response(
         self, result: Any, ctx: MessageContext, responder: AgentId
     ) -> Any:
         for handler in self._interventions:
-            result = await handler.on_response(result, ctx, responder)
-            if result is DROP:
+            changed = await handler.on_response(result, ctx, responder)
+            if changed is DROP:
                 self._report(MessageWasDropped("response", result, ctx))
                 raise MessageDropped(
                     f"the response of {responder} to message {ctx.message_id} was dropped by "
                     f"intervention {type(handler).__name__}"
                 )
+            result = changed
         return result
 
     # -- lifecycle --------------------------------------------------------------------

@@ -1,0 +1,152 @@
+"""LocalRuntime lifecycle: start, stop with grace then cancel, stop_when_idle with
+cascades, stop_when, close hooks, async context manager."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import pytest
+
+from cantata.core import CancelledError, RuntimeStateError
+from cantata.runtime import (
+    AgentId,
+    LocalRuntime,
+    MessageContext,
+    RoutedAgent,
+    TopicId,
+    TypeSubscription,
+    message_handler,
+)
+
+
+@dataclass
+class Count:
+    left: int
+
+
+@dataclass
+class Wait:
+    started: asyncio.Event
+    release: asyncio.Event
+    seen_cancel: asyncio.Event
+
+
+class Cascade(RoutedAgent):
+    handled: list[int] = []
+    closed: list[str] = []
+
+    @message_handler
+    async def on_count(self, message: Count, ctx: MessageContext) -> None:
+        Cascade.handled.append(message.left)
+        await asyncio.sleep(0)
+        if message.left > 0:
+            await self.publish_message(Count(message.left - 1), TopicId("ping", self.id.key))
+
+    @message_handler
+    async def on_wait(self, message: Wait, ctx: MessageContext) -> str:
+        message.started.set()
+        try:
+            await message.release.wait()
+        except asyncio.CancelledError:
+            message.seen_cancel.set()
+            raise
+        return "finished"
+
+    async def close(self) -> None:
+        Cascade.closed.append(str(self.id))
+
+
+async def _runtime() -> LocalRuntime:
+    Cascade.handled, Cascade.closed = [], []
+    runtime = LocalRuntime(stop_grace=0.05)
+    for name in ("left", "right"):
+        await runtime.register_factory(name, Cascade)
+        await runtime.add_subscription(TypeSubscription("ping", name))
+    return runtime
+
+
+async def test_messages_need_a_started_runtime() -> None:
+    runtime = await _runtime()
+    with pytest.raises(RuntimeStateError, match="start"):
+        await runtime.send_message(Count(0), AgentId("left", "a"))
+    with pytest.raises(RuntimeStateError, match="start"):
+        await runtime.publish_message(Count(0), TopicId("ping", "a"))
+    with pytest.raises(RuntimeStateError):
+        await runtime.stop_when_idle()
+
+
+async def test_stop_when_idle_waits_for_the_whole_cascade() -> None:
+    runtime = await _runtime()
+    await runtime.start()
+    # Each event goes to the other side only (never back to its publisher).
+    await runtime.send_message(Count(30), AgentId("left", "k"))
+    await runtime.stop_when_idle()
+    assert Cascade.handled == list(range(30, -1, -1))
+    assert runtime.state == "stopped"
+    with pytest.raises(RuntimeStateError, match="stopped"):
+        await runtime.publish_message(Count(1), TopicId("ping", "k"))
+
+
+async def test_stop_lets_handlers_in_flight_finish_within_the_grace_period() -> None:
+    runtime = await _runtime()
+    await runtime.start()
+    wait = Wait(asyncio.Event(), asyncio.Event(), asyncio.Event())
+    call = asyncio.ensure_future(runtime.send_message(wait, AgentId("left", "a")))
+    await wait.started.wait()
+    stopping = asyncio.ensure_future(runtime.stop(grace=30))
+    await asyncio.sleep(0)
+    assert runtime.state == "stopping"
+    with pytest.raises(RuntimeStateError, match="stopping"):
+        await runtime.send_message(Count(0), AgentId("left", "b"))
+    wait.release.set()
+    assert await call == "finished"
+    await stopping
+    assert runtime.state == "stopped" and not wait.seen_cancel.is_set()
+
+
+async def test_stop_cancels_handlers_still_running_after_the_grace_period() -> None:
+    runtime = await _runtime()
+    await runtime.start()
+    direct = Wait(asyncio.Event(), asyncio.Event(), asyncio.Event())
+    broadcast = Wait(asyncio.Event(), asyncio.Event(), asyncio.Event())
+    call = asyncio.ensure_future(runtime.send_message(direct, AgentId("left", "a")))
+    await runtime.publish_message(broadcast, TopicId("ping", "b"))
+    await direct.started.wait()
+    await broadcast.started.wait()
+    await runtime.stop(grace=0.01)
+    with pytest.raises(CancelledError, match="runtime stopped"):
+        await call
+    assert direct.seen_cancel.is_set() and broadcast.seen_cancel.is_set()
+
+
+async def test_stop_when_predicate_is_checked_after_each_message() -> None:
+    runtime = await _runtime()
+    await runtime.start()
+    await runtime.publish_message(Count(10_000), TopicId("ping", "k"))
+    await runtime.stop_when(lambda: len(Cascade.handled) >= 5)
+    assert runtime.state == "stopped"
+    # Stopping cancelled the cascade soon after the predicate held.
+    assert 5 <= len(Cascade.handled) < 100
+
+
+async def test_close_runs_close_hooks_and_the_runtime_works_as_a_context_manager() -> None:
+    runtime = await _runtime()
+    async with runtime:
+        assert runtime.state == "running"
+        await runtime.send_message(Count(0), AgentId("left", "a"))
+        await runtime.send_message(Count(0), AgentId("right", "b"))
+    assert runtime.state == "closed"
+    assert sorted(Cascade.closed) == ["left/a", "right/b"]
+    with pytest.raises(RuntimeStateError, match="closed"):
+        await runtime.start()
+
+
+async def test_a_stopped_runtime_can_start_again() -> None:
+    runtime = await _runtime()
+    await runtime.start()
+    await runtime.stop()
+    await runtime.start()
+    await runtime.send_message(Count(0), AgentId("left", "a"))
+    await runtime.stop_when_idle()
+    assert Cascade.handled == [0]
