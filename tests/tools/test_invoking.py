@@ -479,3 +479,29 @@ async def test_fuzzed_tool_arguments_never_crash_the_run(arguments: dict[str, An
         assert result.result is None
         assert "'add'" in result.error
     assert response.text == "done"
+
+
+async def test_concurrent_runs_of_one_client_stay_independent() -> None:
+    arrived = {"ada": asyncio.Event(), "bob": asyncio.Event()}
+
+    @tool
+    async def greet(ctx: ToolContext) -> str:
+        """Waits until the other run is inside its tool too."""
+        me = str(ctx.kwargs["user"])
+        arrived[me].set()
+        other = "bob" if me == "ada" else "ada"
+        await asyncio.wait_for(arrived[other].wait(), 5)
+        return f"hello {me}"
+
+    def answer(messages: list[Message], options: ChatOptions) -> Any:
+        if messages[-1].role == "tool":
+            return f"said {messages[-1].function_results[0].result}"
+        return [tool_call("greet")]
+
+    client = FunctionInvokingChatClient(ScriptedChatClient(answer), tools=[greet])
+    first, second = await asyncio.gather(
+        client.get_response([Message("user", "a")], tool_kwargs={"user": "ada"}),
+        client.get_response([Message("user", "b")], tool_kwargs={"user": "bob"}),
+    )
+    assert (first.text, second.text) == ("said hello ada", "said hello bob")
+    assert len(first.messages) == len(second.messages) == 3

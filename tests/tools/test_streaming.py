@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any
 
 import pytest
@@ -13,6 +13,7 @@ from cantata.core import (
     FunctionCallContent,
     FunctionResultContent,
     Message,
+    ModelError,
     TextContent,
     Usage,
 )
@@ -181,3 +182,38 @@ async def test_a_streamed_limit_answer_drops_calls_and_keeps_the_limit_on_the_me
     assert len(rebuilt.function_calls) == 1
     assert produced[-1].metadata["cantata.limit"] == "max_iterations"
     assert rebuilt.finish_reason == "stop"
+
+
+async def test_a_model_error_while_streaming_propagates() -> None:
+    client = FunctionInvokingChatClient(ScriptedChatClient([ModelError("stream broke")]))
+    with pytest.raises(ModelError, match="stream broke"):
+        async for _ in client.get_streaming_response([Message("user", "x")]):
+            pass
+
+
+async def test_stopping_early_closes_the_model_stream() -> None:
+    closed = asyncio.Event()
+
+    class Endless(GatedClient):
+        async def get_streaming_response(
+            self,
+            messages: Sequence[Message],
+            *,
+            options: ChatOptions | None = None,
+            cancellation_token: CancellationToken | None = None,
+        ) -> AsyncIterator[ChatResponseUpdate]:
+            try:
+                while True:
+                    yield ChatResponseUpdate([TextContent("more ")], message_id="m")
+                    await asyncio.sleep(0)
+            finally:
+                closed.set()
+
+    client = FunctionInvokingChatClient(Endless())
+    stream = client.get_streaming_response([Message("user", "x")])
+    assert isinstance(stream, AsyncGenerator)
+    async for update in stream:
+        assert update.text == "more "
+        break
+    await stream.aclose()
+    await asyncio.wait_for(closed.wait(), 5)

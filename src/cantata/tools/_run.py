@@ -8,7 +8,7 @@ import dataclasses
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 from ..core import (
     CancellationToken,
@@ -28,6 +28,9 @@ from .middleware import ChatContext, ChatMiddleware, FunctionMiddleware, compose
 from .tool import FunctionTool
 
 LIMIT_KEY = "cantata.limit"
+
+LimitName: TypeAlias = Literal["max_iterations", "max_function_calls", "max_consecutive_errors"]
+"""The value stored under ``"cantata.limit"`` in the last message's metadata."""
 _FORCED_CHOICES = (None, "auto", "none")
 
 
@@ -214,7 +217,7 @@ class FunctionLoopRun:
         await self._emit_all(response.messages)
         self._finish = "terminated" if self._chat_terminated else response.finish_reason or "stop"
 
-    def _limit_reached(self, count_iterations: bool) -> str | None:
+    def _limit_reached(self, count_iterations: bool) -> LimitName | None:
         s = self._settings
         if s.max_function_calls is not None and self._function_calls >= s.max_function_calls:
             return "max_function_calls"

@@ -9,11 +9,11 @@ Because it is itself a `ChatClient`, agents and workflows use it like any other 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from ..core import CancellationToken, ConfigurationError, Message
 from ..models import ChatClient, ChatOptions, ChatResponse, ChatResponseUpdate
-from ._run import FunctionLoopRun, LoopSettings
+from ._run import FunctionLoopRun, LimitName, LoopSettings
 from .middleware import ChatMiddleware, FunctionMiddleware
 from .tool import FunctionTool
 
@@ -21,9 +21,6 @@ __all__ = ["FunctionInvokingChatClient", "LimitName", "OnMessage"]
 
 OnMessage = Callable[[Message], Awaitable[None] | None]
 """Called with every message the loop produces, in order, as soon as it is complete."""
-
-LimitName = Literal["max_iterations", "max_function_calls", "max_consecutive_errors"]
-"""The value stored under ``"cantata.limit"`` in the last message's metadata."""
 
 
 class FunctionInvokingChatClient:

@@ -156,7 +156,8 @@ class FunctionTool:
     async def invoke(
         self, arguments: Mapping[str, Any], *, context: ToolContext | None = None
     ) -> Any:
-        """Validate `arguments` and run the function; returns what it returns.
+        """Validate `arguments` and run the function; returns what it returns, unchanged
+        (the function loop makes it JSON-able for the model).
 
         A sync function runs in a worker thread so it never blocks the event loop.
         Raises `ToolArgumentsError` for bad arguments, and whatever the function raises.
