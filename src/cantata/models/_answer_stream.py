@@ -65,12 +65,12 @@ def _string_end(body: str) -> int | None:
 
 
 def _safe_prefix(body: str) -> str:
-    """The longest prefix that does not end inside an escape sequence."""
+    """The longest prefix that does not end inside an escape sequence or a surrogate pair."""
     i = 0
     last_safe = 0
     while i < len(body):
         if body[i] == "\\":
-            size = 6 if body[i + 1 : i + 2] == "u" else 2
+            size = _escape_size(body, i)
             if i + size > len(body):
                 break
             i += size
@@ -78,3 +78,10 @@ def _safe_prefix(body: str) -> str:
             i += 1
         last_safe = i
     return body[:last_safe]
+
+
+def _escape_size(body: str, i: int) -> int:
+    if body[i + 1 : i + 2] != "u":
+        return 2
+    # A high surrogate escape only makes a character together with the low one after it.
+    return 12 if body[i + 2 : i + 4].lower() in ("d8", "d9", "da", "db") else 6

@@ -1,0 +1,55 @@
+"""Retry-After parsing and the SDK error mapping (the HTTP round trips are in
+test_openai_chat.py)."""
+
+from __future__ import annotations
+
+import email.utils
+import time
+
+import httpx2
+import openai
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cantata.core import ModelError, ModelHTTPError, ModelOutputError, TimeoutError
+from cantata.models._errors import map_openai_error, parse_retry_after
+
+
+def test_retry_after_seconds_milliseconds_and_dates() -> None:
+    assert parse_retry_after({"Retry-After": "12"}) == 12.0
+    assert parse_retry_after({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    future = email.utils.formatdate(time.time() + 60, usegmt=True)
+    parsed = parse_retry_after({"Retry-After": future})
+    assert parsed is not None and 50 < parsed <= 60
+    assert parse_retry_after({}) is None
+    assert parse_retry_after({"Retry-After": "soon"}) is None
+    assert parse_retry_after({"Retry-After": "-3"}) == 0.0
+
+
+@given(st.text(max_size=40))
+def test_retry_after_never_raises(value: str) -> None:
+    result = parse_retry_after({"Retry-After": value})
+    assert result is None or result >= 0.0
+
+
+def _request() -> httpx2.Request:
+    return httpx2.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
+
+
+def test_status_error_keeps_status_body_and_retry_after() -> None:
+    response = httpx2.Response(429, headers={"retry-after": "3"}, request=_request())
+    exc = openai.RateLimitError("too many", response=response, body={"error": "slow"})
+    mapped = map_openai_error(exc, model="m", base_url="http://x")
+    assert isinstance(mapped, ModelHTTPError)
+    assert (mapped.status_code, mapped.body, mapped.retry_after) == (429, {"error": "slow"}, 3.0)
+    assert "'m'" in str(mapped) and "http://x" in str(mapped) and "retry" in str(mapped)
+
+
+def test_timeouts_connections_and_validation_map_to_their_families() -> None:
+    timeout = map_openai_error(openai.APITimeoutError(_request()), model="m", base_url="u")
+    assert isinstance(timeout, TimeoutError) and isinstance(timeout, ModelError) is False
+    conn = map_openai_error(openai.APIConnectionError(request=_request()), model="m", base_url="u")
+    assert isinstance(conn, ModelError) and "base_url" in str(conn)
+    response = httpx2.Response(200, request=_request())
+    bad = openai.APIResponseValidationError(response=response, body=None)
+    assert isinstance(map_openai_error(bad, model="m", base_url="u"), ModelOutputError)
