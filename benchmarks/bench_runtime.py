@@ -1,0 +1,343 @@
+"""Actor runtime: cantata's LocalRuntime against autogen-core's SingleThreadedAgentRuntime
+on the same workloads in the same run, and against bare asyncio as the floor.
+
+Workloads (issue 4): direct request/response to one agent; publish to a topic with 10
+subscribers (deliveries per second); the first message to 20,000 new keyed agents (rate,
+and memory per idle agent measured with tracemalloc). Each figure is the best of a few
+fresh runs; setup (creating and starting a runtime) is outside the timed part.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+import tracemalloc
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from _harness import Row, peer_version
+from cantata.runtime import (
+    AgentId,
+    LocalRuntime,
+    MessageContext,
+    RoutedAgent,
+    TopicId,
+    TypeSubscription,
+    event,
+    message_handler,
+)
+
+SUBSCRIBERS = 10
+
+
+@dataclass
+class Ping:
+    n: int
+
+
+# -- cantata ----------------------------------------------------------------------------
+
+
+class _Echo(RoutedAgent):
+    __slots__ = ()
+
+    @message_handler
+    async def on_ping(self, message: Ping, ctx: MessageContext) -> int:
+        return message.n
+
+
+class _Sink(RoutedAgent):
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    @event
+    async def on_ping(self, message: Ping, ctx: MessageContext) -> None:
+        self.count += 1
+
+
+async def _ours_rpc(n: int) -> float:
+    runtime = LocalRuntime()
+    await runtime.register_factory("echo", _Echo)
+    await runtime.start()
+    target = AgentId("echo", "a")
+    await runtime.send_message(Ping(-1), target)
+    start = time.perf_counter()
+    for i in range(n):
+        await runtime.send_message(Ping(i), target)
+    elapsed = time.perf_counter() - start
+    await runtime.close()
+    return elapsed
+
+
+async def _ours_publish(n: int) -> float:
+    runtime = LocalRuntime()
+    for s in range(SUBSCRIBERS):
+        await runtime.register_factory(f"sink{s}", _Sink)
+        await runtime.add_subscription(TypeSubscription("bench", f"sink{s}"))
+    await runtime.start()
+    topic = TopicId("bench", "k")
+    await runtime.publish_message(Ping(-1), topic)  # creates the subscribers
+    start = time.perf_counter()
+    for i in range(n):
+        await runtime.publish_message(Ping(i), topic)
+    await runtime.stop_when_idle()
+    elapsed = time.perf_counter() - start
+    sinks = [await _live(runtime, AgentId(f"sink{s}", "k")) for s in range(SUBSCRIBERS)]
+    if any(s.count != n + 1 for s in sinks):
+        raise RuntimeError("cantata lost deliveries in the publish benchmark")
+    await runtime.close()
+    return elapsed
+
+
+async def _live(runtime: LocalRuntime, agent_id: AgentId) -> _Sink:
+    agent = runtime._cells[agent_id].agent
+    assert isinstance(agent, _Sink)
+    return agent
+
+
+async def _ours_new_agents(n: int) -> tuple[float, LocalRuntime]:
+    runtime = LocalRuntime()
+    await runtime.register_factory("worker", _Echo)
+    await runtime.start()
+    keys = [f"k{i}" for i in range(n)]
+    start = time.perf_counter()
+    for i, key in enumerate(keys):
+        await runtime.send_message(Ping(i), AgentId("worker", key))
+    return time.perf_counter() - start, runtime
+
+
+# -- autogen-core -----------------------------------------------------------------------
+
+
+try:
+    import autogen_core as ac
+except ImportError:  # the peer is optional: rows then carry our figures only
+    ac = None
+
+
+def _autogen() -> dict[str, Any] | None:
+    if ac is None:
+        return None
+
+    class Echo(ac.RoutedAgent):
+        def __init__(self) -> None:
+            super().__init__("echo")
+
+        @ac.message_handler
+        async def on_ping(self, message: Ping, ctx: ac.MessageContext) -> int:
+            return message.n
+
+    class Sink(ac.RoutedAgent):
+        def __init__(self) -> None:
+            super().__init__("sink")
+            self.count = 0
+
+        @ac.message_handler
+        async def on_ping(self, message: Ping, ctx: ac.MessageContext) -> None:
+            self.count += 1
+
+    return {"Echo": Echo, "Sink": Sink}
+
+
+async def _autogen_rpc(peer: dict[str, Any], n: int) -> float:
+    runtime = ac.SingleThreadedAgentRuntime()
+    await peer["Echo"].register(runtime, "echo", peer["Echo"])
+    runtime.start()
+    target = ac.AgentId("echo", "a")
+    await runtime.send_message(Ping(-1), target)
+    start = time.perf_counter()
+    for i in range(n):
+        await runtime.send_message(Ping(i), target)
+    elapsed = time.perf_counter() - start
+    await runtime.stop()
+    return elapsed
+
+
+async def _autogen_publish(peer: dict[str, Any], n: int) -> float:
+    runtime = ac.SingleThreadedAgentRuntime()
+    for s in range(SUBSCRIBERS):
+        await peer["Sink"].register(runtime, f"sink{s}", peer["Sink"])
+        await runtime.add_subscription(ac.TypeSubscription("bench", f"sink{s}"))
+    runtime.start()
+    topic = ac.TopicId("bench", "k")
+    await runtime.publish_message(Ping(-1), topic)
+    await runtime.stop_when_idle()
+    runtime.start()
+    start = time.perf_counter()
+    for i in range(n):
+        await runtime.publish_message(Ping(i), topic)
+    await runtime.stop_when_idle()
+    elapsed = time.perf_counter() - start
+    for s in range(SUBSCRIBERS):
+        sink = await runtime.try_get_underlying_agent_instance(ac.AgentId(f"sink{s}", "k"))
+        if sink.count != n + 1:
+            raise RuntimeError("autogen-core lost deliveries in the publish benchmark")
+    return elapsed
+
+
+async def _autogen_new_agents(peer: dict[str, Any], n: int) -> tuple[float, Any]:
+    runtime = ac.SingleThreadedAgentRuntime()
+    await peer["Echo"].register(runtime, "worker", peer["Echo"])
+    runtime.start()
+    keys = [f"k{i}" for i in range(n)]
+    start = time.perf_counter()
+    for i, key in enumerate(keys):
+        await runtime.send_message(Ping(i), ac.AgentId("worker", key))
+    return time.perf_counter() - start, runtime
+
+
+# -- bare asyncio: the floor ------------------------------------------------------------
+
+
+async def _queue_rpc(n: int) -> float:
+    queue: asyncio.Queue[tuple[Ping, asyncio.Future[int]]] = asyncio.Queue()
+
+    async def serve() -> None:
+        while True:
+            message, reply = await queue.get()
+            reply.set_result(message.n)
+
+    server = asyncio.ensure_future(serve())
+    loop = asyncio.get_running_loop()
+    start = time.perf_counter()
+    for i in range(n):
+        reply: asyncio.Future[int] = loop.create_future()
+        queue.put_nowait((Ping(i), reply))
+        await reply
+    elapsed = time.perf_counter() - start
+    server.cancel()
+    await asyncio.gather(server, return_exceptions=True)
+    return elapsed
+
+
+async def _queue_publish(n: int) -> float:
+    queues: list[asyncio.Queue[Ping | None]] = [asyncio.Queue() for _ in range(SUBSCRIBERS)]
+    counts = [0] * SUBSCRIBERS
+
+    async def consume(index: int) -> None:
+        queue = queues[index]
+        while await queue.get() is not None:
+            counts[index] += 1
+
+    consumers = [asyncio.ensure_future(consume(i)) for i in range(SUBSCRIBERS)]
+    start = time.perf_counter()
+    for i in range(n):
+        message = Ping(i)
+        for queue in queues:
+            queue.put_nowait(message)
+        await asyncio.sleep(0)
+    for queue in queues:
+        queue.put_nowait(None)
+    await asyncio.gather(*consumers)
+    return time.perf_counter() - start
+
+
+# -- measurement --------------------------------------------------------------------------
+
+
+async def _best(run: Callable[[], Awaitable[float]], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        gc.collect()
+        best = min(best, await run())
+    return best
+
+
+async def _memory_per_agent(run: Callable[[], Awaitable[tuple[float, Any]]], n: int) -> float:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        _, runtime = await run()
+        gc.collect()
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    del runtime
+    return (after - before) / n
+
+
+async def _new_agents_rate(run: Callable[[], Awaitable[tuple[float, Any]]], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        gc.collect()
+        elapsed, runtime = await run()
+        best = min(best, elapsed)
+        del runtime
+    return best
+
+
+async def collect(quick: bool) -> list[Row]:
+    """Measure the three workloads for cantata, autogen-core and bare asyncio."""
+    n_rpc, n_pub, n_new, repeat = (2_000, 300, 2_000, 2) if quick else (20_000, 2_000, 20_000, 3)
+    peer = _autogen()
+    version = peer_version("autogen-core")
+    name = "autogen-core SingleThreadedAgentRuntime"
+
+    ours_rpc = n_rpc / await _best(lambda: _ours_rpc(n_rpc), repeat)
+    floor_rpc = n_rpc / await _best(lambda: _queue_rpc(n_rpc), repeat)
+    deliveries = n_pub * SUBSCRIBERS
+    ours_pub = deliveries / await _best(lambda: _ours_publish(n_pub), repeat)
+    floor_pub = deliveries / await _best(lambda: _queue_publish(n_pub), repeat)
+    ours_new = n_new / await _new_agents_rate(lambda: _ours_new_agents(n_new), repeat)
+    ours_mem = await _memory_per_agent(lambda: _ours_new_agents(n_new), n_new)
+
+    peer_rpc = peer_pub = peer_new = peer_mem = None
+    if peer is not None:
+        peer_rpc = n_rpc / await _best(lambda: _autogen_rpc(peer, n_rpc), repeat)
+        peer_pub = deliveries / await _best(lambda: _autogen_publish(peer, n_pub), repeat)
+        peer_new = n_new / await _new_agents_rate(lambda: _autogen_new_agents(peer, n_new), 1)
+        peer_mem = await _memory_per_agent(lambda: _autogen_new_agents(peer, n_new), n_new)
+
+    def vs_peer(row_name: str, unit: str, ours: float, theirs: float | None, goal: str) -> Row:
+        return Row(
+            row_name,
+            unit,
+            ours,
+            peer=theirs,
+            peer_name=name if peer is not None else None,
+            peer_version=version,
+            goal=goal,
+        )
+
+    return [
+        vs_peer("runtime: request/response", "req/s", ours_rpc, peer_rpc, ">= 10x"),
+        Row(
+            "runtime: request/response vs floor",
+            "req/s",
+            ours_rpc,
+            peer=floor_rpc,
+            peer_name="asyncio.Queue + Future",
+            goal=">= 0.33x (within 3x)",
+        ),
+        vs_peer("runtime: publish to 10 subscribers", "deliveries/s", ours_pub, peer_pub, ">= 10x"),
+        Row(
+            "runtime: publish to 10 subscribers vs floor",
+            "deliveries/s",
+            ours_pub,
+            peer=floor_pub,
+            peer_name="10 asyncio.Queue consumers",
+        ),
+        vs_peer(
+            f"runtime: first message to {n_new:,} new agents",
+            "agents/s",
+            ours_new,
+            peer_new,
+            ">= 20x",
+        ),
+        Row(
+            "runtime: memory per idle agent",
+            "bytes",
+            ours_mem,
+            peer=peer_mem,
+            peer_name=name if peer is not None else None,
+            peer_version=version,
+            higher_is_better=False,
+            goal="<= 1024 bytes",
+            note="tracemalloc, runtime-held memory after the first message, per agent",
+        ),
+    ]
