@@ -1,3 +1,79 @@
-"""cantata.workflows."""
+"""cantata.workflows: graphs of executors (code or agents) that pass typed messages.
 
-__all__: list[str] = []
+Build a graph with `WorkflowBuilder`, run it with `Workflow.run` / `run_stream`. Runs go
+through the actor runtime (`cantata.runtime`) superstep by superstep, checkpoint at every
+boundary when given a `CheckpointStore`, and may stop to ask a person for input.
+"""
+
+from .builder import WorkflowBuilder
+from .checkpoint import SCHEMA_VERSION, WorkflowCheckpoint
+from .checkpoint_store import (
+    CheckpointStore,
+    FileCheckpointStore,
+    InMemoryCheckpointStore,
+    StateStoreCheckpointStore,
+)
+from .context import RunLog, WorkflowContext
+from .edges import Case, Default, EdgeGroup
+from .events import (
+    AgentResponseEvent,
+    AgentUpdateEvent,
+    ExecutorCompletedEvent,
+    ExecutorEvent,
+    ExecutorFailedEvent,
+    ExecutorInvokedEvent,
+    OutputEvent,
+    RequestInfoEvent,
+    RunStatus,
+    StatusEvent,
+    SuperstepCompletedEvent,
+    SuperstepStartedEvent,
+    WarningEvent,
+    WorkflowEvent,
+    WorkflowFailedEvent,
+    WorkflowStartedEvent,
+)
+from .executor import Executor, FunctionExecutor, executor, handler, response_handler
+from .run import WorkflowRun
+from .stream import WorkflowEventStream
+from .workflow import Workflow, WorkflowRunResult
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "AgentResponseEvent",
+    "AgentUpdateEvent",
+    "Case",
+    "CheckpointStore",
+    "Default",
+    "EdgeGroup",
+    "Executor",
+    "ExecutorCompletedEvent",
+    "ExecutorEvent",
+    "ExecutorFailedEvent",
+    "ExecutorInvokedEvent",
+    "FileCheckpointStore",
+    "FunctionExecutor",
+    "InMemoryCheckpointStore",
+    "OutputEvent",
+    "RequestInfoEvent",
+    "RunLog",
+    "RunStatus",
+    "StateStoreCheckpointStore",
+    "StatusEvent",
+    "SuperstepCompletedEvent",
+    "SuperstepStartedEvent",
+    "WarningEvent",
+    "Workflow",
+    "WorkflowBuilder",
+    "WorkflowCheckpoint",
+    "WorkflowContext",
+    "WorkflowEvent",
+    "WorkflowEventStream",
+    "WorkflowFailedEvent",
+    "WorkflowRun",
+    "WorkflowRunResult",
+    "WorkflowStartedEvent",
+    "executor",
+    "handler",
+    "response_handler",
+]

@@ -1,0 +1,129 @@
+"""A `StateStore` in a directory of files, behind `FileCheckpointStore`.
+
+Logs are JSON-lines files opened for append (so an append writes only the new lines); values
+are one JSON file each, replaced atomically through a temporary file. It serves one process;
+for many processes use SQLite or PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
+
+from ..core import StoreError
+
+__all__ = ["FileStore"]
+
+
+def _name(key: str) -> str:
+    return quote(key, safe="") or "%00"
+
+
+class FileStore:
+    """Logs and values as files under one directory."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self._root = Path(directory)
+        self._logs = self._root / "logs"
+        self._values = self._root / "values"
+        self._logs.mkdir(parents=True, exist_ok=True)
+        self._values.mkdir(parents=True, exist_ok=True)
+        self._lengths: dict[str, int] = {}
+        self._closed = False
+
+    def _check(self) -> None:
+        if self._closed:
+            raise StoreError(f"the file store at {self._root} is closed; open a new one")
+
+    # -- logs --------------------------------------------------------------------------
+
+    def _read_lines(self, log: str) -> list[Any]:
+        path = self._logs / (_name(log) + ".jsonl")
+        if not path.exists():
+            return []
+        out: list[Any] = []
+        with path.open(encoding="utf-8") as f:
+            for line in f:
+                if not line.endswith("\n"):
+                    break  # a torn last line from a crash: it was never acknowledged
+                try:
+                    out.append(json.loads(line))
+                except ValueError as exc:
+                    raise StoreError(f"log {log!r} in {path} is corrupted: {exc}") from exc
+        return out
+
+    def _append(self, log: str, entries: Sequence[Any]) -> int:
+        length = self._lengths.get(log)
+        if length is None:
+            length = len(self._read_lines(log))
+        text = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in entries)
+        with (self._logs / (_name(log) + ".jsonl")).open("a", encoding="utf-8") as f:
+            f.write(text)
+        length += len(entries)
+        self._lengths[log] = length
+        return length
+
+    async def append(self, log: str, entries: Sequence[Any]) -> int:
+        self._check()
+        return await asyncio.to_thread(self._append, log, list(entries))
+
+    async def read(self, log: str, start: int = 0, stop: int | None = None) -> list[Any]:
+        self._check()
+        return (await asyncio.to_thread(self._read_lines, log))[start:stop]
+
+    async def length(self, log: str) -> int:
+        self._check()
+        return len(await asyncio.to_thread(self._read_lines, log))
+
+    async def delete_log(self, log: str) -> None:
+        self._check()
+        self._lengths.pop(log, None)
+        (self._logs / (_name(log) + ".jsonl")).unlink(missing_ok=True)
+
+    # -- values ------------------------------------------------------------------------
+
+    def _get(self, key: str) -> Any:
+        path = self._values / (_name(key) + ".json")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise StoreError(f"value {key!r} in {path} is corrupted: {exc}") from exc
+
+    def _put_many(self, items: Mapping[str, Any]) -> None:
+        for key, value in items.items():
+            path = self._values / (_name(key) + ".json")
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(value, separators=(",", ":")), encoding="utf-8")
+            os.replace(tmp, path)
+
+    async def get(self, key: str) -> Any | None:
+        self._check()
+        return await asyncio.to_thread(self._get, key)
+
+    async def put(self, key: str, value: Any) -> None:
+        await self.put_many({key: value})
+
+    async def put_many(self, items: Mapping[str, Any]) -> None:
+        self._check()
+        await asyncio.to_thread(self._put_many, dict(items))
+
+    async def delete(self, key: str) -> None:
+        self._check()
+        (self._values / (_name(key) + ".json")).unlink(missing_ok=True)
+
+    async def keys(self, prefix: str = "") -> list[str]:
+        self._check()
+        names = [unquote(p.name[: -len(".json")]) for p in self._values.glob("*.json")]
+        return sorted(k for k in names if k.startswith(prefix))
+
+    async def close(self) -> None:
+        self._closed = True

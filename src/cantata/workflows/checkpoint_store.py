@@ -1,0 +1,151 @@
+"""Checkpoint stores: where runs save their superstep boundaries.
+
+Every store is one `StateStore` from `cantata.stores` underneath (memory, a directory of
+files, SQLite, PostgreSQL, ...), used as logs and keyed values:
+
+- ``wf:ckpt:<id>``: the checkpoint record (small: references and lengths),
+- ``wf:idx:<run id>:<superstep>:<id>``: the run's checkpoints, in order,
+- ``wf:val:<ref>``: one shared-state or executor-state value, written when it changed,
+- log ``wf:log:<segment>``: append-only logs (conversations, outputs), appended per checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from ..core import CheckpointError, StoreError
+from ..stores import MemoryStore, StateStore
+from ._file_store import FileStore
+from .checkpoint import WorkflowCheckpoint
+
+__all__ = [
+    "CheckpointStore",
+    "FileCheckpointStore",
+    "InMemoryCheckpointStore",
+    "StateStoreCheckpointStore",
+]
+
+
+@runtime_checkable
+class CheckpointStore(Protocol):
+    """What a run needs from a checkpoint store. To add a backend, write a `StateStore`
+    and wrap it in `StateStoreCheckpointStore`."""
+
+    async def save(
+        self,
+        checkpoint: WorkflowCheckpoint,
+        *,
+        values: Mapping[str, Any],
+        log_appends: Mapping[str, tuple[int, list[Any]]],
+    ) -> None:
+        """Write new values, append to logs (each at its expected length), then the record."""
+        ...
+
+    async def load(self, checkpoint_id: str) -> WorkflowCheckpoint:
+        """The checkpoint; `CheckpointError` when it is unknown or damaged."""
+        ...
+
+    async def read_value(self, ref: str) -> Any:
+        """A value written by `save` (JSON data)."""
+        ...
+
+    async def read_log(self, segment: str, count: int) -> list[Any]:
+        """The first `count` entries of a log segment (JSON data)."""
+        ...
+
+    async def list_checkpoints(self, *, run_id: str | None = None) -> list[WorkflowCheckpoint]:
+        """Checkpoints of one run (in superstep order), or of every run."""
+        ...
+
+
+class StateStoreCheckpointStore:
+    """Checkpoints in any `cantata.stores.StateStore` (SQLite, PostgreSQL, memory, ...)."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+
+    async def save(
+        self,
+        checkpoint: WorkflowCheckpoint,
+        *,
+        values: Mapping[str, Any],
+        log_appends: Mapping[str, tuple[int, list[Any]]],
+    ) -> None:
+        """Write what changed: new values, new log entries, then the small record."""
+        for segment, (expected, entries) in log_appends.items():
+            if not entries:
+                continue
+            length = await self.store.append(f"wf:log:{segment}", entries)
+            if length != expected + len(entries):
+                raise CheckpointError(
+                    f"log segment {segment!r} of run {checkpoint.run_id!r} has {length} entries "
+                    f"after an append that should have left {expected + len(entries)}: another "
+                    "writer used it; resume this run from its last checkpoint"
+                )
+        items: dict[str, Any] = {f"wf:val:{ref}": value for ref, value in values.items()}
+        ckpt_id = checkpoint.checkpoint_id
+        items[f"wf:idx:{checkpoint.run_id}:{checkpoint.superstep:09d}:{ckpt_id}"] = ckpt_id
+        items[f"wf:ckpt:{ckpt_id}"] = checkpoint.to_record()
+        await self.store.put_many(items)
+
+    async def load(self, checkpoint_id: str) -> WorkflowCheckpoint:
+        """The checkpoint with this id; `CheckpointError` when unknown or damaged."""
+        try:
+            record = await self.store.get(f"wf:ckpt:{checkpoint_id}")
+        except StoreError as exc:
+            raise CheckpointError(f"checkpoint {checkpoint_id!r} cannot be read: {exc}") from exc
+        if record is None:
+            raise CheckpointError(
+                f"no checkpoint {checkpoint_id!r} in this store; list them with list_checkpoints()"
+            )
+        return WorkflowCheckpoint.from_record(record, checkpoint_id=checkpoint_id)
+
+    async def read_value(self, ref: str) -> Any:
+        """A value written by `save`; `CheckpointError` when it is missing."""
+        try:
+            value = await self.store.get(f"wf:val:{ref}")
+        except StoreError as exc:
+            raise CheckpointError(f"checkpoint value {ref!r} cannot be read: {exc}") from exc
+        if value is None:
+            raise CheckpointError(f"checkpoint value {ref!r} is missing from the store")
+        return value
+
+    async def read_log(self, segment: str, count: int) -> list[Any]:
+        """The first `count` entries of a segment; `CheckpointError` when some are missing."""
+        try:
+            entries = await self.store.read(f"wf:log:{segment}", 0, count)
+        except StoreError as exc:
+            raise CheckpointError(f"checkpoint log {segment!r} cannot be read: {exc}") from exc
+        if len(entries) != count:
+            raise CheckpointError(
+                f"checkpoint log {segment!r} has {len(entries)} entries, the checkpoint "
+                f"expects {count}"
+            )
+        return entries
+
+    async def list_checkpoints(self, *, run_id: str | None = None) -> list[WorkflowCheckpoint]:
+        """Checkpoints of one run in superstep order, or of every run by run and superstep."""
+        prefix = "wf:idx:" if run_id is None else f"wf:idx:{run_id}:"
+        keys = await self.store.keys(prefix)
+        return [await self.load(key.rsplit(":", 1)[1]) for key in keys]
+
+    async def close(self) -> None:
+        """Close the underlying store."""
+        await self.store.close()
+
+
+class InMemoryCheckpointStore(StateStoreCheckpointStore):
+    """Checkpoints in memory: for tests and runs that need only in-process resume."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryStore())
+
+
+class FileCheckpointStore(StateStoreCheckpointStore):
+    """Checkpoints as files in a directory: JSON you can read, no database needed."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        super().__init__(FileStore(directory))
+        self.directory = directory

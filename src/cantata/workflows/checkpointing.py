@@ -1,0 +1,184 @@
+"""Saving a run at a superstep boundary, and rebuilding a run from a checkpoint.
+
+Saving writes only what changed since the run's previous checkpoint: values of shared-state
+keys and executor states that were written (each under a fresh reference), and log entries
+appended since (to this branch's segment of each log). Everything else is carried over as
+references and lengths, so the record stays small however long a conversation gets.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import TYPE_CHECKING, Any
+
+from ..core import CheckpointError, SerializationError, from_json, new_id, to_json
+from .checkpoint import WorkflowCheckpoint
+from .context import PendingRequest
+from .runner import Delivery, RunState
+
+if TYPE_CHECKING:
+    from .checkpoint_store import CheckpointStore
+    from .workflow import Workflow
+
+__all__ = ["restore_run", "save_checkpoint"]
+
+OUTPUTS = "outputs"
+
+
+def _log_key(executor_id: str, name: str) -> str:
+    return f"{executor_id}/{name}"
+
+
+def _segment_appends(
+    run: RunState, key: str, entries: list[Any], appends: dict[str, tuple[int, list[Any]]]
+) -> None:
+    """Queue the entries of a logical log not saved yet onto this branch's segment."""
+    saved = run.saved.get(key, 0)
+    new = entries[saved:]
+    if not new:
+        return
+    segments = run.segments.setdefault(key, [])
+    own = f"{run.run_id}:{run.branch}:{key}"
+    if not segments or segments[-1][0] != own:
+        segments.append((own, 0))
+    name, count = segments[-1]
+    appends[name] = (count, [to_json(e) for e in new])
+    segments[-1] = (name, count + len(new))
+
+
+async def save_checkpoint(workflow: Workflow, run: RunState, store: CheckpointStore) -> str:
+    """Save the run as it stands at this boundary; returns the new checkpoint id."""
+    values: dict[str, Any] = {}
+    state_refs = dict(run.state_refs)
+    for key in run.dirty_state:
+        ref = new_id()
+        values[ref] = to_json(run.state[key])
+        state_refs[key] = ref
+    executor_refs = dict(run.executor_refs)
+    for eid in run.dirty_executors:
+        ref = new_id()
+        values[ref] = to_json(run.executor_states[eid])
+        executor_refs[eid] = ref
+    appends: dict[str, tuple[int, list[Any]]] = {}
+    previous = {k: list(v) for k, v in run.segments.items()}
+    for eid, logs in run.logs.items():
+        for name, entries in logs.items():
+            _segment_appends(run, _log_key(eid, name), entries, appends)
+    _segment_appends(run, OUTPUTS, run.outputs, appends)
+    status = "in_progress"
+    if not run.pending:
+        status = "idle_with_pending_requests" if run.requests else "idle"
+    checkpoint = WorkflowCheckpoint(
+        checkpoint_id=new_id(),
+        run_id=run.run_id,
+        workflow_name=workflow.name,
+        superstep=run.superstep,
+        parent_id=run.checkpoint_id,
+        created_at=_dt.datetime.now(_dt.UTC).isoformat(),
+        status=status,
+        messages=[
+            {"target": d.target, "sources": d.sources, "message": to_json(d.message)}
+            for d in run.pending
+        ],
+        fan_in={
+            g: {s: [to_json(m) for m in ms] for s, ms in b.items()} for g, b in run.fan_in.items()
+        },
+        state_refs=state_refs,
+        executor_refs=executor_refs,
+        requests=[
+            {"request_id": r.request_id, "executor_id": r.executor_id, "data": to_json(r.data)}
+            for r in run.requests.values()
+        ],
+        logs={k: v for k, v in run.segments.items() if k != OUTPUTS},
+        outputs=run.segments.get(OUTPUTS, []),
+        executor_ids=sorted(workflow.executors),
+    )
+    try:
+        await store.save(checkpoint, values=values, log_appends=appends)
+    except BaseException:
+        run.segments = previous
+        raise
+    run.state_refs, run.executor_refs = state_refs, executor_refs
+    run.dirty_state.clear()
+    run.dirty_executors.clear()
+    for eid, logs in run.logs.items():
+        for name, entries in logs.items():
+            run.saved[_log_key(eid, name)] = len(entries)
+    run.saved[OUTPUTS] = len(run.outputs)
+    run.checkpoint_id = checkpoint.checkpoint_id
+    return checkpoint.checkpoint_id
+
+
+async def restore_run(workflow: Workflow, store: CheckpointStore, checkpoint_id: str) -> RunState:
+    """Rebuild a run from a checkpoint; later saves follow it (lineage) on a new branch."""
+    ckpt = await store.load(checkpoint_id)
+    where = f"checkpoint {checkpoint_id!r}"
+    missing = sorted(set(ckpt.executor_ids) - set(workflow.executors))
+    if ckpt.workflow_name != workflow.name or missing:
+        raise CheckpointError(
+            f"{where} was made by workflow {ckpt.workflow_name!r} with executors "
+            f"{ckpt.executor_ids}; it cannot resume workflow {workflow.name!r} with executors "
+            f"{sorted(workflow.executors)}: resume it with the workflow that made it"
+        )
+    try:
+        return await _rebuild(workflow, store, ckpt)
+    except SerializationError as exc:
+        if isinstance(exc, CheckpointError):
+            raise
+        raise CheckpointError(f"{where} cannot be loaded: {exc}") from exc
+
+
+async def _rebuild(
+    workflow: Workflow, store: CheckpointStore, ckpt: WorkflowCheckpoint
+) -> RunState:
+    run = RunState(ckpt.run_id, superstep=ckpt.superstep, checkpoint_id=ckpt.checkpoint_id)
+    for key, ref in ckpt.state_refs.items():
+        run.state[key] = from_json(await store.read_value(ref))
+    for eid, ref in ckpt.executor_refs.items():
+        _known(workflow, eid, ckpt)
+        run.executor_states[eid] = from_json(await store.read_value(ref))
+    run.state_refs = dict(ckpt.state_refs)
+    run.executor_refs = dict(ckpt.executor_refs)
+    for key, segments in ckpt.logs.items():
+        eid, _, name = key.partition("/")
+        _known(workflow, eid, ckpt)
+        entries = await _read_segments(store, segments)
+        run.logs.setdefault(eid, {})[name] = entries
+        run.segments[key] = list(segments)
+        run.saved[key] = len(entries)
+    run.outputs = await _read_segments(store, ckpt.outputs)
+    run.segments[OUTPUTS] = list(ckpt.outputs)
+    run.saved[OUTPUTS] = len(run.outputs)
+    for item in ckpt.messages:
+        _known(workflow, item["target"], ckpt)
+        run.pending.append(Delivery(item["target"], from_json(item["message"]), item["sources"]))
+    groups = {g.id for g in workflow._fan_ins}
+    for group, buffers in ckpt.fan_in.items():
+        if group not in groups:
+            raise CheckpointError(
+                f"checkpoint {ckpt.checkpoint_id!r} is damaged: it names fan-in {group!r}, "
+                f"which workflow {workflow.name!r} does not have"
+            )
+        run.fan_in[group] = {s: [from_json(m) for m in ms] for s, ms in buffers.items()}
+    for item in ckpt.requests:
+        eid = item["executor_id"]
+        _known(workflow, eid, ckpt)
+        data = from_json(item["data"])
+        rtype = workflow.executors[eid]._response_type_for(data)
+        run.requests[item["request_id"]] = PendingRequest(item["request_id"], eid, data, rtype)
+    return run
+
+
+async def _read_segments(store: CheckpointStore, segments: list[tuple[str, int]]) -> list[Any]:
+    entries: list[Any] = []
+    for name, count in segments:
+        entries.extend(from_json(e) for e in await store.read_log(name, count))
+    return entries
+
+
+def _known(workflow: Workflow, executor_id: str, ckpt: WorkflowCheckpoint) -> None:
+    if executor_id not in workflow.executors:
+        raise CheckpointError(
+            f"checkpoint {ckpt.checkpoint_id!r} is damaged: it names executor {executor_id!r}, "
+            f"which workflow {workflow.name!r} does not have"
+        )

@@ -1,0 +1,220 @@
+"""`WorkflowContext`: what a handler can do within one superstep of one run.
+
+Everything a handler does is recorded in a `StepResult` that the runner commits at the
+superstep boundary (messages are delivered in the next superstep, state becomes visible to
+others then). Events reach the run's live sink at once, so `run_stream` shows them as they
+happen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, Never
+
+from typing_extensions import TypeVar
+
+from ..core import CancellationToken, WorkflowError, new_id
+from ._typing import type_name
+from .events import OutputEvent, RequestInfoEvent, WorkflowEvent
+
+if TYPE_CHECKING:
+    from .executor import Executor
+
+__all__ = ["RunLog", "StepResult", "WorkflowContext"]
+
+OutT = TypeVar("OutT", default=Never)
+WorkflowOutT = TypeVar("WorkflowOutT", default=Never)
+
+_UNSET: Any = object()
+
+
+@dataclass(slots=True)
+class PendingRequest:
+    """A request for input that waits for an answer."""
+
+    request_id: str
+    executor_id: str
+    data: Any
+    response_type: Any = None
+
+
+@dataclass(slots=True)
+class StepResult:
+    """What one executor did in one superstep; the runner commits it at the boundary."""
+
+    executor_id: str
+    sent: list[tuple[Any, str | None]] = field(default_factory=list)
+    outputs: list[Any] = field(default_factory=list)
+    state_writes: dict[str, Any] = field(default_factory=dict)
+    executor_state: Any = _UNSET
+    log_appends: dict[str, list[Any]] = field(default_factory=dict)
+    requests: list[PendingRequest] = field(default_factory=list)
+
+    @property
+    def executor_state_changed(self) -> bool:
+        return self.executor_state is not _UNSET
+
+
+class RunLog:
+    """An append-only log of one executor in one run (a conversation, say).
+
+    A checkpoint writes only the entries appended since the previous one, so saving stays
+    cheap however long the log has grown.
+    """
+
+    __slots__ = ("_committed", "_pending")
+
+    def __init__(self, committed: list[Any], pending: list[Any]) -> None:
+        self._committed = committed
+        self._pending = pending
+
+    def append(self, *entries: Any) -> None:
+        """Add entries at the end."""
+        self._pending.extend(entries)
+
+    def extend(self, entries: list[Any]) -> None:
+        """Add a list of entries at the end."""
+        self._pending.extend(entries)
+
+    @property
+    def entries(self) -> list[Any]:
+        """Every entry, committed and appended in this superstep (a new list)."""
+        return [*self._committed, *self._pending]
+
+    def __len__(self) -> int:
+        return len(self._committed) + len(self._pending)
+
+
+class WorkflowContext(Generic[OutT, WorkflowOutT]):
+    """The handle a handler gets: send, yield outputs, emit events, state, ask for input.
+
+    ``WorkflowContext[Sent, Yielded]`` in a handler's signature declares what it sends and
+    what it yields as workflow outputs; `build()` checks edges against those types.
+    """
+
+    __slots__ = (
+        "_executor",
+        "_initial_executor_state",
+        "_logs",
+        "_result",
+        "_sink",
+        "_state",
+        "_targets",
+        "cancellation_token",
+        "executor_id",
+        "kwargs",
+        "run_id",
+        "source_executor_ids",
+        "streaming",
+    )
+
+    def __init__(
+        self,
+        executor: Executor,
+        *,
+        run_id: str,
+        source_executor_ids: list[str],
+        state: Mapping[str, Any],
+        executor_state: Any,
+        logs: Mapping[str, list[Any]],
+        targets: frozenset[str],
+        sink: Callable[[WorkflowEvent], None],
+        kwargs: Mapping[str, Any],
+        streaming: bool,
+        cancellation_token: CancellationToken,
+        result: StepResult,
+    ) -> None:
+        self._executor = executor
+        self.executor_id = executor.id
+        self.run_id = run_id
+        self.source_executor_ids = source_executor_ids
+        """Ids of the executors that sent the message being handled (the run's input: [])."""
+        self._state = state
+        self._logs = logs
+        self._targets = targets
+        self._sink = sink
+        self.kwargs = kwargs
+        """Keyword arguments of the run for this executor (shared ones and its own)."""
+        self.streaming = streaming
+        """True in `run_stream`: agents should stream their updates."""
+        self.cancellation_token = cancellation_token
+        self._result = result
+        self._initial_executor_state = executor_state
+
+    # -- messages and outputs ----------------------------------------------------------
+
+    async def send_message(self, message: OutT, target_id: str | None = None) -> None:
+        """Send to every out-edge, or only to `target_id` (which must be an edge target)."""
+        if target_id is not None and target_id not in self._targets:
+            raise WorkflowError(
+                f"executor {self.executor_id!r} sent to {target_id!r}, which no edge from it "
+                f"reaches; its targets are {sorted(self._targets)}"
+            )
+        self._result.sent.append((message, target_id))
+
+    async def yield_output(self, output: WorkflowOutT) -> None:
+        """Yield a workflow output: it appears in the run's result and as an `OutputEvent`."""
+        self._result.outputs.append(output)
+        self._sink(OutputEvent(self.executor_id, output))
+
+    async def add_event(self, event: WorkflowEvent) -> None:
+        """Emit a custom event (a `WorkflowEvent` subclass); streamed runs see it at once."""
+        if not isinstance(event, WorkflowEvent):
+            raise WorkflowError(
+                f"executor {self.executor_id!r} emitted a {type_name(type(event))}; "
+                "events must subclass cantata.workflows.WorkflowEvent"
+            )
+        self._sink(event)
+
+    # -- shared state ------------------------------------------------------------------
+
+    def get_state(self, key: str, default: Any = None) -> Any:
+        """A shared value: committed at the last boundary, or written by this handler."""
+        writes = self._result.state_writes
+        if key in writes:
+            return writes[key]
+        return self._state.get(key, default)
+
+    def set_state(self, key: str, value: Any) -> None:
+        """Write a shared value; other executors see it from the next superstep on."""
+        self._result.state_writes[key] = value
+
+    # -- per-executor state and logs ---------------------------------------------------
+
+    def get_executor_state(self, default: Any = None) -> Any:
+        """This executor's own state in this run (kept in checkpoints)."""
+        if self._result.executor_state is not _UNSET:
+            return self._result.executor_state
+        value = self._initial_executor_state
+        return default if value is None else value
+
+    def set_executor_state(self, value: Any) -> None:
+        """Replace this executor's state in this run; it must be JSON through the registry."""
+        self._result.executor_state = value
+
+    def log(self, name: str) -> RunLog:
+        """This executor's append-only log `name` in this run (a conversation, say)."""
+        pending = self._result.log_appends.setdefault(name, [])
+        return RunLog(self._logs.get(name, []), pending)
+
+    # -- human in the loop -------------------------------------------------------------
+
+    async def request_info(self, request: Any, response_type: Any = None) -> str:
+        """Ask for input; the run ends idle with this request pending until it is answered.
+
+        The answer goes to this executor's `@response_handler` for the request's type, which
+        also fixes the answer's type unless `response_type` is given. Returns the request id.
+        """
+        declared = self._executor._response_type_for(request)
+        if declared is None:
+            raise WorkflowError(
+                f"executor {self.executor_id!r} asked for input with a "
+                f"{type_name(type(request))} but has no @response_handler taking that request "
+                "type; add one to receive the answer"
+            )
+        rtype = declared if response_type is None else response_type
+        request_id = new_id()
+        self._result.requests.append(PendingRequest(request_id, self.executor_id, request, rtype))
+        self._sink(RequestInfoEvent(self.executor_id, request_id, request, rtype))
+        return request_id

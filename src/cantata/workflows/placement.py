@@ -1,0 +1,183 @@
+"""Where executors run: on actors of an `AgentRuntime`, never called directly.
+
+Two placements, both through the runtime contract, so a runtime that places actors on other
+machines (Ray) runs any workflow unchanged:
+
+- ``"run"`` (the default): one actor per run (type per workflow, key = run id) hosts the
+  run's executors; each superstep is one message to it, and its executors run concurrently
+  inside. Runs are the unit a runtime spreads out; a superstep costs one message.
+- ``"executor"``: each executor of a run is its own actor (type per workflow and executor,
+  key = run id); each superstep sends one message per executor with work. A runtime may then
+  spread one run's fan-out over machines, at the price of a message per executor.
+
+Actors keep no state of their own: the runner sends each invocation with the committed
+state it needs, so a run can move to a fresh runtime between calls and a runtime may evict
+its actors freely. Without an explicit runtime, each call that drives a run gets its own
+in-process `LocalRuntime`, closed when the call returns, so nothing outlives it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from ..runtime import AgentId, AgentRuntime, BaseAgent, LocalRuntime, MessageContext
+from ._eager import gather_eager
+from .actor import Invocation, execute
+from .context import StepResult
+from .executor import Executor
+
+if TYPE_CHECKING:
+    from .workflow import Workflow
+
+__all__ = ["ExecutorActor", "Placement", "RunActor", "Superstep", "placed"]
+
+Placement: TypeAlias = Literal["run", "executor"]
+Outcome: TypeAlias = "StepResult | BaseException"
+Dispatch = Callable[[list[Invocation]], Awaitable[list[Outcome]]]
+
+_SAFE = re.compile(r"[^\w\-.]")
+
+
+@dataclass(slots=True)
+class Superstep:
+    """The message a run actor takes: every invocation of one superstep."""
+
+    invocations: list[Invocation]
+
+
+async def run_invocations(
+    executors: dict[str, Executor] | Any, invocations: list[Invocation]
+) -> list[Outcome]:
+    """Execute a superstep's invocations concurrently; failures are returned, not raised."""
+    if len(invocations) == 1:
+        inv = invocations[0]
+        try:
+            return [await execute(executors[inv.executor_id], inv)]
+        except Exception as exc:
+            return [exc]
+    coros: list[tuple[Coroutine[Any, Any, Any], bool]] = []
+    for inv in invocations:
+        ex = executors[inv.executor_id]
+        coros.append((execute(ex, inv), ex._synchronous))
+    return await gather_eager(coros)
+
+
+class RunActor(BaseAgent):
+    """Hosts every executor of one run of a workflow; one message per superstep."""
+
+    __slots__ = ("executors",)
+
+    def __init__(self, executors: Any) -> None:
+        self.executors = executors
+
+    async def on_message(self, message: Any, ctx: MessageContext) -> list[Outcome]:
+        return await run_invocations(self.executors, message.invocations)
+
+
+class ExecutorActor(BaseAgent):
+    """Hosts one executor of one run; one message per superstep in which it has work."""
+
+    __slots__ = ("executor",)
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+
+    async def on_message(self, message: Any, ctx: MessageContext) -> StepResult:
+        return await execute(self.executor, message)
+
+
+def actor_types(workflow: Workflow) -> dict[str, str]:
+    """Actor types of a workflow: ``""`` for the run actor, executor ids for the others."""
+    base = f"wf.{_SAFE.sub('_', workflow.name)[:40]}.{workflow.uid}"
+    types = {"": f"{base}.run"}
+    types.update({eid: f"{base}.{i}" for i, eid in enumerate(workflow.executors)})
+    return types
+
+
+async def _register_all(runtime: AgentRuntime, workflow: Workflow) -> None:
+    if workflow.placement == "run":
+        executors = workflow.executors
+        await runtime.register_factory(workflow._actor_types[""], lambda: RunActor(executors))
+        return
+    for eid, agent_type in workflow._actor_types.items():
+        if eid:
+            await runtime.register_factory(agent_type, _factory(workflow.executors[eid]))
+
+
+def _factory(executor: Executor) -> Callable[[], BaseAgent]:
+    return lambda: ExecutorActor(executor)
+
+
+_registered: weakref.WeakKeyDictionary[Any, dict[str, asyncio.Future[None]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def _register_once(runtime: AgentRuntime, workflow: Workflow) -> None:
+    """Register a workflow's actor factories on a shared runtime once, even under races."""
+    known = _registered.setdefault(runtime, {})
+    pending = known.get(workflow.uid)
+    if pending is not None:
+        await asyncio.shield(pending)
+        return
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    known[workflow.uid] = future
+    try:
+        await _register_all(runtime, workflow)
+    except BaseException as exc:
+        del known[workflow.uid]
+        future.set_exception(exc)
+        future.exception()  # retrieved here; waiters re-raise it
+        raise
+    future.set_result(None)
+
+
+def _dispatcher(runtime: AgentRuntime, workflow: Workflow, run_id: str) -> Dispatch:
+    send = runtime.send_message
+    if workflow.placement == "run":
+        run_actor = AgentId(workflow._actor_types[""], run_id)
+
+        async def superstep(invocations: list[Invocation]) -> list[Outcome]:
+            token = invocations[0].cancellation_token
+            outcomes: list[Outcome] = await send(
+                Superstep(invocations), run_actor, cancellation_token=token
+            )
+            return outcomes
+
+        return superstep
+    ids = {eid: AgentId(t, run_id) for eid, t in workflow._actor_types.items() if eid}
+
+    async def one(inv: Invocation) -> StepResult:
+        result: StepResult = await send(
+            inv, ids[inv.executor_id], cancellation_token=inv.cancellation_token
+        )
+        return result
+
+    async def each(invocations: list[Invocation]) -> list[Outcome]:
+        return await asyncio.gather(*[one(inv) for inv in invocations], return_exceptions=True)
+
+    return each
+
+
+@asynccontextmanager
+async def placed(
+    workflow: Workflow, run_id: str, runtime: AgentRuntime | None
+) -> AsyncIterator[Dispatch]:
+    """The dispatch function of one call driving a run: supersteps go to the run's actors."""
+    if runtime is not None:
+        await _register_once(runtime, workflow)
+        yield _dispatcher(runtime, workflow, run_id)
+        return
+    local = LocalRuntime(dedup_window=0)
+    await local.start()
+    try:
+        await _register_all(local, workflow)
+        yield _dispatcher(local, workflow, run_id)
+    finally:
+        await local.close()

@@ -1,0 +1,195 @@
+"""`WorkflowRun`: one run of a workflow, with its committed state.
+
+A run is driven by calls (`Workflow.run`, `send_responses`, `Workflow.resume`); between two
+calls it is idle and holds nothing but data, so it may wait for a person for days, or be
+dropped and resumed from its last checkpoint in another process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..core import CancellationToken, WorkflowError
+from ._typing import accepts_value, type_name
+from .events import RequestInfoEvent, RunStatus, WorkflowEvent
+from .placement import placed
+from .runner import Runner, RunState
+from .stream import WorkflowEventStream
+
+if TYPE_CHECKING:
+    from ..runtime import AgentRuntime
+    from .checkpoint_store import CheckpointStore
+    from .workflow import Workflow, WorkflowRunResult
+
+__all__ = ["WorkflowRun"]
+
+
+class WorkflowRun:
+    """A run of a workflow: answer its requests, continue it, read its outputs."""
+
+    def __init__(
+        self,
+        workflow: Workflow,
+        state: RunState,
+        *,
+        runtime: AgentRuntime | None,
+        checkpoint_store: CheckpointStore | None,
+        kwargs: Mapping[str, Mapping[str, Any]],
+    ) -> None:
+        self.workflow = workflow
+        self._state = state
+        self._runtime = runtime
+        self._store = checkpoint_store
+        self._kwargs = kwargs
+        self._busy = False
+
+    @property
+    def run_id(self) -> str:
+        return self._state.run_id
+
+    @property
+    def status(self) -> RunStatus:
+        return self._state.status
+
+    @property
+    def outputs(self) -> list[Any]:
+        """Every output yielded so far."""
+        return list(self._state.outputs)
+
+    @property
+    def checkpoint_id(self) -> str | None:
+        """The run's last checkpoint (None without a checkpoint store)."""
+        return self._state.checkpoint_id
+
+    @property
+    def pending_requests(self) -> list[RequestInfoEvent]:
+        """Requests for input waiting for an answer."""
+        return [
+            RequestInfoEvent(r.executor_id, r.request_id, r.data, r.response_type)
+            for r in self._state.requests.values()
+        ]
+
+    def _accept(self, responses: Mapping[str, Any]) -> None:
+        """Check every answer (known request, right type) before taking any of them."""
+        requests = self._state.requests
+        for request_id, answer in responses.items():
+            request = requests.get(request_id)
+            if request is None:
+                raise WorkflowError(
+                    f"run {self.run_id!r} has no pending request {request_id!r}; pending: "
+                    f"{sorted(requests)}"
+                )
+            rtype = request.response_type
+            if rtype is not None and not accepts_value(rtype, answer):
+                raise WorkflowError(
+                    f"the answer to request {request_id!r} of executor {request.executor_id!r} "
+                    f"must be a {type_name(rtype)}, not a {type_name(type(answer))}; "
+                    "nothing was sent"
+                )
+        for request_id, answer in responses.items():
+            self._state.answers.append((requests.pop(request_id), answer))
+
+    async def send_responses(
+        self, responses: Mapping[str, Any], *, cancellation_token: CancellationToken | None = None
+    ) -> WorkflowRunResult:
+        """Answer pending requests by id (all are checked first) and continue the run."""
+        self._accept(responses)
+        return await self._drive_collect(cancellation_token=cancellation_token)
+
+    def send_responses_stream(
+        self, responses: Mapping[str, Any], *, cancellation_token: CancellationToken | None = None
+    ) -> WorkflowEventStream:
+        """Answer pending requests and stream the continuation's events."""
+        self._accept(responses)
+        return self._drive_stream(cancellation_token=cancellation_token)
+
+    async def continue_run(
+        self, *, cancellation_token: CancellationToken | None = None
+    ) -> WorkflowRunResult:
+        """Continue a restored run with the messages that were in flight at its checkpoint."""
+        return await self._drive_collect(cancellation_token=cancellation_token)
+
+    def continue_run_stream(
+        self, *, cancellation_token: CancellationToken | None = None
+    ) -> WorkflowEventStream:
+        """Continue a restored run and stream its events."""
+        return self._drive_stream(cancellation_token=cancellation_token)
+
+    # -- driving -------------------------------------------------------------------------
+
+    async def _drive(
+        self,
+        sink: Callable[[WorkflowEvent], None],
+        *,
+        streaming: bool,
+        cancellation_token: CancellationToken | None,
+        resumed_from: str | None,
+    ) -> RunStatus:
+        if self._busy:
+            raise WorkflowError(
+                f"run {self.run_id!r} is already being driven; wait for that call to return"
+            )
+        self._busy = True
+        try:
+            async with placed(self.workflow, self.run_id, self._runtime) as dispatch:
+                runner = Runner(
+                    self.workflow,
+                    self._state,
+                    dispatch=dispatch,
+                    store=self._store,
+                    kwargs=self._kwargs,
+                    streaming=streaming,
+                    cancellation_token=cancellation_token or CancellationToken(),
+                )
+                return await runner.drive(sink, resumed_from=resumed_from)
+        finally:
+            self._busy = False
+
+    def _result(self, status: RunStatus, events: list[WorkflowEvent]) -> WorkflowRunResult:
+        from .workflow import WorkflowRunResult
+
+        return WorkflowRunResult(
+            self, status, list(self._state.outputs), events, self._state.checkpoint_id
+        )
+
+    async def _drive_collect(
+        self,
+        *,
+        cancellation_token: CancellationToken | None = None,
+        resumed_from: str | None = None,
+    ) -> WorkflowRunResult:
+        events: list[WorkflowEvent] = []
+        status = await self._drive(
+            events.append,
+            streaming=False,
+            cancellation_token=cancellation_token,
+            resumed_from=resumed_from,
+        )
+        return self._result(status, events)
+
+    def _drive_stream(
+        self,
+        *,
+        cancellation_token: CancellationToken | None = None,
+        resumed_from: str | None = None,
+    ) -> WorkflowEventStream:
+        async def produce(sink: Callable[[WorkflowEvent], None]) -> WorkflowRunResult:
+            events: list[WorkflowEvent] = []
+
+            def both(event: WorkflowEvent) -> None:
+                events.append(event)
+                sink(event)
+
+            status = await self._drive(
+                both,
+                streaming=True,
+                cancellation_token=cancellation_token,
+                resumed_from=resumed_from,
+            )
+            return self._result(status, events)
+
+        return WorkflowEventStream(produce)
+
+    def __repr__(self) -> str:
+        return f"WorkflowRun(run_id={self.run_id!r}, status={self.status!r})"

@@ -1,0 +1,269 @@
+"""The superstep runner: the one loop every workflow run goes through.
+
+In a superstep, every executor with pending messages (or answers) runs concurrently, each
+through its actor (see `actor.py`). At the boundary the runner commits what they did, in a
+fixed order: shared state and executor state, log entries, outputs, requests for input,
+then routes what they sent over the edges into the next superstep's deliveries (fan-in
+buffers fill and fire here). Then it checkpoints, when a store is configured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..core import CancellationToken, CancelledError, WorkflowError, new_id
+from ._typing import type_name
+from .actor import Invocation
+from .context import PendingRequest, StepResult
+from .events import (
+    RunStatus,
+    StatusEvent,
+    SuperstepCompletedEvent,
+    SuperstepStartedEvent,
+    WarningEvent,
+    WorkflowEvent,
+    WorkflowFailedEvent,
+    WorkflowStartedEvent,
+)
+
+if TYPE_CHECKING:
+    from .checkpoint_store import CheckpointStore
+    from .workflow import Workflow
+
+__all__ = ["Delivery", "RunState", "Runner"]
+
+Dispatch = Callable[[list[Invocation]], Awaitable[list["StepResult | BaseException"]]]
+Sink = Callable[[WorkflowEvent], None]
+
+
+@dataclass(slots=True)
+class Delivery:
+    """A message on its way to an executor, delivered in the next superstep."""
+
+    target: str
+    message: Any
+    sources: list[str]
+
+
+@dataclass
+class RunState:
+    """Everything a run has committed; what a checkpoint saves and a resume restores."""
+
+    run_id: str
+    state: dict[str, Any] = field(default_factory=dict)
+    executor_states: dict[str, Any] = field(default_factory=dict)
+    logs: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    outputs: list[Any] = field(default_factory=list)
+    pending: list[Delivery] = field(default_factory=list)
+    fan_in: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    requests: dict[str, PendingRequest] = field(default_factory=dict)
+    answers: list[tuple[PendingRequest, Any]] = field(default_factory=list)
+    superstep: int = 0
+    status: RunStatus = "idle"
+    # bookkeeping for incremental checkpoints (see checkpointing.py)
+    checkpoint_id: str | None = None
+    branch: str = field(default_factory=lambda: new_id()[:12])
+    dirty_state: set[str] = field(default_factory=set)
+    dirty_executors: set[str] = field(default_factory=set)
+    state_refs: dict[str, str] = field(default_factory=dict)
+    executor_refs: dict[str, str] = field(default_factory=dict)
+    segments: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    saved: dict[str, int] = field(default_factory=dict)
+
+
+class Runner:
+    """Drives one run of a workflow from its pending work until it is idle."""
+
+    def __init__(
+        self,
+        workflow: Workflow,
+        run: RunState,
+        *,
+        dispatch: Dispatch,
+        store: CheckpointStore | None,
+        kwargs: Mapping[str, Mapping[str, Any]],
+        streaming: bool,
+        cancellation_token: CancellationToken,
+    ) -> None:
+        self.workflow = workflow
+        self.run = run
+        self._dispatch = dispatch
+        self._store = store
+        self._kwargs = kwargs
+        self._streaming = streaming
+        self._token = cancellation_token
+
+    async def drive(self, sink: Sink, *, resumed_from: str | None = None) -> RunStatus:
+        """Run supersteps until nothing is pending; return the final status.
+
+        A failed executor fails the run: a `WorkflowFailedEvent` is emitted and a
+        `WorkflowError` naming the executor is raised.
+        """
+        run = self.run
+        sink(WorkflowStartedEvent(run.run_id, resumed_from))
+        run.status = "in_progress"
+        sink(StatusEvent("in_progress"))
+        steps = 0
+        try:
+            while run.pending or run.answers:
+                self._token.raise_if_cancelled()
+                if steps >= self.workflow.max_supersteps:
+                    raise WorkflowError(self._no_convergence())
+                steps += 1
+                await self._superstep(sink)
+        except (CancelledError, asyncio.CancelledError):
+            run.status = "cancelled"
+            sink(StatusEvent("cancelled"))
+            if not self._token.is_cancelled:
+                raise
+            return run.status
+        except BaseException as exc:
+            run.status = "failed"
+            error = exc if isinstance(exc, WorkflowError) else _wrap(exc)
+            sink(WorkflowFailedEvent(error, getattr(error, "executor_id", None)))
+            sink(StatusEvent("failed"))
+            if error is exc:
+                raise
+            raise error from exc
+        run.status = "idle_with_pending_requests" if run.requests else "idle"
+        sink(StatusEvent(run.status))
+        return run.status
+
+    def _no_convergence(self) -> str:
+        targets = sorted({d.target for d in self.run.pending})
+        return (
+            f"workflow {self.workflow.name!r} did not converge within "
+            f"{self.workflow.max_supersteps} supersteps (executors {targets} still had "
+            "messages); check the cycle's exit condition or raise max_supersteps"
+        )
+
+    # -- one superstep -----------------------------------------------------------------
+
+    async def _superstep(self, sink: Sink) -> None:
+        run = self.run
+        run.superstep += 1
+        batches: dict[str, Invocation] = {}
+        for request, answer in run.answers:
+            self._invocation(batches, request.executor_id, sink).answers.append((request, answer))
+        for d in run.pending:
+            self._invocation(batches, d.target, sink).items.append((d.message, d.sources))
+        run.answers = []
+        run.pending = []
+        sink(SuperstepStartedEvent(run.superstep, list(batches)))
+        invocations = list(batches.values())
+        results: list[StepResult] = []
+        for inv, outcome in zip(invocations, await self._dispatch(invocations), strict=True):
+            if isinstance(outcome, BaseException):
+                raise _tag(outcome, inv.executor_id)
+            results.append(outcome)
+        self._commit(results, sink)
+        checkpoint_id = None
+        if self._store is not None:
+            from .checkpointing import save_checkpoint
+
+            checkpoint_id = await save_checkpoint(self.workflow, run, self._store)
+        sink(SuperstepCompletedEvent(run.superstep, checkpoint_id))
+
+    def _invocation(self, batches: dict[str, Invocation], target: str, sink: Sink) -> Invocation:
+        inv = batches.get(target)
+        if inv is None:
+            run = self.run
+            inv = Invocation(
+                run.run_id,
+                target,
+                [],
+                state=run.state,
+                executor_state=run.executor_states.get(target),
+                logs=run.logs.get(target, {}),
+                targets=self.workflow._targets[target],
+                kwargs=self._kwargs.get(target, _EMPTY),
+                streaming=self._streaming,
+                sink=sink,
+                cancellation_token=self._token,
+            )
+            batches[target] = inv
+        return inv
+
+    # -- the boundary ------------------------------------------------------------------
+
+    def _commit(self, results: list[StepResult], sink: Sink) -> None:
+        run = self.run
+        for res in results:
+            eid = res.executor_id
+            if res.state_writes:
+                run.state.update(res.state_writes)
+                run.dirty_state.update(res.state_writes)
+            if res.executor_state_changed:
+                run.executor_states[eid] = res.executor_state
+                run.dirty_executors.add(eid)
+            for name, entries in res.log_appends.items():
+                if entries:
+                    run.logs.setdefault(eid, {}).setdefault(name, []).extend(entries)
+            if res.outputs:
+                run.outputs.extend(res.outputs)
+            for request in res.requests:
+                run.requests[request.request_id] = request
+        for res in results:
+            for message, target_id in res.sent:
+                self._route(res.executor_id, message, target_id, sink)
+        self._fire_fan_ins(sink)
+
+    def _route(self, source: str, message: Any, target_id: str | None, sink: Sink) -> None:
+        wf = self.workflow
+        delivered = False
+        for group in wf._out_groups.get(source, ()):
+            if group.kind == "fan_in":
+                if target_id is None or target_id == group.targets[0]:
+                    buffers = self.run.fan_in.setdefault(group.id, {})
+                    buffers.setdefault(source, []).append(message)
+                    delivered = True
+                continue
+            for target in group.route(message, target_id):
+                if wf.executors[target].can_handle(message):
+                    self.run.pending.append(Delivery(target, message, [source]))
+                    delivered = True
+        if not delivered:
+            where = f"to {target_id!r}" if target_id else "on any out-edge"
+            sink(
+                WarningEvent(
+                    f"a {type_name(type(message))} sent by {source!r} was not delivered "
+                    f"{where}: no condition matched or no target takes that type",
+                    source,
+                )
+            )
+
+    def _fire_fan_ins(self, sink: Sink) -> None:
+        wf = self.workflow
+        for group in wf._fan_ins:
+            buffers = self.run.fan_in.get(group.id)
+            if not buffers or any(s not in buffers for s in group.sources):
+                continue
+            collected = [m for s in group.sources for m in buffers[s]]
+            del self.run.fan_in[group.id]
+            # build() checked that the target takes a list; its handler is chosen on delivery
+            self.run.pending.append(Delivery(group.targets[0], collected, list(group.sources)))
+
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+def _wrap(exc: BaseException) -> WorkflowError:
+    executor_id = getattr(exc, "__cantata_executor__", None)
+    where = f"executor {executor_id!r}" if executor_id else "the workflow"
+    error = WorkflowError(f"{where} failed: {type(exc).__name__}: {exc}")
+    error.executor_id = executor_id  # type: ignore[attr-defined]
+    return error
+
+
+def _tag(exc: BaseException, executor_id: str) -> BaseException:
+    """Remember which executor raised, for the error and the failed event."""
+    if isinstance(exc, WorkflowError) and getattr(exc, "executor_id", None) is None:
+        exc.executor_id = executor_id  # type: ignore[attr-defined]
+    elif not isinstance(exc, CancelledError | asyncio.CancelledError):
+        with contextlib.suppress(AttributeError):
+            exc.__cantata_executor__ = executor_id  # type: ignore[attr-defined]
+    return exc

@@ -1,0 +1,287 @@
+"""`Workflow`: an immutable graph definition, and the runs made of it.
+
+A `Workflow` holds no run state: `run()` makes a `WorkflowRun` each time, so any number of
+runs proceed at once, isolated. A run that ends idle with pending requests is continued
+with `WorkflowRun.send_responses`; a saved run is continued from any checkpoint with
+`Workflow.resume`, in this process or a fresh one.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..core import CancellationToken, ConfigurationError, new_id
+from ._typing import type_name
+from .edges import EdgeGroup
+from .events import RequestInfoEvent, RunStatus, WorkflowEvent
+from .executor import Executor
+from .runner import Delivery, RunState
+from .stream import WorkflowEventStream
+
+if TYPE_CHECKING:
+    from ..runtime import AgentRuntime
+    from .as_agent import WorkflowAgent
+    from .checkpoint_store import CheckpointStore
+    from .placement import Placement
+    from .run import WorkflowRun
+
+__all__ = ["Workflow", "WorkflowRunResult"]
+
+
+@dataclass(slots=True)
+class WorkflowRunResult:
+    """What a run (or one continuation of it) produced."""
+
+    run: WorkflowRun
+    status: RunStatus
+    outputs: list[Any]
+    """Every output of the run so far (a resumed run includes those before its checkpoint)."""
+    events: list[WorkflowEvent] = field(default_factory=list)
+    checkpoint_id: str | None = None
+    """The last checkpoint of the run, when a checkpoint store is configured."""
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def pending_requests(self) -> list[RequestInfoEvent]:
+        """Requests for input waiting for an answer (answer with `send_responses`)."""
+        return self.run.pending_requests
+
+    async def send_responses(self, responses: Mapping[str, Any]) -> WorkflowRunResult:
+        """Answer pending requests by id and continue the run (see `WorkflowRun`)."""
+        return await self.run.send_responses(responses)
+
+    def send_responses_stream(self, responses: Mapping[str, Any]) -> WorkflowEventStream:
+        """Answer pending requests and stream the continuation's events."""
+        return self.run.send_responses_stream(responses)
+
+
+class Workflow:
+    """A checked, immutable graph of executors; build one with `WorkflowBuilder`."""
+
+    def __init__(
+        self,
+        *,
+        executors: dict[str, Executor],
+        groups: tuple[EdgeGroup, ...],
+        start_id: str,
+        name: str,
+        description: str = "",
+        max_supersteps: int = 100,
+        checkpoint_store: CheckpointStore | None = None,
+        placement: Placement = "run",
+    ) -> None:
+        self.placement: Placement = placement
+        self.executors: Mapping[str, Executor] = types.MappingProxyType(dict(executors))
+        self.edge_groups = groups
+        self.start_id = start_id
+        self.name = name
+        self.description = description
+        self.max_supersteps = max_supersteps
+        self.checkpoint_store = checkpoint_store
+        self.uid = new_id()[:12]
+        out: dict[str, list[EdgeGroup]] = {}
+        targets: dict[str, set[str]] = {eid: set() for eid in executors}
+        for group in groups:
+            for source in group.sources:
+                out.setdefault(source, []).append(group)
+                targets[source].update(group.targets)
+        self._out_groups: Mapping[str, tuple[EdgeGroup, ...]] = {
+            k: tuple(v) for k, v in out.items()
+        }
+        self._targets: Mapping[str, frozenset[str]] = {k: frozenset(v) for k, v in targets.items()}
+        self._fan_ins = tuple(g for g in groups if g.kind == "fan_in")
+        from .placement import actor_types
+
+        self._actor_types = actor_types(self)
+
+    @property
+    def start_executor(self) -> Executor:
+        return self.executors[self.start_id]
+
+    @property
+    def input_types(self) -> list[Any]:
+        """What `run()` accepts: the start executor's input types."""
+        return self.start_executor.input_types
+
+    @property
+    def output_types(self) -> list[Any]:
+        """The types executors declare they yield as workflow outputs."""
+        seen: list[Any] = []
+        for ex in self.executors.values():
+            seen.extend(t for t in ex.workflow_output_types if t not in seen)
+        return seen
+
+    # -- running -----------------------------------------------------------------------
+
+    def _new_run(
+        self,
+        message: Any,
+        *,
+        runtime: AgentRuntime | None,
+        checkpoint_store: CheckpointStore | None,
+        kwargs: Mapping[str, Any] | None,
+        executor_kwargs: Mapping[str, Mapping[str, Any]] | None,
+        run_id: str | None,
+    ) -> WorkflowRun:
+        from .run import WorkflowRun
+
+        start = self.start_executor
+        if not start.can_handle(message):
+            from ..core import WorkflowError
+
+            raise WorkflowError(
+                f"the start executor {start.id!r} of workflow {self.name!r} cannot take a "
+                f"{type_name(type(message))}; it takes {[type_name(t) for t in start.input_types]}"
+            )
+        state = RunState(run_id or new_id())
+        state.pending.append(Delivery(start.id, message, []))
+        return WorkflowRun(
+            self,
+            state,
+            runtime=runtime,
+            checkpoint_store=checkpoint_store or self.checkpoint_store,
+            kwargs=self._kwargs(kwargs, executor_kwargs),
+        )
+
+    def _kwargs(
+        self,
+        shared: Mapping[str, Any] | None,
+        targeted: Mapping[str, Mapping[str, Any]] | None,
+    ) -> dict[str, Mapping[str, Any]]:
+        unknown = sorted(set(targeted or {}) - set(self.executors))
+        if unknown:
+            raise ConfigurationError(
+                f"executor_kwargs names executors {unknown} that workflow {self.name!r} does "
+                f"not have; its executors are {sorted(self.executors)}"
+            )
+        base = dict(shared or {})
+        return {eid: {**base, **(targeted or {}).get(eid, {})} for eid in self.executors}
+
+    async def run(
+        self,
+        message: Any,
+        *,
+        runtime: AgentRuntime | None = None,
+        checkpoint_store: CheckpointStore | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        executor_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
+        run_id: str | None = None,
+        cancellation_token: CancellationToken | None = None,
+    ) -> WorkflowRunResult:
+        """Start a run with `message` for the start executor and wait until it is idle.
+
+        `kwargs` reach every executor's `ctx.kwargs`; `executor_kwargs[id]` only that one's.
+        Raises `WorkflowError` when an executor fails.
+        """
+        run = self._new_run(
+            message,
+            runtime=runtime,
+            checkpoint_store=checkpoint_store,
+            kwargs=kwargs,
+            executor_kwargs=executor_kwargs,
+            run_id=run_id,
+        )
+        return await run._drive_collect(cancellation_token=cancellation_token)
+
+    def run_stream(
+        self,
+        message: Any,
+        *,
+        runtime: AgentRuntime | None = None,
+        checkpoint_store: CheckpointStore | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        executor_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
+        run_id: str | None = None,
+        cancellation_token: CancellationToken | None = None,
+    ) -> WorkflowEventStream:
+        """Start a run and iterate its events as they happen (agent chunks included)."""
+        run = self._new_run(
+            message,
+            runtime=runtime,
+            checkpoint_store=checkpoint_store,
+            kwargs=kwargs,
+            executor_kwargs=executor_kwargs,
+            run_id=run_id,
+        )
+        return run._drive_stream(cancellation_token=cancellation_token)
+
+    async def resume(
+        self,
+        checkpoint_id: str,
+        *,
+        checkpoint_store: CheckpointStore | None = None,
+        responses: Mapping[str, Any] | None = None,
+        runtime: AgentRuntime | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        executor_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
+        cancellation_token: CancellationToken | None = None,
+    ) -> WorkflowRunResult:
+        """Continue a run from a checkpoint (optionally answering its pending requests)."""
+        run = await self.restore(
+            checkpoint_id,
+            checkpoint_store=checkpoint_store,
+            runtime=runtime,
+            kwargs=kwargs,
+            executor_kwargs=executor_kwargs,
+        )
+        if responses:
+            run._accept(responses)
+        return await run._drive_collect(
+            cancellation_token=cancellation_token, resumed_from=checkpoint_id
+        )
+
+    async def restore(
+        self,
+        checkpoint_id: str,
+        *,
+        checkpoint_store: CheckpointStore | None = None,
+        runtime: AgentRuntime | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        executor_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> WorkflowRun:
+        """The run saved in a checkpoint, ready to continue (`continue_`, `send_responses`)."""
+        from .checkpointing import restore_run
+        from .run import WorkflowRun
+
+        store = checkpoint_store or self.checkpoint_store
+        if store is None:
+            raise ConfigurationError(
+                f"workflow {self.name!r} has no checkpoint store: pass checkpoint_store="
+            )
+        state = await restore_run(self, store, checkpoint_id)
+        return WorkflowRun(
+            self,
+            state,
+            runtime=runtime,
+            checkpoint_store=store,
+            kwargs=self._kwargs(kwargs, executor_kwargs),
+        )
+
+    # -- other views -------------------------------------------------------------------
+
+    def as_agent(self, *, name: str | None = None, description: str | None = None) -> WorkflowAgent:
+        """This workflow as an `Agent`: usable wherever an agent is."""
+        from .as_agent import WorkflowAgent
+
+        return WorkflowAgent(self, name=name, description=description)
+
+    def to_mermaid(self) -> str:
+        """The graph as a Mermaid flowchart."""
+        from .viz import to_mermaid
+
+        return to_mermaid(self)
+
+    def to_dot(self) -> str:
+        """The graph in Graphviz DOT."""
+        from .viz import to_dot
+
+        return to_dot(self)
+
+    def __repr__(self) -> str:
+        return f"Workflow(name={self.name!r}, executors={list(self.executors)})"
