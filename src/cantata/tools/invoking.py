@@ -31,8 +31,15 @@ class FunctionInvokingChatClient:
     outermost. Limits: ``max_iterations`` model calls that asked for tools,
     ``max_function_calls`` tool calls in all, ``max_consecutive_errors`` turns in a row in
     which every call failed; at a limit the model is asked once more with
-    ``tool_choice="none"`` and the limit's name is recorded under ``"cantata.limit"`` in
-    the last message's metadata.
+    ``tool_choice="none"`` (tool calls it makes anyway are dropped) and the limit's name
+    is recorded under ``"cantata.limit"`` in the last message's metadata.
+
+    Finish reasons: the model's own (``"stop"``, ``"length"``...), ``"approval_required"``
+    (the last message holds `FunctionApprovalRequestContent`s; answer with a user message
+    of `FunctionApprovalResponseContent`s to resume), ``"terminated"`` (a middleware
+    ended the run), ``"tool_calls"`` (the model called a tool the caller declared in
+    ``options.tools`` without a function: nothing of that turn ran, the caller handles it).
+    A ``tool_choice`` of ``"required"`` or a tool name applies to the first request only.
     """
 
     def __init__(

@@ -44,7 +44,12 @@ def _empty() -> Mapping[str, Any]:
 @dataclass(slots=True, kw_only=True)
 class ChatContext:
     """One model call as middleware sees it. Set `response` and skip ``call_next`` to answer
-    without the model; set `terminate` to end the loop after this call."""
+    without the model; set `terminate` to end the loop after this call.
+
+    When `is_streaming`, ``call_next`` streams the model's updates to the caller as they
+    come and then sets `response`; replacing `response` afterwards changes what the loop
+    continues with, not the chunks already streamed.
+    """
 
     client: ChatClient
     messages: list[Message]
