@@ -12,6 +12,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 
 from ..core import ConfigurationError, StoreError
+from ._batching import AppendBatcher
 from ._codec import SCHEMA_VERSION, check_index, check_name, decode, encode, prefix_upper
 from ._lifecycle import StoreLifecycle
 from .errors import StoreClosedError, StoreSchemaError
@@ -64,6 +65,7 @@ class PostgresStore(StoreLifecycle):
         self._timeout = connect_timeout
         self._pool: AsyncConnectionPool | None = None
         self._q = _Queries(table_prefix)
+        self._batcher = AppendBatcher(self._write_entries)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -154,6 +156,10 @@ class PostgresStore(StoreLifecycle):
         texts = [encode(entry, store=self._label, where=where) for entry in entries]
         if not texts:
             return await self.length(log)
+        await self._ready()
+        return await self._batcher.append(log, texts)
+
+    async def _write_entries(self, log: str, texts: list[str]) -> int:
         rows = await self._fetch(
             f"append to log {log!r}", self._q.append, {"log": log, "n": len(texts), "v": texts}
         )

@@ -12,6 +12,7 @@ from typing import Any, Literal, NoReturn
 import aiosqlite
 
 from ..core import StoreError
+from ._batching import AppendBatcher
 from ._codec import (
     SCHEMA_VERSION,
     check_index,
@@ -75,6 +76,7 @@ class SQLiteStore(StoreLifecycle):
         self._synchronous = synchronous
         self._db: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
+        self._batcher = AppendBatcher(self._write_entries)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -161,12 +163,15 @@ class SQLiteStore(StoreLifecycle):
         check_name(log, store=self._label, kind="log name")
         where = f"an entry of log {log!r}"
         texts = [encode(entry, store=self._label, where=where) for entry in entries]
+        if not texts:
+            return await self.length(log)
         await self._ready()
+        return await self._batcher.append(log, texts)
+
+    async def _write_entries(self, log: str, texts: list[str]) -> int:
         async with self._lock:
             db = await self._conn()
             try:
-                if not texts:
-                    return await _scalar(db, _LENGTH, (log,))
                 await db.execute("BEGIN IMMEDIATE")
                 try:
                     start = await _scalar(db, _LENGTH, (log,))
