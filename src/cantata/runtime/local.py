@@ -1,31 +1,24 @@
 """`LocalRuntime`: the actor runtime in one process, on one asyncio loop.
 
-How it stays fast: a direct request to an idle agent runs the handler in the sender's
-own task (no queue, no task, no future); only when the agent is busy does the sender wait
-in the agent's mailbox for its turn. Broadcast events go to a per-agent mailbox drained
-by a task that exists only while the mailbox is non-empty. An idle agent is one small
-record (`Cell`) and its instance.
+The delivery mechanism (turns, mailboxes, activation) is in `engine.py`; this module is
+the public surface: registration, messages, interventions, lifecycle, state, eviction.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
-import inspect
 import logging
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any, Literal, cast
+from typing import Any
 
 from ..core import (
     CancellationToken,
-    CancelledError,
     ConfigurationError,
     MessageDropped,
     RuntimeStateError,
-    TimeoutError,
     Undeliverable,
     from_json,
     new_id,
@@ -35,7 +28,8 @@ from ..stores import StateStore
 from .agent import BaseAgent
 from .cell import Cell
 from .context import MessageContext, _current
-from .events import AgentActivated, AgentEvicted, DeliveryFailed, MessageWasDropped, RuntimeEvent
+from .engine import Engine, State
+from .events import AgentEvicted, DeliveryFailed, MessageWasDropped, RuntimeEvent
 from .ids import _TYPE_RE, AgentId, TopicId, _check_type
 from .interventions import DROP, InterventionHandler
 from .protocol import AgentFactory
@@ -45,35 +39,10 @@ from .subscriptions import Subscription, default_subscriptions
 __all__ = ["LocalRuntime"]
 
 _log = logging.getLogger("cantata.runtime")
-_State = Literal["new", "running", "stopping", "stopped", "closed"]
 _TOPIC_CACHE_LIMIT = 4096
 
 
-class _Call:
-    """Book-keeping of one direct request: cancels the sender's task (where the handler
-    runs) when the request's token is cancelled, by timeout, stop or the caller."""
-
-    __slots__ = ("active", "cancels", "loop", "task", "timed_out")
-
-    def __init__(self, task: asyncio.Task[Any], loop: asyncio.AbstractEventLoop) -> None:
-        self.task = task
-        self.loop = loop
-        self.active = True
-        self.cancels = 0
-        self.timed_out = False
-
-    def on_cancel(self) -> None:
-        # The token may be cancelled from another thread or from the handler itself; the
-        # actual cancel runs on the loop, and only while the request is still in flight.
-        self.loop.call_soon_threadsafe(self._fire)
-
-    def _fire(self) -> None:
-        if self.active:
-            self.cancels += 1
-            self.task.cancel()
-
-
-class LocalRuntime:
+class LocalRuntime(Engine):
     """Runs agents in this process: lazily created by type, one message at a time each.
 
     Options: `interventions` (see `InterventionHandler`), `on_error` (called with a
@@ -81,6 +50,9 @@ class LocalRuntime:
     agent may stay idle before its state is saved to the store and it leaves memory),
     `dedup_window` (how many handled message ids each agent remembers), `default_timeout`
     for direct requests and `stop_grace` (seconds `stop()` lets handlers finish).
+
+    A direct request that comes back to an agent whose handler is waiting on that same
+    call chain (A asks B, B asks A) runs within A's waiting turn instead of deadlocking.
     """
 
     def __init__(
@@ -100,28 +72,15 @@ class LocalRuntime:
                 "evict_after needs a store to save evicted agents into: pass store=MemoryStore()"
                 " or SQLiteStore(path)"
             )
-        if dedup_window < 0:
-            raise ConfigurationError(f"dedup_window must be 0 or more, not {dedup_window}")
-        self._factories: dict[str, AgentFactory] = {}
-        self._instance_types: set[str] = set()
-        self._cells: dict[AgentId, Cell] = {}
+        super().__init__(
+            on_error=on_error, store=store, dedup_window=dedup_window, state_prefix=state_prefix
+        )
         self._subs: dict[str, Subscription] = {}
         self._topic_cache: dict[TopicId, tuple[AgentId, ...]] = {}
         self._interventions = list(interventions or ())
-        self._listeners: list[Callable[[RuntimeEvent], object]] = []
-        self._on_error = on_error
-        self._store = store
         self._evict_after = evict_after
-        self._window = dedup_window
         self._default_timeout = default_timeout
         self._stop_grace = stop_grace
-        self._prefix = state_prefix
-        self._state: _State = "new"
-        self._pending = 0
-        self._idle: asyncio.Event | None = None
-        self._predicates: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._calls: set[CancellationToken] = set()
         self._events_token = CancellationToken()
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -331,308 +290,6 @@ class LocalRuntime:
             "closed": "the runtime is closed; create a new LocalRuntime",
         }.get(self._state, "")
         raise RuntimeStateError(f"cannot {what}: {hint}")
-
-    # -- turns ------------------------------------------------------------------------
-
-    async def _guarded_call(
-        self,
-        cell: Cell,
-        message: Any,
-        ctx: MessageContext,
-        timeout: float | None,  # noqa: ASYNC109
-        outer: CancellationToken | None,
-    ) -> Any:
-        task = asyncio.current_task()
-        if task is None:
-            raise RuntimeStateError("send_message must be awaited inside an asyncio task")
-        loop = task.get_loop()
-        call = _Call(task, loop)
-        token = ctx.cancellation_token
-        token.add_callback(call.on_cancel)
-        self._calls.add(token)
-        timer = None
-        if timeout is not None:
-            timer = loop.call_later(timeout, self._expire, call, token)
-        if outer is not None:
-            outer.add_callback(token.cancel)
-        try:
-            return await self._call(cell, message, ctx)
-        except asyncio.CancelledError:
-            if not call.cancels:
-                raise
-            raise self._cancel_error(call, message, ctx, timeout) from None
-        finally:
-            call.active = False
-            for _ in range(call.cancels):
-                task.uncancel()
-            self._calls.discard(token)
-            if timer is not None:
-                timer.cancel()
-            if outer is not None:
-                outer.remove_callback(token.cancel)
-
-    @staticmethod
-    def _expire(call: _Call, token: CancellationToken) -> None:
-        call.timed_out = True
-        token.cancel()
-
-    def _cancel_error(
-        self, call: _Call, message: Any, ctx: MessageContext, timeout: float | None
-    ) -> Exception:
-        what = f"{type(message).__name__} {ctx.message_id} to {ctx.recipient}"
-        if call.timed_out:
-            return TimeoutError(
-                f"no reply to {what} within {timeout}s; the handler was cancelled "
-                "(raise the timeout, or make the handler faster)"
-            )
-        if self._state in ("stopping", "stopped", "closed"):
-            return CancelledError(f"{what} was cancelled because the runtime stopped")
-        return CancelledError(f"{what} was cancelled through its CancellationToken")
-
-    async def _call(self, cell: Cell, message: Any, ctx: MessageContext) -> Any:
-        if cell.busy:
-            if self._reentrant(ctx):
-                return await self._run(cell, message, ctx)
-            await self._wait_turn(cell)
-        else:
-            cell.busy = True
-        try:
-            return await self._run(cell, message, ctx)
-        finally:
-            self._release(cell)
-
-    @staticmethod
-    def _reentrant(ctx: MessageContext) -> bool:
-        # A request that comes back to an agent whose handler is waiting on this very call
-        # chain runs inside that turn; queueing it would deadlock.
-        recipient = ctx.recipient
-        caller = ctx._caller
-        while caller is not None:
-            if caller.recipient == recipient:
-                return True
-            caller = caller._caller
-        return False
-
-    async def _wait_turn(self, cell: Cell) -> None:
-        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if cell.mailbox is None:
-            cell.mailbox = deque()
-        cell.mailbox.append(turn)
-        try:
-            await turn
-        except BaseException:
-            if turn.done() and not turn.cancelled() and turn.exception() is None:
-                self._release(cell)  # the turn was handed over just as we were cancelled
-            raise
-
-    async def _run(self, cell: Cell, message: Any, ctx: MessageContext) -> Any:
-        agent = cell.agent
-        if agent is None:
-            raise Undeliverable(f"agent {ctx.recipient} could not be created")
-        mid = ctx.message_id
-        if cell.handled is not None and cell.seen(mid):
-            ctx.is_redelivery = True
-        reset = _current.set(ctx)
-        try:
-            result = await agent._dispatch(message, ctx)
-        finally:
-            _current.reset(reset)
-        if self._window:
-            cell.remember(mid, self._window)
-        return result
-
-    def _release(self, cell: Cell) -> None:
-        """End the current turn: hand it to the next waiter, or go idle."""
-        mailbox = cell.mailbox
-        while mailbox:
-            item = mailbox[0]
-            if isinstance(item, tuple):
-                self._spawn(self._drain(cell))
-                return
-            mailbox.popleft()
-            if not item.done():
-                item.set_result(None)
-                return
-        cell.mailbox = None
-        cell.busy = False
-        if self._evict_after is not None:
-            cell.last_used = time.monotonic()
-
-    def _enqueue(self, cell: Cell, message: Any, ctx: MessageContext) -> None:
-        self._pending += 1
-        mailbox = cell.mailbox
-        if mailbox is None:
-            mailbox = cell.mailbox = deque()
-        mailbox.append((message, ctx))
-        if not cell.busy:
-            cell.busy = True
-            self._spawn(self._drain(cell))
-
-    def _spawn(self, coro: Awaitable[None]) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _drain(self, cell: Cell) -> None:
-        mailbox = cell.mailbox
-        try:
-            while mailbox and isinstance(mailbox[0], tuple):
-                message, ctx = cast(tuple[Any, MessageContext], mailbox.popleft())
-                try:
-                    await self._run(cell, message, ctx)
-                except Exception as exc:
-                    self._report(DeliveryFailed(cast(AgentId, ctx.recipient), message, ctx, exc))
-                finally:
-                    self._done_one()
-        finally:
-            self._release(cell)
-
-    def _done_one(self) -> None:
-        self._pending -= 1
-        if self._predicates:
-            self._check_predicates()
-        if self._pending == 0 and self._idle is not None:
-            self._idle.set()
-
-    def _check_predicates(self) -> None:
-        for entry in list(self._predicates):
-            predicate, future = entry
-            if future.done():
-                self._predicates.remove(entry)
-                continue
-            try:
-                met = predicate()
-            except Exception as exc:
-                future.set_exception(exc)
-                continue
-            if met:
-                future.set_result(None)
-
-    def _report(self, event: RuntimeEvent) -> None:
-        if isinstance(event, DeliveryFailed):
-            if self._on_error is not None:
-                self._safe_call(self._on_error, event)
-            elif not self._listeners:
-                _log.error(
-                    "agent %s failed to handle %s %s: %r",
-                    event.agent_id,
-                    type(event.message).__name__,
-                    event.context.message_id,
-                    event.error,
-                )
-        for listener in self._listeners:
-            self._safe_call(listener, event)
-
-    @staticmethod
-    def _safe_call(hook: Callable[[Any], object], event: RuntimeEvent) -> None:
-        try:
-            hook(event)
-        except Exception:
-            _log.exception("runtime event hook %r failed on %r", hook, event)
-
-    # -- activation -------------------------------------------------------------------
-
-    def _activate(self, agent_id: AgentId) -> Cell:
-        """The cell for a new agent: ready at once for a plain factory, else busy until an
-        activation task has created it (and restored its state from the store)."""
-        factory = self._factories.get(agent_id.type)
-        if factory is None:
-            raise self._undeliverable(agent_id)
-        cell = Cell(None)
-        self._cells[agent_id] = cell
-        made: Any = None
-        if self._store is None:
-            try:
-                made = factory()
-            except BaseException:
-                del self._cells[agent_id]
-                raise
-            if not inspect.isawaitable(made):
-                self._bind(made, agent_id)
-                cell.agent = made
-                if self._listeners:
-                    self._report(AgentActivated(agent_id, restored=False))
-                return cell
-        cell.busy = True
-        self._pending += 1
-        self._spawn(self._finish_activation(cell, agent_id, factory, made))
-        return cell
-
-    def _undeliverable(self, agent_id: AgentId) -> Undeliverable:
-        if agent_id.type in self._instance_types:
-            keys = sorted(a.key for a in self._cells if a.type == agent_id.type)[:5]
-            return Undeliverable(
-                f"no agent at {agent_id}: type {agent_id.type!r} has only registered instances "
-                f"(keys {keys}); register an instance with that key, or a factory"
-            )
-        return Undeliverable(
-            f"no agent type {agent_id.type!r} is registered (message to {agent_id}); "
-            f"register it with runtime.register_factory({agent_id.type!r}, ...)"
-        )
-
-    def _bind(self, agent: Any, agent_id: AgentId) -> None:
-        if not isinstance(agent, BaseAgent):
-            raise ConfigurationError(
-                f"the factory of agent type {agent_id.type!r} returned {agent!r}, "
-                "not a BaseAgent; return an agent instance"
-            )
-        agent._bind(self, agent_id)
-
-    async def _finish_activation(
-        self, cell: Cell, agent_id: AgentId, factory: AgentFactory, made: Any
-    ) -> None:
-        try:
-            agent = made if made is not None else factory()
-            if inspect.isawaitable(agent):
-                agent = await agent
-            self._bind(agent, agent_id)
-            restored = False
-            if self._store is not None:
-                record = await self._store.get(self._prefix + str(agent_id))
-                if record is not None:
-                    state, handled = decode_agent(record, str(agent_id))
-                    await agent.load_state(state)
-                    cell.restore_handled(handled, self._window)
-                    restored = True
-            cell.agent = agent
-        except asyncio.CancelledError:
-            stopped = RuntimeStateError(f"the runtime stopped while creating agent {agent_id}")
-            self._fail_activation(cell, agent_id, stopped)
-            raise
-        except Exception as exc:
-            self._fail_activation(cell, agent_id, exc)
-        else:
-            if self._listeners:
-                self._report(AgentActivated(agent_id, restored=restored))
-            self._release(cell)
-        finally:
-            self._done_one()
-
-    def _fail_activation(self, cell: Cell, agent_id: AgentId, exc: Exception) -> None:
-        if self._cells.get(agent_id) is cell:
-            del self._cells[agent_id]
-        mailbox, cell.mailbox = cell.mailbox or deque(), None
-        for item in mailbox:
-            if isinstance(item, tuple):
-                message, ctx = item
-                self._report(DeliveryFailed(agent_id, message, ctx, exc))
-                self._done_one()
-            elif not item.done():
-                item.set_exception(exc)
-
-    async def _acquire(self, agent_id: AgentId) -> Cell:
-        """Take `agent_id`'s turn (creating the agent if needed); release with `_release`."""
-        cell = self._cells.get(agent_id)
-        if cell is None:
-            cell = self._activate(agent_id)
-        if cell.busy:
-            await self._wait_turn(cell)
-        else:
-            cell.busy = True
-        if cell.agent is None:
-            self._release(cell)
-            raise Undeliverable(f"agent {agent_id} could not be created")
-        return cell
 
     async def get_agent(self, agent_id: AgentId) -> BaseAgent:
         """The live instance at `agent_id`, created (or reactivated) if needed."""
@@ -892,7 +549,7 @@ class LocalRuntime:
     # -- introspection ----------------------------------------------------------------
 
     @property
-    def state(self) -> _State:
+    def state(self) -> State:
         """Lifecycle state: new, running, stopping, stopped or closed."""
         return self._state
 
