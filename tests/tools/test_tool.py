@@ -209,6 +209,12 @@ async def test_positional_only_parameters_are_passed_positionally() -> None:
     scale_tool = FunctionTool("scale", "Scale.", func=scale)
     assert await scale_tool.invoke({"value": 1.5, "factor": 3}) == 4.5
 
+    def tagged(ctx: ToolContext, label: str, /) -> str:
+        return f"{ctx.call_id}:{label}"
+
+    tagged_tool = FunctionTool("tagged", func=tagged)
+    assert await tagged_tool.invoke({"label": "x"}, context=ToolContext(call_id="c")) == "c:x"
+
 
 async def test_callable_objects_and_awaitable_results_are_supported() -> None:
     class Counter:

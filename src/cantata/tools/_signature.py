@@ -31,7 +31,8 @@ class Signature:
     model: type[BaseModel]
     fields: tuple[tuple[str, str], ...]
     """(internal field name, parameter name) for every schema parameter."""
-    positional_only: frozenset[str]
+    positional_only: tuple[str, ...]
+    """Parameters passed by position, in signature order (the context may be one)."""
     context_param: str | None
     accepts_extra: bool
 
@@ -48,7 +49,7 @@ def build_signature(func: Callable[..., Any], tool_name: str) -> Signature:
     hints = _type_hints(func, tool_name)
     definitions: dict[str, Any] = {}
     names: list[tuple[str, str]] = []
-    positional_only: set[str] = set()
+    positional_only: list[str] = []
     context_param: str | None = None
     accepts_extra = False
     for param in sig.parameters.values():
@@ -64,10 +65,10 @@ def build_signature(func: Callable[..., Any], tool_name: str) -> Signature:
         if _is_tool_context(annotation):
             context_param = param.name
             if param.kind is param.POSITIONAL_ONLY:
-                positional_only.add(param.name)
+                positional_only.append(param.name)
             continue
         if param.kind is param.POSITIONAL_ONLY:
-            positional_only.add(param.name)
+            positional_only.append(param.name)
         internal = f"f{len(names)}"
         definitions[internal] = _field_definition(annotation, param)
         names.append((internal, param.name))
@@ -82,7 +83,7 @@ def build_signature(func: Callable[..., Any], tool_name: str) -> Signature:
         raise ConfigurationError(
             f"tool {tool_name!r}: cannot build a schema from the function's parameters: {exc}"
         ) from exc
-    return Signature(model, tuple(names), frozenset(positional_only), context_param, accepts_extra)
+    return Signature(model, tuple(names), tuple(positional_only), context_param, accepts_extra)
 
 
 def _type_hints(func: Callable[..., Any], tool_name: str) -> dict[str, Any]:

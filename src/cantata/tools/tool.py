@@ -263,12 +263,7 @@ def _parameters_schema(
 
 
 def _positional_order(sig: Signature, values: dict[str, Any]) -> list[str]:
-    if not sig.positional_only:
-        return []
-    order = [param for _, param in sig.fields]
-    if sig.context_param is not None:
-        order.append(sig.context_param)
-    return [name for name in order if name in sig.positional_only and name in values]
+    return [name for name in sig.positional_only if name in values]
 
 
 def _problems(exc: ValidationError) -> list[str]:
