@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 
-from cantata.core import CancellationToken, CancelledError, RunError, TimeoutError
+from cantata.core import (
+    CancellationToken,
+    CancelledError,
+    ConfigurationError,
+    RunError,
+    TimeoutError,
+)
 from cantata.runtime import (
     AgentId,
     DeliveryFailed,
@@ -242,3 +248,18 @@ class _Back(Ping):
     @message_handler
     async def on_relay(self, message: Relay, ctx: MessageContext) -> str:
         return str(await self.send_message(Relay(), self.target))
+
+
+async def test_addresses_must_be_ids_and_a_cancelled_token_sends_nothing() -> None:
+    LOG.contexts.clear()
+    runtime = await _runtime()
+    with pytest.raises(ConfigurationError, match="not an AgentId"):
+        await runtime.send_message(Relay(), ("worker", "a"))  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="not a TopicId"):
+        await runtime.publish_message(Post("x"), "room")  # type: ignore[arg-type]
+    token = CancellationToken()
+    token.cancel()
+    with pytest.raises(CancelledError, match="already cancelled"):
+        await runtime.send_message(Relay(), AgentId("worker", "a"), cancellation_token=token)
+    assert LOG.contexts == []
+    await runtime.stop()

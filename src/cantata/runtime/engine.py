@@ -376,7 +376,7 @@ class Engine:
             elif not item.done():
                 item.set_exception(exc)
 
-    async def _acquire(self, agent_id: AgentId) -> Cell:
+    async def _acquire(self, agent_id: AgentId) -> tuple[Cell, BaseAgent]:
         """Take `agent_id`'s turn (creating the agent if needed); release with `_release`."""
         cell = self._cells.get(agent_id)
         if cell is None:
@@ -385,7 +385,8 @@ class Engine:
             await self._wait_turn(cell)
         else:
             cell.busy = True
-        if cell.agent is None:
+        agent = cell.agent
+        if agent is None:
             self._release(cell)
             raise Undeliverable(f"agent {agent_id} could not be created")
-        return cell
+        return cell, agent

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..core import (
     CancellationToken,
+    CancelledError,
     ConfigurationError,
     MessageDropped,
     RuntimeStateError,
@@ -185,6 +186,15 @@ class LocalRuntime(Engine):
         parent = _current.get()
         if self._state != "running":
             self._refuse(parent, f"send a {type(message).__name__} to {recipient}")
+        if not isinstance(recipient, AgentId):
+            raise ConfigurationError(
+                f"recipient {recipient!r} is not an AgentId: use AgentId(type, key)"
+            )
+        if cancellation_token is not None and cancellation_token.is_cancelled:
+            raise CancelledError(
+                f"{type(message).__name__} to {recipient} was not sent: its "
+                "CancellationToken is already cancelled"
+            )
         if sender is None and parent is not None:
             sender = parent.recipient
         mid = message_id or new_id()
@@ -230,6 +240,10 @@ class LocalRuntime(Engine):
         and never blocks the other subscribers.
         """
         parent = _current.get()
+        if not isinstance(topic_id, TopicId):
+            raise ConfigurationError(
+                f"topic {topic_id!r} is not a TopicId: use TopicId(type, source)"
+            )
         if self._state != "running":
             self._refuse(parent, f"publish a {type(message).__name__} on {topic_id}")
             # A handler finishing during stop() may publish; new events are not taken.
@@ -293,10 +307,9 @@ class LocalRuntime(Engine):
 
     async def get_agent(self, agent_id: AgentId) -> BaseAgent:
         """The live instance at `agent_id`, created (or reactivated) if needed."""
-        cell = await self._acquire(agent_id)
+        cell, agent = await self._acquire(agent_id)
         self._release(cell)
-        assert cell.agent is not None  # _acquire guarantees it
-        return cell.agent
+        return agent
 
     # -- interventions ----------------------------------------------------------------
 
@@ -350,7 +363,12 @@ class LocalRuntime(Engine):
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop taking messages, let handlers in flight finish within `grace` seconds
-        (default `stop_grace`), then cancel what is left. Stopping twice does nothing."""
+        (default `stop_grace`), then cancel what is left. Stopping twice does nothing.
+
+        While stopping, events already queued are still handled; a handler in flight may
+        still send direct requests (it waits for them to finish), but what it publishes
+        is dropped, so a cascade ends. Everyone else gets `RuntimeStateError`.
+        """
         if self._state != "running":
             return
         self._state = "stopping"
@@ -449,13 +467,23 @@ class LocalRuntime(Engine):
     ) -> dict[str, Any]:
         """Agents' and subscriptions' state as JSON data; also written to `store[key]`.
 
-        Agents already evicted are in the eviction store, not in this snapshot.
+        Each agent is saved in its own turn, so no handler is half-way through. (Called
+        from inside a handler, it reads agents as they are, since waiting for turns there
+        could deadlock.) Agents already evicted are in the eviction store, not here.
         """
+        in_handler = _current.get() is not None
         agents: dict[str, Any] = {}
         for agent_id, cell in list(self._cells.items()):
-            if cell.agent is not None:
-                state = await cell.agent.save_state()
-                agents[str(agent_id)] = encode_agent(state, cell.handled)
+            if in_handler or cell.agent is None:
+                if cell.agent is not None:
+                    state = await cell.agent.save_state()
+                    agents[str(agent_id)] = encode_agent(state, cell.handled)
+                continue
+            cell, agent = await self._acquire(agent_id)
+            try:
+                agents[str(agent_id)] = encode_agent(await agent.save_state(), cell.handled)
+            finally:
+                self._release(cell)
         data: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "agents": agents,
@@ -469,7 +497,10 @@ class LocalRuntime(Engine):
         self, source: StateStore | Mapping[str, Any], *, key: str = "cantata.runtime.state"
     ) -> None:
         """Restore what `save_state` wrote: add missing subscriptions, create each agent
-        (its type must be registered) and hand it its state."""
+        (its type must be registered) and hand it its state, in its own turn.
+
+        Everything is decoded and checked first, so bad data changes nothing.
+        """
         data: Any = source
         if isinstance(source, StateStore):
             data = await source.get(key)
@@ -479,19 +510,23 @@ class LocalRuntime(Engine):
                     "runtime.save_state(store)"
                 )
         record = check_version(data, "runtime state")
-        for raw in record.get("subscriptions", []):
-            sub = from_json(raw)
-            if sub.id not in self._subs:
-                await self.add_subscription(sub)
+        subs = [from_json(raw) for raw in record.get("subscriptions", [])]
+        for sub in subs:
+            if not isinstance(sub, Subscription):
+                raise ConfigurationError(f"saved subscription {sub!r} is not a Subscription")
+        agents: list[tuple[AgentId, dict[str, Any], list[str]]] = []
         for text, saved in dict(record.get("agents", {})).items():
             agent_id = AgentId.parse(text)
-            state, handled = decode_agent(saved, text)
             if agent_id.type not in self._factories and agent_id not in self._cells:
                 raise self._undeliverable(agent_id)
-            cell = await self._acquire(agent_id)
+            agents.append((agent_id, *decode_agent(saved, text)))
+        for sub in subs:
+            if sub.id not in self._subs:
+                await self.add_subscription(sub)
+        for agent_id, state, handled in agents:
+            cell, agent = await self._acquire(agent_id)
             try:
-                assert cell.agent is not None  # _acquire guarantees it
-                await cell.agent.load_state(state)
+                await agent.load_state(state)
                 cell.restore_handled(handled, self._window)
             finally:
                 self._release(cell)
@@ -507,7 +542,7 @@ class LocalRuntime(Engine):
             raise ConfigurationError("eviction needs a store: LocalRuntime(store=...)")
         now = time.monotonic()
         victims = [
-            (agent_id, cell)
+            (agent_id, cell, cell.agent)
             for agent_id, cell in self._cells.items()
             if not cell.busy
             and cell.agent is not None
@@ -515,13 +550,12 @@ class LocalRuntime(Engine):
             and agent_id.type not in self._instance_types
         ]
         evicted = 0
-        for agent_id, cell in victims:
-            if cell.busy or self._cells.get(agent_id) is not cell:
+        for agent_id, cell, agent in victims:
+            if cell.busy or self._cells.get(agent_id) is not cell or agent is None:
                 continue
             cell.busy = True  # hold the turn while saving
             try:
-                assert cell.agent is not None
-                state = await cell.agent.save_state()
+                state = await agent.save_state()
                 await store.put(self._prefix + str(agent_id), encode_agent(state, cell.handled))
                 if cell.mailbox:
                     continue  # a message arrived meanwhile: keep the agent
@@ -531,7 +565,7 @@ class LocalRuntime(Engine):
                     self._release(cell)
             evicted += 1
             try:
-                await cell.agent.close()
+                await agent.close()
             except Exception:
                 _log.exception("close() of evicted agent %s failed", agent_id)
             if self._listeners:

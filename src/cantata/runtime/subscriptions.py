@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from ..core import ConfigurationError, register
 from .ids import _TOPIC_TYPE_RE, _TYPE_RE, AgentId, TopicId, _check_type
@@ -149,7 +149,3 @@ def default_subscriptions(cls: type, agent_type: str) -> list[Subscription]:
         sub = template(agent_type)
         subs.setdefault(sub.id, sub)
     return list(subs.values())
-
-
-def _describe(sub: Any) -> str:
-    return f"{type(sub).__name__}({sub.id!r})"
