@@ -7,6 +7,7 @@ at once (llama.cpp contexts are not thread-safe).
 
 from __future__ import annotations
 
+import atexit
 import importlib.resources
 import threading
 from collections.abc import Callable, Iterator
@@ -98,6 +99,18 @@ def shared_model(key: ModelKey, *, verbose: bool) -> SharedModel:
             model = SharedModel(key, _load(key, verbose=verbose), _executor(key))
             _models[key] = model
         return model
+
+
+@atexit.register
+def _close_all() -> None:
+    # Free the models while llama.cpp is still importable: at interpreter teardown its
+    # finalizers would find their C functions already gone.
+    with _load_lock:
+        models = list(_models.values())
+        _models.clear()
+    for model in models:
+        model.executor.shutdown(wait=True, cancel_futures=True)
+        model.llama.close()
 
 
 def _executor(key: ModelKey) -> ThreadPoolExecutor:
