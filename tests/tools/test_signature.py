@@ -9,7 +9,12 @@ from pydantic import Field
 
 from cantata.core import ConfigurationError
 from cantata.tools import ToolContext
-from cantata.tools._signature import build_signature, clean_schema, first_paragraph
+from cantata.tools._signature import (
+    build_signature,
+    clean_schema,
+    first_paragraph,
+    parameter_docs,
+)
 
 
 def test_fields_use_parameter_names_as_aliases() -> None:
@@ -88,3 +93,48 @@ def test_first_paragraph_joins_its_lines() -> None:
     """
     assert first_paragraph(doc) == "Look a word up in the dictionary."
     assert first_paragraph(None) == ""
+
+
+def test_a_section_header_ends_the_first_paragraph() -> None:
+    assert first_paragraph("Convert units.\nArgs:\n    x: value") == "Convert units."
+
+
+def test_google_style_args_describe_parameters() -> None:
+    doc = """Book a table.
+
+    Args:
+        people (int): how many guests,
+            children included.
+        when: the time, ISO 8601.
+        **extra: ignored.
+
+    Returns:
+        the booking id.
+    """
+    assert parameter_docs(doc) == {
+        "people": "how many guests, children included.",
+        "when": "the time, ISO 8601.",
+        "extra": "ignored.",
+    }
+    assert parameter_docs("No sections here.") == {}
+    assert parameter_docs(None) == {}
+
+
+def test_docstring_descriptions_fill_in_but_annotations_win() -> None:
+    def book(
+        people: int,
+        when: Annotated[str, "from the annotation"],
+        note: Annotated[str, Field(description="field")] = "",
+    ) -> None:
+        """Book a table.
+
+        Args:
+            people: how many guests.
+            when: from the docstring.
+            note: from the docstring too.
+        """
+
+    properties = build_signature(book, "book").model.model_json_schema(by_alias=True)["properties"]
+    assert properties["people"]["description"] == "how many guests."
+    assert properties["when"]["description"] == "from the annotation"
+    assert properties["note"]["description"] == "field"

@@ -8,6 +8,7 @@ parameter name (``json``, ``schema``, ``_private``) works without clashing with
 from __future__ import annotations
 
 import inspect
+import re
 import types
 import typing
 from collections.abc import Callable
@@ -47,6 +48,7 @@ def build_signature(func: Callable[..., Any], tool_name: str) -> Signature:
             f"cannot read the signature of the function of tool {tool_name!r}: {exc}"
         ) from exc
     hints = _type_hints(func, tool_name)
+    docs = parameter_docs(inspect.getdoc(func))
     definitions: dict[str, Any] = {}
     names: list[tuple[str, str]] = []
     positional_only: list[str] = []
@@ -70,7 +72,7 @@ def build_signature(func: Callable[..., Any], tool_name: str) -> Signature:
         if param.kind is param.POSITIONAL_ONLY:
             positional_only.append(param.name)
         internal = f"f{len(names)}"
-        definitions[internal] = _field_definition(annotation, param)
+        definitions[internal] = _field_definition(annotation, param, docs.get(param.name))
         names.append((internal, param.name))
     config = ConfigDict(
         extra="allow" if accepts_extra else "forbid",
@@ -100,8 +102,12 @@ def _type_hints(func: Callable[..., Any], tool_name: str) -> dict[str, Any]:
         ) from exc
 
 
-def _field_definition(annotation: Any, param: inspect.Parameter) -> tuple[Any, Any]:
+def _field_definition(
+    annotation: Any, param: inspect.Parameter, documented: str | None
+) -> tuple[Any, Any]:
     annotation, description = _split_description(annotation)
+    if description is None and documented and not _has_field_description(annotation):
+        description = documented
     kwargs: dict[str, Any] = {"alias": param.name}
     if description is not None:
         kwargs["description"] = description
@@ -121,6 +127,12 @@ def _split_description(annotation: Any) -> tuple[Any, str | None]:
     if rest:
         return Annotated[(base, *rest)], description
     return base, description
+
+
+def _has_field_description(annotation: Any) -> bool:
+    if get_origin(annotation) is not Annotated:
+        return False
+    return any(getattr(m, "description", None) for m in get_args(annotation)[1:])
 
 
 def _is_tool_context(annotation: Any) -> bool:
@@ -156,9 +168,43 @@ def clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def first_paragraph(doc: str | None) -> str:
-    """The first paragraph of a docstring, on one line."""
+    """The first paragraph of a docstring, on one line (a section header also ends it)."""
     if not doc:
         return ""
-    text = inspect.cleandoc(doc)
-    paragraph = text.split("\n\n", 1)[0]
-    return " ".join(line.strip() for line in paragraph.splitlines()).strip()
+    lines: list[str] = []
+    for line in inspect.cleandoc(doc).splitlines():
+        if not line.strip() or _SECTION.match(line):
+            break
+        lines.append(line.strip())
+    return " ".join(lines)
+
+
+def parameter_docs(doc: str | None) -> dict[str, str]:
+    """Parameter descriptions from a Google-style ``Args:`` section of a docstring."""
+    if not doc:
+        return {}
+    out: dict[str, str] = {}
+    lines = iter(inspect.cleandoc(doc).splitlines())
+    if not any(_SECTION.match(line) for line in lines):
+        return out
+    current: str | None = None
+    item_indent: int | None = None
+    for line in lines:
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        if indent == 0:
+            break  # the next section
+        match = _ITEM.match(line.strip())
+        if item_indent is None:
+            item_indent = indent
+        if match and indent == item_indent:
+            current = match.group(1)
+            out[current] = match.group(2).strip()
+        elif current is not None:
+            out[current] = f"{out[current]} {line.strip()}".strip()
+    return out
+
+
+_SECTION = re.compile(r"^(Args|Arguments|Parameters|Params):\s*$")
+_ITEM = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")

@@ -214,7 +214,8 @@ def tool(
 
     The name defaults to the function's name, the description to the first paragraph of
     its docstring; parameters annotated ``Annotated[T, "text"]`` or
-    ``Annotated[T, Field(description=...)]`` describe themselves to the model.
+    ``Annotated[T, Field(description=...)]`` describe themselves to the model (otherwise
+    a Google-style ``Args:`` section of the docstring does).
     """
 
     def make(target: Callable[..., Any]) -> FunctionTool:
