@@ -5,6 +5,15 @@ through the actor runtime (`cantata.runtime`) superstep by superstep, checkpoint
 boundary when given a `CheckpointStore`, and may stop to ask a person for input.
 """
 
+from .agent_executor import (
+    AgentExecutor,
+    AgentExecutorRequest,
+    AgentExecutorResponse,
+    AgentExecutorState,
+    ContextMode,
+    TurnToken,
+)
+from .as_agent import REQUEST_INFO, WorkflowAgent
 from .builder import WorkflowBuilder
 from .checkpoint import SCHEMA_VERSION, WorkflowCheckpoint
 from .checkpoint_store import (
@@ -39,11 +48,17 @@ from .stream import WorkflowEventStream
 from .workflow import Workflow, WorkflowRunResult
 
 __all__ = [
+    "REQUEST_INFO",
     "SCHEMA_VERSION",
+    "AgentExecutor",
+    "AgentExecutorRequest",
+    "AgentExecutorResponse",
+    "AgentExecutorState",
     "AgentResponseEvent",
     "AgentUpdateEvent",
     "Case",
     "CheckpointStore",
+    "ContextMode",
     "Default",
     "EdgeGroup",
     "Executor",
@@ -62,8 +77,10 @@ __all__ = [
     "StatusEvent",
     "SuperstepCompletedEvent",
     "SuperstepStartedEvent",
+    "TurnToken",
     "WarningEvent",
     "Workflow",
+    "WorkflowAgent",
     "WorkflowBuilder",
     "WorkflowCheckpoint",
     "WorkflowContext",

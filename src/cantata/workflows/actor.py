@@ -46,6 +46,7 @@ class Invocation:
     state: Mapping[str, Any] = field(default_factory=dict)
     executor_state: Any = None
     logs: Mapping[str, list[Any]] = field(default_factory=dict)
+    """The run's committed logs by key (read-only here; appends go into the result)."""
     targets: frozenset[str] = frozenset()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     streaming: bool = False
@@ -60,6 +61,7 @@ async def execute(executor: Executor, inv: Invocation) -> StepResult:
     eid = executor.id
     for request, answer in inv.answers:
         ctx = _context(executor, inv, result, [])
+        ctx.request_id = request.request_id
         sink(ExecutorInvokedEvent(eid, type(answer).__qualname__))
         try:
             await executor._execute_response(request.data, answer, ctx)

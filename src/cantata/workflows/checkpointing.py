@@ -22,11 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["restore_run", "save_checkpoint"]
 
-OUTPUTS = "outputs"
-
-
-def _log_key(executor_id: str, name: str) -> str:
-    return f"{executor_id}/{name}"
+OUTPUTS = "outputs"  # not a valid log key ("<owner>/<name>"), so it never collides
 
 
 def _segment_appends(
@@ -61,9 +57,8 @@ async def save_checkpoint(workflow: Workflow, run: RunState, store: CheckpointSt
         executor_refs[eid] = ref
     appends: dict[str, tuple[int, list[Any]]] = {}
     previous = {k: list(v) for k, v in run.segments.items()}
-    for eid, logs in run.logs.items():
-        for name, entries in logs.items():
-            _segment_appends(run, _log_key(eid, name), entries, appends)
+    for key, entries in run.logs.items():
+        _segment_appends(run, key, entries, appends)
     _segment_appends(run, OUTPUTS, run.outputs, appends)
     status = "in_progress"
     if not run.pending:
@@ -101,9 +96,8 @@ async def save_checkpoint(workflow: Workflow, run: RunState, store: CheckpointSt
     run.state_refs, run.executor_refs = state_refs, executor_refs
     run.dirty_state.clear()
     run.dirty_executors.clear()
-    for eid, logs in run.logs.items():
-        for name, entries in logs.items():
-            run.saved[_log_key(eid, name)] = len(entries)
+    for key, entries in run.logs.items():
+        run.saved[key] = len(entries)
     run.saved[OUTPUTS] = len(run.outputs)
     run.checkpoint_id = checkpoint.checkpoint_id
     return checkpoint.checkpoint_id
@@ -140,10 +134,11 @@ async def _rebuild(
     run.state_refs = dict(ckpt.state_refs)
     run.executor_refs = dict(ckpt.executor_refs)
     for key, segments in ckpt.logs.items():
-        eid, _, name = key.partition("/")
-        _known(workflow, eid, ckpt)
+        eid = key.partition("/")[0]
+        if eid != "*":
+            _known(workflow, eid, ckpt)
         entries = await _read_segments(store, segments)
-        run.logs.setdefault(eid, {})[name] = entries
+        run.logs[key] = entries
         run.segments[key] = list(segments)
         run.saved[key] = len(entries)
     run.outputs = await _read_segments(store, ckpt.outputs)

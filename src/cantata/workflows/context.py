@@ -104,6 +104,7 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
         "cancellation_token",
         "executor_id",
         "kwargs",
+        "request_id",
         "run_id",
         "source_executor_ids",
         "streaming",
@@ -140,6 +141,8 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
         """True in `run_stream`: agents should stream their updates."""
         self.cancellation_token = cancellation_token
         self._result = result
+        self.request_id: str | None = None
+        """In a response handler: the id of the request being answered."""
         self._initial_executor_state = executor_state
 
     # -- messages and outputs ----------------------------------------------------------
@@ -193,10 +196,12 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
         """Replace this executor's state in this run; it must be JSON through the registry."""
         self._result.executor_state = value
 
-    def log(self, name: str) -> RunLog:
-        """This executor's append-only log `name` in this run (a conversation, say)."""
-        pending = self._result.log_appends.setdefault(name, [])
-        return RunLog(self._logs.get(name, []), pending)
+    def log(self, name: str, *, shared: bool = False) -> RunLog:
+        """This executor's append-only log `name` in this run (a conversation, say); with
+        ``shared=True`` the run's log of that name that every executor may append to."""
+        key = f"*/{name}" if shared else f"{self.executor_id}/{name}"
+        pending = self._result.log_appends.setdefault(key, [])
+        return RunLog(self._logs.get(key, []), pending)
 
     # -- human in the loop -------------------------------------------------------------
 

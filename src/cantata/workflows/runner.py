@@ -56,7 +56,8 @@ class RunState:
     run_id: str
     state: dict[str, Any] = field(default_factory=dict)
     executor_states: dict[str, Any] = field(default_factory=dict)
-    logs: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    logs: dict[str, list[Any]] = field(default_factory=dict)
+    """Append-only logs by ``"<executor id>/<name>"`` (``"*/<name>"`` for shared ones)."""
     outputs: list[Any] = field(default_factory=list)
     pending: list[Delivery] = field(default_factory=list)
     fan_in: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
@@ -178,7 +179,7 @@ class Runner:
                 [],
                 state=run.state,
                 executor_state=run.executor_states.get(target),
-                logs=run.logs.get(target, {}),
+                logs=run.logs,
                 targets=self.workflow._targets[target],
                 kwargs=self._kwargs.get(target, _EMPTY),
                 streaming=self._streaming,
@@ -200,9 +201,9 @@ class Runner:
             if res.executor_state_changed:
                 run.executor_states[eid] = res.executor_state
                 run.dirty_executors.add(eid)
-            for name, entries in res.log_appends.items():
+            for key, entries in res.log_appends.items():
                 if entries:
-                    run.logs.setdefault(eid, {}).setdefault(name, []).extend(entries)
+                    run.logs.setdefault(key, []).extend(entries)
             if res.outputs:
                 run.outputs.extend(res.outputs)
             for request in res.requests:

@@ -1,0 +1,261 @@
+"""`AgentExecutor`: an agent as a node of a workflow.
+
+Per run, the executor keeps (in the run, so runs stay isolated and checkpoints hold them):
+
+- its cache: messages received since the agent last ran (executor state, small);
+- its conversation: every message it received and produced, in order (an append-only log,
+  sent downstream as `AgentExecutorResponse.full_conversation`);
+- its thread: what the agent's model sees (an append-only log, shared by every executor
+  given the same ``thread=``), rebuilt into a fresh thread for each agent run;
+- its pending requests for input, when function calls and approvals become workflow requests.
+
+Logs are saved incrementally, so a checkpoint costs the same however long the talk gets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from ..agents import Agent, AgentResponse, AgentThread
+from ..core import (
+    ConfigurationError,
+    FunctionApprovalRequestContent,
+    FunctionApprovalResponseContent,
+    FunctionCallContent,
+    FunctionResultContent,
+    Message,
+    register,
+)
+from ._agent_messages import (
+    AgentExecutorRequest,
+    AgentExecutorResponse,
+    TurnToken,
+    as_user_messages,
+    open_requests,
+)
+from .context import WorkflowContext
+from .events import AgentResponseEvent, AgentUpdateEvent
+from .executor import Executor, handler, response_handler
+
+__all__ = [
+    "AgentExecutor",
+    "AgentExecutorRequest",
+    "AgentExecutorResponse",
+    "AgentExecutorState",
+    "ContextMode",
+    "TurnToken",
+]
+
+ContextMode: TypeAlias = Literal["full", "last_agent", "custom"]
+ContextFilter = Callable[[AgentExecutorResponse], Sequence[Message]]
+AgentRequest: TypeAlias = FunctionApprovalRequestContent | FunctionCallContent
+AgentAnswer: TypeAlias = FunctionApprovalResponseContent | FunctionResultContent
+
+
+@register(name="cantata.workflows.AgentExecutorState")
+@dataclass(slots=True)
+class AgentExecutorState:
+    """What an agent executor keeps between supersteps of one run (besides its logs)."""
+
+    cache: list[Message] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)
+    """Request ids the agent waits on before it runs again."""
+    seeded: bool = False
+
+
+class AgentExecutor(Executor):
+    """Runs an agent on what it receives and sends an `AgentExecutorResponse` downstream.
+
+    Inputs: a string, a `Message`, a list of them, an `AgentExecutorRequest` (with
+    ``should_respond=False`` the messages are only cached) or the `AgentExecutorResponse`
+    of an upstream agent executor, taken per `context_mode`: ``"full"`` (its whole
+    conversation), ``"last_agent"`` (its agent's reply only) or ``"custom"``
+    (`context_filter(response)`). With ``turn_token=True`` it only caches, and runs when a
+    `TurnToken` arrives, then passes the token on.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        id: str | None = None,
+        thread: AgentThread | str | None = None,
+        context_mode: ContextMode = "full",
+        context_filter: ContextFilter | None = None,
+        other_agents_as_user: bool = True,
+        forward_incoming: bool = True,
+        requests_for_input: bool = False,
+        turn_token: bool = False,
+        emit_response: bool = False,
+        output_response: bool = False,
+    ) -> None:
+        super().__init__(id or agent.name)
+        if context_mode not in ("full", "last_agent", "custom"):
+            raise ConfigurationError(
+                f"agent executor {self.id!r}: context_mode must be 'full', 'last_agent' or "
+                f"'custom', not {context_mode!r}"
+            )
+        if (context_mode == "custom") != (context_filter is not None):
+            raise ConfigurationError(
+                f"agent executor {self.id!r}: context_mode='custom' needs context_filter=, "
+                "and context_filter= needs context_mode='custom'"
+            )
+        self.agent = agent
+        self.context_mode: ContextMode = context_mode
+        self.context_filter = context_filter
+        self.other_agents_as_user = other_agents_as_user
+        self.forward_incoming = forward_incoming
+        self.requests_for_input = requests_for_input
+        self.turn_token = turn_token
+        self.emit_response = emit_response
+        self.output_response = output_response
+        if isinstance(thread, AgentThread):
+            self._thread_key = f"thread.{id_of(thread)}"
+            self._seed_thread: AgentThread | None = thread
+        else:
+            self._thread_key = f"thread.{thread}" if thread else f"thread.own.{self.id}"
+            self._seed_thread = None
+
+    # -- inputs ------------------------------------------------------------------------
+
+    @handler(output=[AgentExecutorResponse, TurnToken], workflow_output=AgentResponse)
+    async def take_text(self, message: str, ctx: WorkflowContext[Any, Any]) -> None:
+        await self._take([Message("user", message)], True, ctx)
+
+    @handler(output=[AgentExecutorResponse, TurnToken], workflow_output=AgentResponse)
+    async def take_message(self, message: Message, ctx: WorkflowContext[Any, Any]) -> None:
+        await self._take([message], True, ctx)
+
+    @handler(output=[AgentExecutorResponse, TurnToken], workflow_output=AgentResponse)
+    async def take_list(
+        self, messages: list[str | Message], ctx: WorkflowContext[Any, Any]
+    ) -> None:
+        await self._take(Message.coerce(messages), True, ctx)
+
+    @handler(output=[AgentExecutorResponse, TurnToken], workflow_output=AgentResponse)
+    async def take_request(
+        self, request: AgentExecutorRequest, ctx: WorkflowContext[Any, Any]
+    ) -> None:
+        await self._take(list(request.messages), request.should_respond, ctx)
+
+    @handler(output=[AgentExecutorResponse, TurnToken], workflow_output=AgentResponse)
+    async def take_response(
+        self, response: AgentExecutorResponse, ctx: WorkflowContext[Any, Any]
+    ) -> None:
+        if self.context_mode == "full":
+            messages = list(response.full_conversation)
+        elif self.context_mode == "last_agent":
+            messages = list(response.agent_response.messages)
+        else:
+            assert self.context_filter is not None  # checked in __init__
+            messages = list(self.context_filter(response))
+        await self._take(messages, True, ctx)
+
+    @handler(output=[AgentExecutorResponse, TurnToken], workflow_output=AgentResponse)
+    async def take_turn(self, token: TurnToken, ctx: WorkflowContext[Any, Any]) -> None:
+        state = self._state(ctx)
+        await self._run_agent(state, ctx, stream=token.stream)
+        await ctx.send_message(token)
+
+    @response_handler(output=[AgentExecutorResponse, TurnToken], workflow_output=AgentResponse)
+    async def take_answer(
+        self, request: AgentRequest, answer: AgentAnswer, ctx: WorkflowContext[Any, Any]
+    ) -> None:
+        state = self._state(ctx)
+        role: Literal["user", "tool"] = (
+            "tool" if isinstance(answer, FunctionResultContent) else "user"
+        )
+        state.cache.append(Message(role, [answer]))
+        state.waiting = [r for r in state.waiting if r != ctx.request_id]
+        ctx.set_executor_state(state)
+        if not state.waiting and not self.turn_token:
+            await self._run_agent(state, ctx, stream=None)
+
+    # -- the run -----------------------------------------------------------------------
+
+    def _state(self, ctx: WorkflowContext[Any, Any]) -> AgentExecutorState:
+        state = ctx.get_executor_state()
+        if state is None:
+            return AgentExecutorState()
+        if not isinstance(state, AgentExecutorState):
+            raise ConfigurationError(
+                f"agent executor {self.id!r} found executor state of type "
+                f"{type(state).__name__}; only AgentExecutor may write its state"
+            )
+        return AgentExecutorState(list(state.cache), list(state.waiting), state.seeded)
+
+    async def _take(
+        self, messages: list[Message], respond: bool, ctx: WorkflowContext[Any, Any]
+    ) -> None:
+        state = self._state(ctx)
+        state.cache.extend(messages)
+        ctx.set_executor_state(state)
+        if respond and not self.turn_token and not state.waiting:
+            await self._run_agent(state, ctx, stream=None)
+
+    async def _run_agent(
+        self, state: AgentExecutorState, ctx: WorkflowContext[Any, Any], *, stream: bool | None
+    ) -> None:
+        thread_log = ctx.log(self._thread_key, shared=True)
+        if self._seed_thread is not None and not state.seeded and len(thread_log) == 0:
+            thread_log.extend(await self._seed_thread.get_messages())
+        state.seeded = True
+        history = thread_log.entries
+        known = {m.message_id for m in history}
+        incoming = [m for m in state.cache if m.message_id not in known]
+        if self.other_agents_as_user:
+            incoming = as_user_messages(incoming, self.agent.name)
+        thread = self.agent.create_thread()
+        if history:
+            await thread.on_new_message(history)
+        response = await self._call_agent(incoming, thread, ctx, stream)
+        thread_log.extend((await thread.get_messages())[len(history) :])
+        conversation = ctx.log("conversation")
+        seen = {c.message_id for c in conversation.entries}
+        conversation.extend([m for m in state.cache if m.message_id not in seen])
+        conversation.extend(response.messages)
+        state.cache = []
+        if self.requests_for_input:
+            for request in open_requests(response.messages):
+                state.waiting.append(await ctx.request_info(request))
+        ctx.set_executor_state(state)
+        if self.output_response:
+            await ctx.yield_output(response)
+        full = conversation.entries if self.forward_incoming else list(response.messages)
+        await ctx.send_message(AgentExecutorResponse(self.id, response, full))
+
+    async def _call_agent(
+        self,
+        messages: list[Message],
+        thread: AgentThread,
+        ctx: WorkflowContext[Any, Any],
+        stream: bool | None,
+    ) -> AgentResponse:
+        kwargs = dict(ctx.kwargs)
+        streaming = ctx.streaming if stream is None else stream
+        if not streaming:
+            response = await self.agent.run(
+                messages, thread=thread, cancellation_token=ctx.cancellation_token, **kwargs
+            )
+            await ctx.add_event(AgentResponseEvent(self.id, response))
+            return response
+        updates = self.agent.run_stream(
+            messages, thread=thread, cancellation_token=ctx.cancellation_token, **kwargs
+        )
+        async for update in updates:
+            await ctx.add_event(AgentUpdateEvent(self.id, update))
+        response = updates.response
+        if self.emit_response:
+            await ctx.add_event(AgentResponseEvent(self.id, response))
+        return response
+
+
+def id_of(thread: AgentThread) -> str:
+    """A key for a thread object: its id when it has one, else its identity."""
+    try:
+        ident = thread.id
+    except Exception:  # a deleted thread, or one without an id yet
+        ident = None
+    return ident or f"obj{id(thread)}"

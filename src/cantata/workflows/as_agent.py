@@ -1,0 +1,187 @@
+"""`WorkflowAgent`: a workflow usable wherever an agent is (`workflow.as_agent()`).
+
+The conversation goes in as the run's input (a list of messages when the start executor
+takes one, else the last message's text); the run's outputs come back as assistant
+messages. A streamed run yields the agents' chunks as they happen and each output as it is
+yielded. A run that stops for input returns its requests as ``request_info`` function
+calls; answer them with function results (call id = request id) in the next call on the
+same thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..agents import (
+    Agent,
+    AgentInput,
+    AgentResponse,
+    AgentResponseStream,
+    AgentResponseUpdate,
+    AgentThread,
+    IntermediateCallback,
+)
+from ..core import (
+    CancellationToken,
+    FunctionCallContent,
+    FunctionResultContent,
+    Message,
+    WorkflowError,
+    to_json,
+)
+from ..models import ChatOptions
+from .events import AgentUpdateEvent, OutputEvent, WorkflowEvent
+
+if TYPE_CHECKING:
+    from .run import WorkflowRun
+    from .workflow import Workflow, WorkflowRunResult
+
+__all__ = ["REQUEST_INFO", "WorkflowAgent"]
+
+REQUEST_INFO = "request_info"
+"""Name of the function call a `WorkflowAgent` returns for each pending request."""
+
+
+def _as_messages(output: Any, name: str) -> list[Message]:
+    if isinstance(output, AgentResponse):
+        return list(output.messages)
+    if isinstance(output, Message):
+        return [output]
+    if isinstance(output, list) and all(isinstance(m, Message) for m in output):
+        return list(output)
+    text = output if isinstance(output, str) else str(output)
+    return [Message("assistant", text, author_name=name)]
+
+
+class WorkflowAgent(Agent):
+    """An agent whose every run is a run of a workflow."""
+
+    def __init__(
+        self, workflow: Workflow, *, name: str | None = None, description: str | None = None
+    ) -> None:
+        safe = "".join(c if c.isalnum() or c in "_-" else "_" for c in workflow.name)[:64]
+        super().__init__(name=name or safe or "workflow", description=description or "")
+        self.workflow = workflow
+        self._waiting: dict[str, WorkflowRun] = {}
+
+    def _input(self, messages: list[Message]) -> Any:
+        start = self.workflow.start_executor
+        if start.can_handle(messages):
+            return messages
+        if messages and start.can_handle(messages[-1]):
+            return messages[-1]
+        text = messages[-1].text if messages else ""
+        if start.can_handle(text):
+            return text
+        raise WorkflowError(
+            f"workflow {self.workflow.name!r} used as an agent: its start executor "
+            f"{start.id!r} takes none of list[Message], Message or str"
+        )
+
+    def _begin(
+        self, incoming: list[Message], thread: AgentThread
+    ) -> tuple[WorkflowRun | None, Mapping[str, Any], Any]:
+        """The waiting run and answers to send it, or the input of a new run."""
+        answers = {
+            c.call_id: c.result
+            for m in incoming
+            for c in m.contents
+            if type(c) is FunctionResultContent
+        }
+        key = thread.id or ""
+        run = self._waiting.get(key)
+        if run is not None and answers:
+            del self._waiting[key]
+            return run, answers, None
+        return None, {}, self._input(incoming)
+
+    def _finish(
+        self, result: WorkflowRunResult, thread: AgentThread, new: list[Any]
+    ) -> list[Message]:
+        produced = [m for out in new for m in _as_messages(out, self.name)]
+        if result.pending_requests:
+            self._waiting[thread.id or ""] = result.run
+            calls = [
+                FunctionCallContent(r.request_id, REQUEST_INFO, {"data": to_json(r.data)})
+                for r in result.pending_requests
+            ]
+            produced.append(Message("assistant", list(calls), author_name=self.name))
+        return produced
+
+    async def run(
+        self,
+        messages: AgentInput = None,
+        *,
+        thread: AgentThread | None = None,
+        on_intermediate: IntermediateCallback | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        options: ChatOptions | None = None,
+        tools: Iterable[Any] | None = None,
+        cancellation_token: CancellationToken | None = None,
+        **kwargs: Any,
+    ) -> AgentResponse:
+        """Run the workflow on the conversation; its outputs are the answer."""
+        thread = self._thread_for_run(thread)
+        incoming = self._incoming(messages)
+        await thread.on_new_message(incoming)
+        run, answers, start = self._begin(incoming, thread)
+        if run is not None:
+            before = len(run.outputs)
+            result = await run.send_responses(answers, cancellation_token=cancellation_token)
+        else:
+            before = 0
+            result = await self.workflow.run(
+                start, kwargs=kwargs, cancellation_token=cancellation_token
+            )
+        produced = self._finish(result, thread, result.outputs[before:])
+        await thread.on_new_message(produced)
+        return AgentResponse(produced, thread=thread, agent_id=self.id)
+
+    def run_stream(
+        self,
+        messages: AgentInput = None,
+        *,
+        thread: AgentThread | None = None,
+        on_intermediate: IntermediateCallback | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        options: ChatOptions | None = None,
+        tools: Iterable[Any] | None = None,
+        cancellation_token: CancellationToken | None = None,
+        **kwargs: Any,
+    ) -> AgentResponseStream:
+        """Run the workflow and stream agent chunks and outputs as they happen."""
+        final: list[AgentResponse] = []
+
+        async def updates() -> AsyncIterator[AgentResponseUpdate]:
+            used = self._thread_for_run(thread)
+            incoming = self._incoming(messages)
+            await used.on_new_message(incoming)
+            run, answers, start = self._begin(incoming, used)
+            if run is not None:
+                stream = run.send_responses_stream(answers, cancellation_token=cancellation_token)
+            else:
+                stream = self.workflow.run_stream(
+                    start, kwargs=kwargs, cancellation_token=cancellation_token
+                )
+            new: list[Any] = []
+            async for event in stream:
+                update = self._update(event, new)
+                if update is not None:
+                    yield update
+            produced = self._finish(stream.result, used, new)
+            await used.on_new_message(produced)
+            final.append(AgentResponse(produced, thread=used, agent_id=self.id))
+
+        return AgentResponseStream(updates(), lambda: final[-1])
+
+    def _update(self, event: WorkflowEvent, new: list[Any]) -> AgentResponseUpdate | None:
+        if isinstance(event, AgentUpdateEvent) and isinstance(event.data, AgentResponseUpdate):
+            return event.data
+        if isinstance(event, OutputEvent):
+            new.append(event.data)
+            if isinstance(event.data, AgentResponse):
+                return None  # its chunks were streamed already (or the caller reads .response)
+            contents = [c for m in _as_messages(event.data, self.name) for c in m.contents]
+            return AgentResponseUpdate(contents, author_name=self.name, agent_id=self.id)
+        return None
