@@ -253,3 +253,42 @@ async def test_factory_that_returns_no_agent_is_a_configuration_error() -> None:
 def test_unbound_agent_says_how_to_bind_it() -> None:
     with pytest.raises(RuntimeStateError, match="not bound"):
         _ = Counter().id
+
+
+class CatchAll(RoutedAgent):
+    @message_handler
+    async def on_num(self, message: Num, ctx: MessageContext) -> str:
+        return "num"
+
+    @message_handler
+    async def on_anything(self, message: Any, ctx: MessageContext) -> str:
+        return f"any:{type(message).__name__}"
+
+
+async def test_an_any_handler_takes_what_no_specific_handler_takes() -> None:
+    runtime = await _runtime(("all", CatchAll))
+    to = AgentId("all", "a")
+    assert await runtime.send_message(Num(1), to) == "num"
+    assert await runtime.send_message("text", to) == "any:str"
+    assert await runtime.send_message(Square("s"), to) == "any:Square"
+    await runtime.stop()
+
+
+async def test_an_async_factory_failure_is_reported_for_queued_events() -> None:
+    async def broken() -> BaseAgent:
+        await asyncio.sleep(0)
+        raise ValueError("cannot connect")
+
+    failures: list[DeliveryFailed] = []
+    runtime = LocalRuntime(on_error=failures.append)
+    await runtime.register_factory("broken", broken)
+    await runtime.add_subscription(TypeSubscription("jobs", "broken"))
+    await runtime.start()
+    await runtime.publish_message(Tell("a"), TopicId("jobs", "k"))
+    await runtime.publish_message(Tell("b"), TopicId("jobs", "k"))
+    await runtime.stop_when_idle()
+    assert [(str(f.agent_id), f.message, str(f.error)) for f in failures] == [
+        ("broken/k", Tell("a"), "cannot connect"),
+        ("broken/k", Tell("b"), "cannot connect"),
+    ]
+    assert runtime.live_agents() == []

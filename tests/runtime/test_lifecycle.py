@@ -150,3 +150,40 @@ async def test_a_stopped_runtime_can_start_again() -> None:
     await runtime.send_message(Count(0), AgentId("left", "a"))
     await runtime.stop_when_idle()
     assert Cascade.handled == [0]
+
+
+async def test_agents_work_again_after_a_stop_that_cancelled_their_handlers() -> None:
+    runtime = await _runtime()
+    await runtime.start()
+    direct = Wait(asyncio.Event(), asyncio.Event(), asyncio.Event())
+    broadcast = Wait(asyncio.Event(), asyncio.Event(), asyncio.Event())
+    call = asyncio.ensure_future(runtime.send_message(direct, AgentId("left", "a")))
+    await runtime.publish_message(broadcast, TopicId("ping", "b"))
+    await runtime.publish_message(Count(0), TopicId("ping", "b"))  # queued behind it
+    await direct.started.wait()
+    await broadcast.started.wait()
+    await runtime.stop(grace=0)
+    with pytest.raises(CancelledError):
+        await call
+    await runtime.start()
+    await runtime.send_message(Count(0), AgentId("left", "a"))
+    await runtime.send_message(Count(0), AgentId("left", "b"))
+    await runtime.stop_when_idle()
+    assert Cascade.handled == [0, 0]  # the queued event was dropped by the stop
+
+
+async def test_a_failing_stop_predicate_raises_to_the_waiter() -> None:
+    runtime = await _runtime()
+    await runtime.start()
+
+    def predicate() -> bool:
+        if Cascade.handled:
+            raise ValueError("bad predicate")
+        return False
+
+    waiter = asyncio.ensure_future(runtime.stop_when(predicate))
+    await asyncio.sleep(0)
+    await runtime.publish_message(Count(0), TopicId("ping", "k"))
+    with pytest.raises(ValueError, match="bad predicate"):
+        await waiter
+    await runtime.stop()

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
 from cantata.core import ConfigurationError, dumps, loads
 from cantata.runtime import (
     AgentId,
+    LocalRuntime,
+    MessageContext,
     RoutedAgent,
     TopicId,
     TypePrefixSubscription,
     TypeSubscription,
     default_subscriptions,
+    message_handler,
     type_prefix_subscription,
     type_subscription,
 )
@@ -61,3 +66,56 @@ def test_decorators_declare_default_subscriptions_inherited_by_subclasses() -> N
         "type:alerts->w",
         "prefix:metrics.->w",
     }
+
+
+@dataclass
+class _Hello:
+    text: str
+
+
+class _Listener(RoutedAgent):
+    heard: list[tuple[str, str]] = []
+
+    @message_handler
+    async def on_hello(self, message: _Hello, ctx: MessageContext) -> None:
+        _Listener.heard.append((str(self.id), message.text))
+
+
+async def test_runtime_routes_by_type_and_prefix_and_stops_after_removal() -> None:
+    _Listener.heard = []
+    runtime = LocalRuntime()
+    await runtime.register_factory("exact", _Listener)
+    await runtime.register_factory("prefixed", _Listener)
+    await runtime.add_subscription(TypeSubscription("orders.created", "exact"))
+    await runtime.add_subscription(TypePrefixSubscription("orders.", "prefixed"))
+    with pytest.raises(ConfigurationError, match="already exists"):
+        await runtime.add_subscription(TypeSubscription("orders.created", "exact"))
+    await runtime.start()
+    await runtime.publish_message(_Hello("one"), TopicId("orders.created", "t1"))
+    await runtime.publish_message(_Hello("two"), TopicId("orders.paid", "t2"))
+    await runtime.remove_subscription("prefix:orders.->prefixed")
+    await runtime.publish_message(_Hello("three"), TopicId("orders.paid", "t3"))
+    with pytest.raises(ConfigurationError, match="no subscription"):
+        await runtime.remove_subscription("prefix:orders.->prefixed")
+    await runtime.stop_when_idle()
+    assert sorted(_Listener.heard) == [
+        ("exact/t1", "one"),
+        ("prefixed/t1", "one"),
+        ("prefixed/t2", "two"),
+    ]
+
+
+@type_subscription("greetings")
+class _Greeter(_Listener):
+    pass
+
+
+async def test_registering_a_decorated_class_adds_its_subscriptions() -> None:
+    _Listener.heard = []
+    runtime = LocalRuntime()
+    await runtime.register_factory("greeter", _Greeter)
+    await runtime.register_factory("made", lambda: _Greeter(), agent_class=_Greeter)
+    await runtime.start()
+    await runtime.publish_message(_Hello("hi"), TopicId("greetings", "room"))
+    await runtime.stop_when_idle()
+    assert sorted(_Listener.heard) == [("greeter/room", "hi"), ("made/room", "hi")]
