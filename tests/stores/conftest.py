@@ -161,28 +161,46 @@ async def _close_all(backend: Backend) -> None:
         await store.close()
 
 
-@pytest.fixture(params=ALL)
-async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
-    """Every backend in turn."""
-    gen = make_backend(request.param, request, tmp_path)
+async def _provide(
+    name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[Backend]:
+    gen = make_backend(name, request, tmp_path)
     found = next(gen)
     try:
         yield found
     finally:
         await _close_all(found)
         gen.close()
+
+
+@pytest.fixture(params=ALL)
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    """Every backend in turn."""
+    async for found in _provide(request.param, request, tmp_path):
+        yield found
 
 
 @pytest.fixture(params=DURABLE)
 async def durable(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     """SQLite, PostgreSQL and Redis in turn: the backends that many processes share."""
-    gen = make_backend(request.param, request, tmp_path)
-    found = next(gen)
-    try:
+    async for found in _provide(request.param, request, tmp_path):
         yield found
-    finally:
-        await _close_all(found)
-        gen.close()
+
+
+@pytest.fixture
+async def postgres_backend(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[Backend]:
+    """PostgreSQL alone, on its own table prefix."""
+    async for found in _provide("postgres", request, tmp_path):
+        yield found
+
+
+@pytest.fixture
+async def redis_backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    """Redis alone, on its own key prefix."""
+    async for found in _provide("redis", request, tmp_path):
+        yield found
 
 
 @pytest.fixture

@@ -30,6 +30,9 @@ __all__ = ["SQLiteStore"]
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
 _SCHEMA = """
+CREATE TABLE IF NOT EXISTS cantata_meta (
+    name TEXT PRIMARY KEY, value TEXT NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS cantata_log_entries (
     log TEXT NOT NULL, pos INTEGER NOT NULL, value TEXT NOT NULL, PRIMARY KEY (log, pos)
 ) WITHOUT ROWID;
@@ -102,18 +105,12 @@ class SQLiteStore(StoreLifecycle):
 
     async def _create_schema(self, db: aiosqlite.Connection) -> None:
         try:
+            # Usually the tables exist: check without taking the write lock.
+            if await self._schema_version(db) is not None:
+                return
             await db.execute("BEGIN IMMEDIATE")
             try:
-                await db.execute(
-                    "CREATE TABLE IF NOT EXISTS cantata_meta "
-                    "(name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID"
-                )
-                rows = list(
-                    await db.execute_fetchall(
-                        "SELECT value FROM cantata_meta WHERE name = 'schema_version'"
-                    )
-                )
-                if not rows:
+                if await self._schema_version(db) is None:
                     for statement in _SCHEMA.split(";"):
                         if statement.strip():
                             await db.execute(statement)
@@ -121,18 +118,32 @@ class SQLiteStore(StoreLifecycle):
                         "INSERT INTO cantata_meta (name, value) VALUES ('schema_version', ?)",
                         (str(SCHEMA_VERSION),),
                     )
-                elif rows[0][0] != str(SCHEMA_VERSION):
-                    raise StoreSchemaError(
-                        f"{self._label}: the database has store schema version {rows[0][0]!r}, "
-                        f"this cantata knows version {SCHEMA_VERSION}; upgrade cantata, "
-                        "or point the store at another file"
-                    )
                 await db.execute("COMMIT")
             except BaseException:
                 await _rollback(db)
                 raise
         except sqlite3.Error as exc:
             self._fail("create its tables", exc)
+
+    async def _schema_version(self, db: aiosqlite.Connection) -> str | None:
+        """The version on file (None when there is none), refusing one this code does not know."""
+        sql = "SELECT value FROM cantata_meta WHERE name = 'schema_version'"
+        try:
+            rows = list(await db.execute_fetchall(sql))
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return None
+            raise
+        if not rows:
+            return None
+        version = str(rows[0][0])
+        if version != str(SCHEMA_VERSION):
+            raise StoreSchemaError(
+                f"{self._label}: the database has store schema version {version!r}, "
+                f"this cantata knows version {SCHEMA_VERSION}; upgrade cantata, "
+                "or point the store at another file"
+            )
+        return version
 
     async def _disconnect(self) -> None:
         async with self._lock:
