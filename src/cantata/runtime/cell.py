@@ -35,6 +35,7 @@ class Cell:
         self.last_used = 0.0
 
     def seen(self, message_id: str) -> bool:
+        """Whether this agent handled `message_id` within its window."""
         handled = self.handled
         if handled is None:
             return False
@@ -43,6 +44,7 @@ class Cell:
         return message_id in handled
 
     def remember(self, message_id: str, window: int) -> None:
+        """Record a handled id, forgetting the oldest beyond `window`."""
         handled = self.handled
         if handled is None:
             self.handled = message_id
@@ -55,6 +57,7 @@ class Cell:
                 del handled[next(iter(handled))]
 
     def restore_handled(self, ids: list[str], window: int) -> None:
+        """Reset the window to the last `window` of `ids` (from saved state)."""
         self.handled = None
         for message_id in ids[-window:] if window else ():
             self.remember(message_id, window)

@@ -54,6 +54,7 @@ class _Call:
         self.timed_out = False
 
     def on_cancel(self) -> None:
+        """Token callback: cancel the handler's task on the loop."""
         # The token may be cancelled from another thread or from the handler itself; the
         # actual cancel runs on the loop, and only while the request is still in flight.
         self.loop.call_soon_threadsafe(self._fire)

@@ -51,10 +51,12 @@ class AgentId(tuple[str, str]):
 
     @property
     def type(self) -> str:
+        """The registered agent type (which factory makes it)."""
         return self[0]
 
     @property
     def key(self) -> str:
+        """Which instance of the type (a tenant, an order, a run)."""
         return self[1]
 
     @classmethod
@@ -90,10 +92,12 @@ class TopicId(tuple[str, str]):
 
     @property
     def type(self) -> str:
+        """What kind of event the topic carries."""
         return self[0]
 
     @property
     def source(self) -> str:
+        """Whose events: type subscriptions use it as the recipient's key."""
         return self[1]
 
     @classmethod

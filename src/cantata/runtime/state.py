@@ -35,6 +35,7 @@ def check_version(data: Any, what: str) -> Mapping[str, Any]:
 
 
 def handled_ids(handled: Handled) -> list[str]:
+    """The handled-id window as a list, oldest first."""
     if handled is None:
         return []
     if isinstance(handled, str):

@@ -36,10 +36,14 @@ class Subscription(Protocol):
     """
 
     @property
-    def id(self) -> str: ...
+    def id(self) -> str:
+        """Unique within a runtime; `remove_subscription` takes it."""
+        ...
 
     @property
-    def by_topic_type(self) -> bool: ...
+    def by_topic_type(self) -> bool:
+        """True when `is_match` looks at the topic type only (lets the runtime cache)."""
+        ...
 
     def is_match(self, topic_id: TopicId) -> bool:
         """Whether a message on `topic_id` goes to this subscription's agent."""
@@ -66,6 +70,7 @@ class TypeSubscription:
 
     @property
     def by_topic_type(self) -> bool:
+        """Always True: the match depends on the topic type only."""
         return True
 
     def is_match(self, topic_id: TopicId) -> bool:
@@ -93,6 +98,7 @@ class TypePrefixSubscription:
 
     @property
     def by_topic_type(self) -> bool:
+        """Always True: the match depends on the topic type only."""
         return True
 
     def is_match(self, topic_id: TopicId) -> bool:
