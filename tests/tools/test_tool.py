@@ -7,7 +7,7 @@ import threading
 from typing import Annotated, Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
@@ -281,7 +281,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None)
 @given(
     arguments=st.dictionaries(
         st.sampled_from(["a", "b", "c", "point", "dx"]) | st.text(max_size=6),
