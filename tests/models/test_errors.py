@@ -6,13 +6,17 @@ from __future__ import annotations
 import email.utils
 import time
 
-import httpx2
 import openai
 from hypothesis import given
 from hypothesis import strategies as st
 
 from cantata.core import ModelError, ModelHTTPError, ModelOutputError, TimeoutError
 from cantata.models._errors import map_openai_error, parse_retry_after
+
+try:  # the HTTP library the installed openai SDK is built on
+    import httpx2 as http
+except ImportError:  # older openai releases use httpx
+    import httpx as http  # type: ignore[no-redef]
 
 
 def test_retry_after_seconds_milliseconds_and_dates() -> None:
@@ -32,12 +36,12 @@ def test_retry_after_never_raises(value: str) -> None:
     assert result is None or result >= 0.0
 
 
-def _request() -> httpx2.Request:
-    return httpx2.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
+def _request() -> http.Request:
+    return http.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
 
 
 def test_status_error_keeps_status_body_and_retry_after() -> None:
-    response = httpx2.Response(429, headers={"retry-after": "3"}, request=_request())
+    response = http.Response(429, headers={"retry-after": "3"}, request=_request())
     exc = openai.RateLimitError("too many", response=response, body={"error": "slow"})
     mapped = map_openai_error(exc, model="m", base_url="http://x")
     assert isinstance(mapped, ModelHTTPError)
@@ -50,6 +54,6 @@ def test_timeouts_connections_and_validation_map_to_their_families() -> None:
     assert isinstance(timeout, TimeoutError) and isinstance(timeout, ModelError) is False
     conn = map_openai_error(openai.APIConnectionError(request=_request()), model="m", base_url="u")
     assert isinstance(conn, ModelError) and "base_url" in str(conn)
-    response = httpx2.Response(200, request=_request())
+    response = http.Response(200, request=_request())
     bad = openai.APIResponseValidationError(response=response, body=None)
     assert isinstance(map_openai_error(bad, model="m", base_url="u"), ModelOutputError)
