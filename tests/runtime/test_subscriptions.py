@@ -119,3 +119,29 @@ async def test_registering_a_decorated_class_adds_its_subscriptions() -> None:
     await runtime.publish_message(_Hello("hi"), TopicId("greetings", "room"))
     await runtime.stop_when_idle()
     assert sorted(_Listener.heard) == [("greeter/room", "hi"), ("made/room", "hi")]
+
+
+@dataclass(frozen=True)
+class _VipOnly:
+    """A custom subscription whose match depends on the topic source."""
+
+    id: str = "vip"
+    by_topic_type: bool = False
+
+    def is_match(self, topic_id: TopicId) -> bool:
+        return topic_id.type == "orders" and topic_id.source.startswith("vip-")
+
+    def map_to_agent(self, topic_id: TopicId) -> AgentId:
+        return AgentId("exact", topic_id.source)
+
+
+async def test_a_custom_subscription_is_consulted_for_every_topic() -> None:
+    _Listener.heard = []
+    runtime = LocalRuntime()
+    await runtime.register_factory("exact", _Listener)
+    await runtime.add_subscription(_VipOnly())
+    await runtime.start()
+    for source in ("vip-1", "plain", "vip-2", "plain"):
+        await runtime.publish_message(_Hello(source), TopicId("orders", source))
+    await runtime.stop_when_idle()
+    assert sorted(_Listener.heard) == [("exact/vip-1", "vip-1"), ("exact/vip-2", "vip-2")]

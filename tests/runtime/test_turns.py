@@ -87,3 +87,20 @@ async def test_different_agents_run_concurrently() -> None:
         timeout=30,
     )
     await runtime.stop()
+
+
+async def test_idle_agents_hold_no_task_and_no_mailbox() -> None:
+    runtime = LocalRuntime()
+    await runtime.register_factory("serial", Serial)
+    await runtime.add_subscription(TypeSubscription("steps", "serial"))
+    await runtime.start()
+    for key in range(200):
+        await runtime.publish_message(Step(key), TopicId("steps", f"k{key}"))
+        await runtime.send_message(Step(key), AgentId("serial", f"k{key}"))
+    await runtime.publish_message(Step(0), TopicId("steps", "k0"))
+    assert len(runtime._tasks) == 1  # a drain task exists only while events wait
+    await runtime.stop_when_idle()
+    assert runtime._tasks == set()
+    cells = list(runtime._cells.values())
+    assert len(cells) == 200
+    assert all(c.mailbox is None and not c.busy for c in cells)
