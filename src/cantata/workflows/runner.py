@@ -102,7 +102,8 @@ class Runner:
         """Run supersteps until nothing is pending; return the final status.
 
         A failed executor fails the run: a `WorkflowFailedEvent` is emitted and a
-        `WorkflowError` naming the executor is raised.
+        `WorkflowError` naming the executor is raised. Other errors (a checkpoint that cannot
+        be written, say) are raised as they are.
         """
         run = self.run
         sink(WorkflowStartedEvent(run.run_id, resumed_from))
@@ -124,7 +125,8 @@ class Runner:
             return run.status
         except BaseException as exc:
             run.status = "failed"
-            error = exc if isinstance(exc, WorkflowError) else _wrap(exc)
+            from_executor = getattr(exc, "__cantata_executor__", None) is not None
+            error = _wrap(exc) if from_executor and not isinstance(exc, WorkflowError) else exc
             sink(WorkflowFailedEvent(error, getattr(error, "executor_id", None)))
             sink(StatusEvent("failed"))
             if error is exc:

@@ -1,0 +1,310 @@
+"""Checkpoints: every store, resume from any checkpoint (also in a fresh process), lineage,
+human input after a restart, damaged data, and a cost that does not grow with history."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cantata.core import CheckpointError, UnknownTypeError
+from cantata.stores import MemoryStore, PostgresStore, SQLiteStore
+from cantata.workflows import (
+    FileCheckpointStore,
+    InMemoryCheckpointStore,
+    StateStoreCheckpointStore,
+    WorkflowBuilder,
+    WorkflowCheckpoint,
+    WorkflowContext,
+    executor,
+)
+
+HERE = Path(__file__).resolve().parent
+
+
+def flows() -> ModuleType:
+    """The shared workflow definitions, loaded once (their types register once)."""
+    name = "cantata_test_workflow_flows"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, HERE / "_flows.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(params=["memory", "file", "sqlite", "postgres"])
+async def store(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[StateStoreCheckpointStore]:
+    kind = request.param
+    if kind == "memory":
+        made: StateStoreCheckpointStore = InMemoryCheckpointStore()
+    elif kind == "file":
+        made = FileCheckpointStore(tmp_path / "ckpt")
+    elif kind == "sqlite":
+        made = StateStoreCheckpointStore(SQLiteStore(tmp_path / "ckpt.db"))
+    else:
+        dsn = request.getfixturevalue("postgres_dsn")
+        made = StateStoreCheckpointStore(PostgresStore(dsn, table_prefix="cantata_wftest_"))
+    yield made
+    await made.close()
+
+
+async def test_resume_from_every_checkpoint_equals_the_uninterrupted_run(
+    store: StateStoreCheckpointStore,
+) -> None:
+    f = flows()
+    full = await f.build_pipeline().run("a b c", checkpoint_store=store)
+    assert full.outputs[-1] == "round 3: A B C!! ['A', 'B', 'C']"
+    checkpoints = await store.list_checkpoints(run_id=full.run_id)
+    assert [c.superstep for c in checkpoints] == [1, 2, 3, 4, 5, 6]
+    assert full.checkpoint_id == checkpoints[-1].checkpoint_id
+    for ckpt in checkpoints:
+        resumed = await f.build_pipeline().resume(ckpt.checkpoint_id, checkpoint_store=store)
+        assert resumed.outputs == full.outputs, f"from superstep {ckpt.superstep}"
+        assert resumed.status == "idle"
+
+
+async def test_lineage_is_kept_across_resumes() -> None:
+    f = flows()
+    store = InMemoryCheckpointStore()
+    full = await f.build_pipeline().run("a b c", checkpoint_store=store)
+    first = await store.list_checkpoints(run_id=full.run_id)
+    assert first[0].parent_id is None
+    assert [c.parent_id for c in first[1:]] == [c.checkpoint_id for c in first[:-1]]
+    resumed = await f.build_pipeline().resume(first[2].checkpoint_id, checkpoint_store=store)
+    chain = [await store.load(resumed.checkpoint_id or "")]
+    while chain[-1].parent_id is not None:
+        chain.append(await store.load(chain[-1].parent_id))
+    supersteps = [c.superstep for c in reversed(chain)]
+    assert supersteps == [1, 2, 3, 4, 5, 6]
+    assert chain[-3].checkpoint_id == first[2].checkpoint_id  # the branch point
+    assert chain[0].checkpoint_id not in {c.checkpoint_id for c in first}
+
+
+def _run_script(*args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, str(HERE / "_flows.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+async def test_resume_in_a_fresh_process_from_sqlite(tmp_path: Path) -> None:
+    f = flows()
+    path = tmp_path / "runs.db"
+    store = StateStoreCheckpointStore(SQLiteStore(path))
+    full = await f.build_pipeline().run("x y z", checkpoint_store=store)
+    middle = (await store.list_checkpoints(run_id=full.run_id))[3].checkpoint_id
+    await store.close()
+    result = await asyncio.to_thread(_run_script, str(path), middle)
+    assert result == {"status": "idle", "outputs": full.outputs}
+
+
+async def test_human_in_the_loop_after_a_restart_from_sqlite(tmp_path: Path) -> None:
+    f = flows()
+    path = tmp_path / "gate.db"
+    store = StateStoreCheckpointStore(SQLiteStore(path))
+    first = await f.build_gate().run(25, checkpoint_store=store)
+    assert first.status == "idle_with_pending_requests"
+    [request] = first.pending_requests
+    checkpoint = first.checkpoint_id
+    assert checkpoint is not None
+    assert (await store.load(checkpoint)).pending_request_ids == [request.request_id]
+    await store.close()
+    # A fresh process: wrong answer type refused, then the right one continues the run.
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [
+            sys.executable,
+            str(HERE / "_flows.py"),
+            str(path),
+            checkpoint,
+            json.dumps({request.request_id: "yes"}),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode != 0 and "must be a bool, not a str" in done.stderr
+    result = await asyncio.to_thread(
+        _run_script, str(path), checkpoint, json.dumps({request.request_id: True})
+    )
+    assert result == {"status": "idle", "outputs": ["paid 25"]}
+
+
+async def test_restored_run_continues_with_send_responses() -> None:
+    f = flows()
+    store = InMemoryCheckpointStore()
+    first = await f.build_gate().run(3, checkpoint_store=store)
+    assert first.checkpoint_id is not None
+    run = await f.build_gate().restore(first.checkpoint_id, checkpoint_store=store)
+    [request] = run.pending_requests
+    result = await run.send_responses({request.request_id: True})
+    assert result.outputs == ["paid 3"]
+
+
+class Unregistered:
+    pass
+
+
+async def test_a_checkpoint_of_an_unregistered_type_fails_with_the_registry_error() -> None:
+    @executor
+    async def send_odd(value: int, ctx: WorkflowContext[Unregistered]) -> None:
+        await ctx.send_message(Unregistered())
+
+    @executor
+    async def sink(value: Unregistered, ctx: WorkflowContext) -> None:
+        pass
+
+    wf = WorkflowBuilder(send_odd).add_edge(send_odd, sink).build()
+    with pytest.raises(UnknownTypeError, match=r"register it with cantata\.core\.register"):
+        await wf.run(1, checkpoint_store=InMemoryCheckpointStore())
+
+
+async def test_unknown_missing_and_foreign_checkpoints_are_refused() -> None:
+    f = flows()
+    store = InMemoryCheckpointStore()
+    with pytest.raises(CheckpointError, match="no checkpoint 'nope'"):
+        await f.build_pipeline().resume("nope", checkpoint_store=store)
+    run = await f.build_pipeline().run("a b c", checkpoint_store=store)
+    assert run.checkpoint_id is not None
+    with pytest.raises(CheckpointError, match="cannot resume workflow 'gate'"):
+        await f.build_gate().resume(run.checkpoint_id, checkpoint_store=store)
+    record = await store.store.get(f"wf:ckpt:{run.checkpoint_id}")
+    await store.store.put(f"wf:ckpt:{run.checkpoint_id}", {**record, "schema_version": 99})
+    with pytest.raises(CheckpointError, match="schema_version 99"):
+        await f.build_pipeline().resume(run.checkpoint_id, checkpoint_store=store)
+
+
+def _damage(record: Any, path: Sequence[Any], value: Any) -> Any:
+    """A copy of a JSON record with the value at `path` replaced (or deleted for ...)."""
+    if not path:
+        return value
+    if isinstance(record, dict):
+        keys = sorted(record)
+        if not keys:
+            return record
+        key = keys[path[0] % len(keys)]
+        copy = dict(record)
+        if value is Ellipsis and len(path) == 1:
+            del copy[key]  # Ellipsis at the end of the path: delete
+        else:
+            copy[key] = _damage(record[key], path[1:], value)
+        return copy
+    if isinstance(record, list) and record:
+        i = path[0] % len(record)
+        copy_list = list(record)
+        if value is Ellipsis and len(path) == 1:
+            del copy_list[i]
+        else:
+            copy_list[i] = _damage(record[i], path[1:], value)
+        return copy_list
+    return None if value is Ellipsis else value
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    path=st.lists(st.integers(min_value=0, max_value=50), min_size=1, max_size=5),
+    value=_json | st.just(Ellipsis),
+)
+def test_damaged_checkpoints_raise_checkpoint_error(path: list[int], value: Any) -> None:
+    async def scenario() -> None:
+        f = flows()
+        store = InMemoryCheckpointStore()
+        run = await f.build_pipeline().run("a b c", checkpoint_store=store)
+        ckpt_id = (await store.list_checkpoints(run_id=run.run_id))[2].checkpoint_id
+        key = f"wf:ckpt:{ckpt_id}"
+        damaged = _damage(await store.store.get(key), path, value)
+        await store.store.put(key, damaged)
+        try:
+            resumed = await f.build_pipeline().resume(ckpt_id, checkpoint_store=store)
+        except CheckpointError:
+            return
+        except Exception as exc:  # a damaged value may still decode; then the run may fail
+            from cantata.core import WorkflowError
+
+            assert isinstance(exc, WorkflowError), f"{type(exc).__name__}: {exc}"
+            return
+        assert resumed.status in ("idle", "idle_with_pending_requests")
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("record", ["", [], {"schema_version": 1}, None, 3])
+async def test_records_that_are_not_checkpoints_are_refused(record: Any) -> None:
+    with pytest.raises(CheckpointError, match="checkpoint 'x'"):
+        WorkflowCheckpoint.from_record(record, checkpoint_id="x")
+
+
+class CountingStore(MemoryStore):
+    """Counts the JSON characters written, to show what a checkpoint costs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = 0
+
+    async def append(self, log: str, entries: Sequence[Any]) -> int:
+        self.written += sum(len(json.dumps(e)) for e in entries)
+        return await super().append(log, entries)
+
+    async def put_many(self, items: Mapping[str, Any]) -> None:
+        self.written += sum(len(json.dumps(v)) for v in items.values())
+        await super().put_many(items)
+
+
+async def test_the_cost_of_a_checkpoint_does_not_grow_with_the_saved_conversation() -> None:
+    @executor
+    async def chat(turn: int, ctx: WorkflowContext[int]) -> None:
+        log = ctx.log("conversation")
+        log.append(f"message number {turn:06d}")
+        ctx.set_executor_state({"turns": turn})
+        if turn < 400:
+            await ctx.send_message(turn + 1)
+
+    raw = CountingStore()
+    store = StateStoreCheckpointStore(raw)
+    costs: list[int] = []
+
+    class Probe(StateStoreCheckpointStore):
+        async def save(self, checkpoint: WorkflowCheckpoint, **kw: Any) -> None:
+            before = raw.written
+            await store.save(checkpoint, **kw)
+            costs.append(raw.written - before)
+
+    wf = WorkflowBuilder(chat, max_supersteps=1000).add_edge(chat, chat).build()
+    result = await wf.run(1, checkpoint_store=Probe(raw))
+    assert len(costs) == 400
+    assert max(costs[300:]) <= costs[10] + 16  # ids are fixed-size; only digits vary
+    run = await wf.restore(result.checkpoint_id or "", checkpoint_store=store)
+    assert run.status == "idle" and len(run._state.logs["chat/conversation"]) == 400

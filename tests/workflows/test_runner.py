@@ -1,0 +1,347 @@
+"""The superstep runner: delivery, state, routing, limits, isolation, failures."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import pytest
+
+from cantata.core import CancellationToken, ConfigurationError, WorkflowError
+from cantata.runtime import LocalRuntime
+from cantata.workflows import (
+    Case,
+    Default,
+    Executor,
+    ExecutorFailedEvent,
+    StatusEvent,
+    SuperstepStartedEvent,
+    WarningEvent,
+    WorkflowBuilder,
+    WorkflowContext,
+    WorkflowEvent,
+    WorkflowFailedEvent,
+    executor,
+    handler,
+)
+
+
+@dataclass
+class Tagged(WorkflowEvent):
+    text: str
+
+
+class Adder(Executor):
+    """Adds its step to the number and passes it on; records where it came from."""
+
+    def __init__(self, id: str, step: int) -> None:
+        super().__init__(id)
+        self.step = step
+
+    @handler
+    async def add(self, value: int, ctx: WorkflowContext[int]) -> None:
+        await ctx.send_message(value + self.step)
+
+
+@executor
+async def collect(value: int, ctx: WorkflowContext[None, int]) -> None:
+    await ctx.yield_output(value)
+
+
+@executor
+def double(value: int) -> int:
+    return value * 2
+
+
+async def test_chain_delivers_one_superstep_per_hop() -> None:
+    a, b = Adder("a", 1), Adder("b", 10)
+    wf = WorkflowBuilder(a).add_chain([a, b, double, collect]).build()
+    result = await wf.run(1)
+    assert result.outputs == [24]
+    assert result.status == "idle"
+    steps = [e for e in result.events if isinstance(e, SuperstepStartedEvent)]
+    assert [s.executor_ids for s in steps] == [["a"], ["b"], ["double"], ["collect"]]
+
+
+async def test_state_is_committed_at_the_boundary() -> None:
+    seen: dict[str, object] = {}
+
+    @executor
+    async def writer(value: int, ctx: WorkflowContext[int]) -> None:
+        ctx.set_state("k", value)
+        seen["own"] = ctx.get_state("k")
+        await ctx.send_message(value)
+
+    @executor
+    async def reader(value: int, ctx: WorkflowContext[int]) -> None:
+        seen["same_step"] = ctx.get_state("k", "unset")
+        await ctx.send_message(value)
+
+    @executor
+    async def later(value: int, ctx: WorkflowContext[None, object]) -> None:
+        await ctx.yield_output(ctx.get_state("k"))
+
+    start = Adder("start", 0)
+    wf = (
+        WorkflowBuilder(start)
+        .add_fan_out_edges(start, [writer, reader])
+        .add_edge(writer, later)
+        .build()
+    )
+    result = await wf.run(7)
+    assert seen == {"own": 7, "same_step": "unset"}
+    assert result.outputs == [7]
+
+
+async def test_executors_of_a_superstep_run_concurrently() -> None:
+    both_started = asyncio.Event()
+    started: list[str] = []
+
+    class Waiter(Executor):
+        @handler
+        async def take(self, value: int, ctx: WorkflowContext[None, str]) -> None:
+            started.append(self.id)
+            if len(started) == 2:
+                both_started.set()
+            await both_started.wait()  # deadlocks unless the other runs meanwhile
+            await ctx.yield_output(self.id)
+
+    start = Adder("start", 0)
+    wf = WorkflowBuilder(start).add_fan_out_edges(start, [Waiter("x"), Waiter("y")]).build()
+    result = await asyncio.wait_for(wf.run(1), 10)
+    assert sorted(result.outputs) == ["x", "y"]
+
+
+async def test_a_cycle_that_does_not_converge_fails_clearly() -> None:
+    a, b = Adder("a", 1), Adder("b", 1)
+    wf = WorkflowBuilder(a, max_supersteps=5).add_edge(a, b).add_edge(b, a).build()
+    with pytest.raises(WorkflowError, match="did not converge within 5 supersteps"):
+        await wf.run(0)
+
+
+async def test_a_cycle_with_an_exit_condition_ends() -> None:
+    a = Adder("a", 1)
+    wf = (
+        WorkflowBuilder(a)
+        .add_edge(a, a, condition=lambda v: v < 5)
+        .add_edge(a, collect, condition=lambda v: v >= 5)
+        .build()
+    )
+    assert (await wf.run(0)).outputs == [5]
+
+
+async def test_fan_out_to_a_selection_and_fan_in_as_a_list() -> None:
+    start = Adder("start", 0)
+    workers = [Adder(f"w{i}", i) for i in range(4)]
+
+    @executor
+    async def total(values: list[int], ctx: WorkflowContext[None, list[int]]) -> None:
+        await ctx.yield_output(values)
+
+    wf = (
+        WorkflowBuilder(start)
+        .add_fan_out_edges(start, workers)
+        .add_fan_in_edges(workers, total)
+        .build()
+    )
+    assert (await wf.run(10)).outputs == [[10, 11, 12, 13]]
+
+    def evens(value: int, ids: list[str]) -> list[str]:
+        return [i for i in ids if int(i[1:]) % 2 == 0]
+
+    start2 = Adder("start", 0)
+    wf2 = WorkflowBuilder(start2).add_fan_out_edges(start2, workers, selection=evens)
+    for w in workers:
+        wf2.add_edge(w, collect)
+    assert sorted((await wf2.build().run(10)).outputs) == [10, 12]
+
+
+async def test_fan_in_waits_for_every_source() -> None:
+    start = Adder("start", 0)
+    fast, slow1 = Adder("fast", 1), Adder("slow1", 1)
+    slow2 = Adder("slow2", 1)
+
+    @executor
+    async def join(values: list[int], ctx: WorkflowContext[None, list[int]]) -> None:
+        await ctx.yield_output(values)
+
+    wf = (
+        WorkflowBuilder(start)
+        .add_fan_out_edges(start, [fast, slow1])
+        .add_edge(slow1, slow2)
+        .add_fan_in_edges([fast, slow2], join)
+        .build()
+    )
+    assert (await wf.run(0)).outputs == [[1, 2]]
+
+
+async def test_switch_case_takes_the_first_match_else_the_default() -> None:
+    @executor
+    async def big(value: int, ctx: WorkflowContext[None, str]) -> None:
+        await ctx.yield_output(f"big {value}")
+
+    @executor
+    async def small(value: int, ctx: WorkflowContext[None, str]) -> None:
+        await ctx.yield_output(f"small {value}")
+
+    @executor
+    async def other(value: int, ctx: WorkflowContext[None, str]) -> None:
+        await ctx.yield_output(f"other {value}")
+
+    start = Adder("start", 0)
+    wf = (
+        WorkflowBuilder(start)
+        .add_switch_case_edges(
+            start, [Case(lambda v: v > 100, big), Case(lambda v: v > 10, small), Default(other)]
+        )
+        .build()
+    )
+    assert (await wf.run(500)).outputs == ["big 500"]
+    assert (await wf.run(50)).outputs == ["small 50"]
+    assert (await wf.run(5)).outputs == ["other 5"]
+
+
+async def test_send_to_one_target_and_learn_the_senders() -> None:
+    @executor
+    async def router(value: int, ctx: WorkflowContext[int]) -> None:
+        await ctx.send_message(value, target_id="right")
+
+    @executor
+    async def left(value: int, ctx: WorkflowContext[None, str]) -> None:
+        await ctx.yield_output("left")
+
+    @executor
+    async def right(value: int, ctx: WorkflowContext[None, list[str]]) -> None:
+        await ctx.yield_output(ctx.source_executor_ids)
+
+    wf = WorkflowBuilder(router).add_fan_out_edges(router, [left, right]).build()
+    assert (await wf.run(1)).outputs == [["router"]]
+
+
+async def test_sending_to_a_target_without_an_edge_fails() -> None:
+    @executor
+    async def lost(value: int, ctx: WorkflowContext[int]) -> None:
+        await ctx.send_message(value, target_id="nowhere")
+
+    wf = WorkflowBuilder(lost).add_edge(lost, collect).build()
+    with pytest.raises(WorkflowError, match="'nowhere', which no edge"):
+        await wf.run(1)
+
+
+async def test_messages_no_target_takes_raise_a_warning() -> None:
+    @executor
+    async def mixed(value: int, ctx: WorkflowContext[int | str]) -> None:
+        await ctx.send_message("not an int")
+        await ctx.send_message(value)
+
+    wf = WorkflowBuilder(mixed).add_edge(mixed, collect).build()
+    result = await wf.run(3)
+    assert result.outputs == [3]
+    warnings = [e for e in result.events if isinstance(e, WarningEvent)]
+    assert len(warnings) == 1 and "str sent by 'mixed'" in warnings[0].message
+
+
+async def test_custom_events_and_kwargs_targeted_by_executor_id() -> None:
+    @executor
+    async def first(value: int, ctx: WorkflowContext[int]) -> None:
+        await ctx.add_event(Tagged(f"first {dict(ctx.kwargs)}"))
+        await ctx.send_message(value)
+
+    @executor
+    async def second(value: int, ctx: WorkflowContext[None, dict[str, object]]) -> None:
+        await ctx.yield_output(dict(ctx.kwargs))
+
+    wf = WorkflowBuilder(first).add_edge(first, second).build()
+    result = await wf.run(1, kwargs={"tenant": "t1"}, executor_kwargs={"second": {"temp": 0.2}})
+    assert result.outputs == [{"tenant": "t1", "temp": 0.2}]
+    assert [e.text for e in result.events if isinstance(e, Tagged)] == ["first {'tenant': 't1'}"]
+    with pytest.raises(ConfigurationError, match="'ghost'"):
+        await wf.run(1, executor_kwargs={"ghost": {}})
+
+
+async def test_non_event_is_refused() -> None:
+    @executor
+    async def bad(value: int, ctx: WorkflowContext) -> None:
+        await ctx.add_event("hello")  # type: ignore[arg-type]
+
+    with pytest.raises(WorkflowError, match="must subclass"):
+        await WorkflowBuilder(bad).build().run(1)
+
+
+async def test_input_the_start_executor_cannot_take_is_refused() -> None:
+    wf = WorkflowBuilder(double).add_edge(double, collect).build()
+    with pytest.raises(WorkflowError, match="cannot take a str"):
+        await wf.run("text")
+
+
+async def test_failure_emits_events_and_raises_naming_the_executor() -> None:
+    @executor
+    async def broken(value: int, ctx: WorkflowContext[int]) -> None:
+        raise ValueError("boom")
+
+    wf = WorkflowBuilder(double).add_edge(double, broken).build()
+    stream = wf.run_stream(1)
+    events: list[WorkflowEvent] = []
+    with pytest.raises(WorkflowError, match="executor 'broken' failed: ValueError: boom"):
+        async for event in stream:
+            events.append(event)
+    assert any(isinstance(e, ExecutorFailedEvent) and e.executor_id == "broken" for e in events)
+    failed = [e for e in events if isinstance(e, WorkflowFailedEvent)]
+    assert failed and failed[0].executor_id == "broken"
+    assert isinstance(events[-1], StatusEvent) and events[-1].status == "failed"
+
+
+async def test_cancellation_ends_the_run_cancelled() -> None:
+    token = CancellationToken()
+    entered = asyncio.Event()
+
+    @executor
+    async def slow(value: int, ctx: WorkflowContext[int]) -> None:
+        entered.set()
+        await asyncio.Event().wait()  # until cancelled
+
+    wf = WorkflowBuilder(slow).add_edge(slow, collect).build()
+    task = asyncio.ensure_future(wf.run(1, cancellation_token=token))
+    await entered.wait()
+    token.cancel()
+    result = await task
+    assert result.status == "cancelled"
+
+
+async def test_hundred_concurrent_runs_are_isolated() -> None:
+    @executor
+    async def remember(value: int, ctx: WorkflowContext[int]) -> None:
+        ctx.set_state("mine", value)
+        log = ctx.log("seen")
+        log.append(value)
+        await asyncio.sleep(0)  # let other runs interleave
+        await ctx.send_message(value)
+
+    @executor
+    async def check(value: int, ctx: WorkflowContext[None, tuple[int, object, int]]) -> None:
+        await ctx.yield_output((value, ctx.get_state("mine"), ctx.run_id.__len__()))
+
+    wf = WorkflowBuilder(remember).add_edge(remember, check).build()
+    results = await asyncio.gather(*[wf.run(i) for i in range(100)])
+    assert [r.outputs for r in results] == [[(i, i, 32)] for i in range(100)]
+    assert len({r.run_id for r in results}) == 100
+
+
+@pytest.mark.parametrize("placement", ["run", "executor"])
+async def test_both_placements_on_a_shared_runtime(placement: str) -> None:
+    a = Adder("a", 1)
+    wf = WorkflowBuilder(a, placement=placement).add_chain([a, double, collect]).build()  # type: ignore[arg-type]
+    async with LocalRuntime() as runtime:
+        results = await asyncio.gather(*[wf.run(i, runtime=runtime) for i in range(10)])
+        assert [r.outputs for r in results] == [[(i + 1) * 2] for i in range(10)]
+        types = {agent.type for agent in runtime.live_agents()}
+        expected = 1 if placement == "run" else 3
+        assert len(types) == expected
+        assert len(runtime.live_agents()) == 10 * expected
+
+
+async def test_result_lists_status_events_in_order() -> None:
+    wf = WorkflowBuilder(double).add_edge(double, collect).build()
+    result = await wf.run(2)
+    statuses = [e.status for e in result.events if isinstance(e, StatusEvent)]
+    assert statuses == ["in_progress", "idle"]

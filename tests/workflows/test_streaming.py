@@ -1,0 +1,103 @@
+"""run_stream: events arrive while the handler that emits them is still running."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import pytest
+
+from cantata.core import WorkflowError
+from cantata.workflows import (
+    ExecutorCompletedEvent,
+    ExecutorInvokedEvent,
+    OutputEvent,
+    StatusEvent,
+    SuperstepCompletedEvent,
+    SuperstepStartedEvent,
+    WorkflowBuilder,
+    WorkflowContext,
+    WorkflowEvent,
+    WorkflowStartedEvent,
+    executor,
+)
+
+
+@dataclass
+class Ping(WorkflowEvent):
+    n: int
+
+
+async def test_events_are_live_not_at_the_end_of_the_superstep() -> None:
+    consumer_saw_first = asyncio.Event()
+
+    @executor
+    async def talker(value: int, ctx: WorkflowContext[None, str]) -> None:
+        await ctx.add_event(Ping(1))
+        # Only a live stream lets the consumer see Ping(1) while this handler still runs.
+        await asyncio.wait_for(consumer_saw_first.wait(), 10)
+        await ctx.add_event(Ping(2))
+        await ctx.yield_output("done")
+
+    wf = WorkflowBuilder(talker).build()
+    stream = wf.run_stream(1)
+    pings = []
+    async for event in stream:
+        if isinstance(event, Ping):
+            pings.append(event.n)
+            consumer_saw_first.set()
+    assert pings == [1, 2]
+    assert stream.result.outputs == ["done"]
+
+
+async def test_event_order_of_a_run() -> None:
+    @executor
+    async def one(value: int, ctx: WorkflowContext[None, int]) -> None:
+        await ctx.yield_output(value)
+
+    stream = WorkflowBuilder(one).build().run_stream(5)
+    kinds = [type(e).__name__ for e in [e async for e in stream]]
+    assert kinds == [
+        WorkflowStartedEvent.__name__,
+        StatusEvent.__name__,
+        SuperstepStartedEvent.__name__,
+        ExecutorInvokedEvent.__name__,
+        OutputEvent.__name__,
+        ExecutorCompletedEvent.__name__,
+        SuperstepCompletedEvent.__name__,
+        StatusEvent.__name__,
+    ]
+    assert stream.result.status == "idle"
+
+
+async def test_result_before_the_end_is_an_error_and_get_result_drains() -> None:
+    @executor
+    async def one(value: int, ctx: WorkflowContext[None, int]) -> None:
+        await ctx.yield_output(value)
+
+    stream = WorkflowBuilder(one).build().run_stream(5)
+    with pytest.raises(WorkflowError, match="not finished"):
+        _ = stream.result
+    assert (await stream.get_result()).outputs == [5]
+
+
+async def test_closing_a_stream_early_cancels_the_run() -> None:
+    entered = asyncio.Event()
+    cancelled = asyncio.Event()
+
+    @executor
+    async def forever(value: int, ctx: WorkflowContext[None, int]) -> None:
+        entered.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    stream = WorkflowBuilder(forever).build().run_stream(1)
+    async for event in stream:
+        if isinstance(event, ExecutorInvokedEvent):
+            await entered.wait()
+            break
+    await stream.aclose()
+    assert cancelled.is_set()
