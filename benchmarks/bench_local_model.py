@@ -53,7 +53,7 @@ async def collect(quick: bool) -> list[Row]:
 
     set_model_requests_allowed(True)
     max_tokens = 64 if quick else 128
-    repeat = 3 if quick else 5
+    repeat = 3 if quick else 8
     n_ctx = 2048
     client = LocalChatClient(n_ctx=n_ctx, seed=0)
     await client.load()
@@ -66,10 +66,14 @@ async def collect(quick: bool) -> list[Row]:
     raw_times: list[float] = []
     tokens = 0
     same_text = True
-    for _ in range(repeat):
-        elapsed, text, tokens = await _ours(client, max_tokens)
+    for n in range(repeat):
+        if n % 2:  # alternate who goes first, so drifts in machine load hit both alike
+            raw_elapsed, raw_text = _raw(raw_llama, max_tokens)
+            elapsed, text, tokens = await _ours(client, max_tokens)
+        else:
+            elapsed, text, tokens = await _ours(client, max_tokens)
+            raw_elapsed, raw_text = _raw(raw_llama, max_tokens)
         ours_times.append(elapsed)
-        raw_elapsed, raw_text = _raw(raw_llama, max_tokens)
         raw_times.append(raw_elapsed)
         same_text = same_text and text == raw_text
     raw_llama.close()
