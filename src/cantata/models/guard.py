@@ -19,6 +19,7 @@ _allowed = True
 
 
 def model_requests_allowed() -> bool:
+    """Whether real model requests are currently allowed."""
     return _allowed
 
 

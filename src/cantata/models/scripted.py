@@ -168,6 +168,7 @@ class ScriptedChatClient:
         options: ChatOptions | None = None,
         cancellation_token: CancellationToken | None = None,
     ) -> ChatResponse:
+        """The next scripted answer, whole."""
         return await self._next(messages, options or ChatOptions(), False, cancellation_token)
 
     async def get_streaming_response(
@@ -177,6 +178,7 @@ class ScriptedChatClient:
         options: ChatOptions | None = None,
         cancellation_token: CancellationToken | None = None,
     ) -> AsyncIterator[ChatResponseUpdate]:
+        """The next scripted answer in chunks: text in `chunk_size` pieces, then usage."""
         response = await self._next(messages, options or ChatOptions(), True, cancellation_token)
         size = self.chunk_size
         for message in response.messages:

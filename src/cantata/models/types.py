@@ -132,10 +132,12 @@ class ChatResponse:
 
     @property
     def text(self) -> str:
+        """The text of every message, joined."""
         return "".join(m.text for m in self.messages)
 
     @property
     def function_calls(self) -> list[FunctionCallContent]:
+        """Every tool call the model asked for, in order."""
         return [c for m in self.messages for c in m.function_calls]
 
     @classmethod
@@ -197,6 +199,7 @@ class ChatResponseUpdate:
 
     @property
     def text(self) -> str:
+        """The text pieces of this update, joined."""
         return "".join(c.text for c in self.contents if type(c) is TextContent)
 
 
