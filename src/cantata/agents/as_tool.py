@@ -42,7 +42,7 @@ def agent_as_tool(
             f"as_tool of agent `{agent.name}`: arg_name {arg_name!r} must be a Python "
             "identifier (it becomes the tool's parameter)"
         )
-    text = arg_description or f"The task or question for {agent.name}."
+    text = arg_description or "The question to hand over, in the user's own words."
 
     async def call_agent(**values: Any) -> str:
         context: ToolContext = values.pop(_CONTEXT)
