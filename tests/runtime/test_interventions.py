@@ -51,6 +51,8 @@ class Policy(InterventionHandler):
 
     async def on_publish(self, message: Any, ctx: MessageContext) -> Any:
         self.seen.append(("publish", message))
+        if message.body == "whisper":
+            return Text("WHISPER")
         return DROP if "secret" in message.body else message
 
     async def on_response(self, message: Any, ctx: MessageContext, responder: AgentId) -> Any:
@@ -111,3 +113,10 @@ async def test_dropped_publish_reaches_nobody_and_stop_when_idle_does_not_hang()
         "publish",
         "publish",
     ]
+
+
+async def test_an_intervention_rewrites_a_published_message() -> None:
+    runtime, _ = await _runtime(Policy())
+    await runtime.publish_message(Text("whisper"), TopicId("room", "r"))
+    await runtime.stop_when_idle()
+    assert Echo.heard == ["WHISPER"]

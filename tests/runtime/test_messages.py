@@ -38,6 +38,7 @@ class Boom(RunError):
 class Hang:
     started: asyncio.Event
     seen_cancel: asyncio.Event
+    token_cancelled: list[bool] = field(default_factory=list)
 
 
 @dataclass
@@ -71,6 +72,7 @@ class Worker(RoutedAgent):
         try:
             await asyncio.Event().wait()  # never fires
         except asyncio.CancelledError:
+            message.token_cancelled.append(ctx.cancellation_token.is_cancelled)
             message.seen_cancel.set()
             raise
 
@@ -115,6 +117,7 @@ async def test_timeout_raises_and_the_handler_sees_the_cancellation() -> None:
     with pytest.raises(TimeoutError, match=r"worker/a.*within 0.05s"):
         await runtime.send_message(hang, AgentId("worker", "a"), timeout=0.05)
     assert hang.seen_cancel.is_set()
+    assert hang.token_cancelled == [True]  # the handler's token is cancelled as well
     assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
     # The agent's turn was released: it takes the next message.
     assert await runtime.send_message(Relay(), AgentId("worker", "a")) == "done"
@@ -262,4 +265,13 @@ async def test_addresses_must_be_ids_and_a_cancelled_token_sends_nothing() -> No
     with pytest.raises(CancelledError, match="already cancelled"):
         await runtime.send_message(Relay(), AgentId("worker", "a"), cancellation_token=token)
     assert LOG.contexts == []
+    await runtime.stop()
+
+
+async def test_the_runtime_default_timeout_applies_to_every_request() -> None:
+    runtime = await _runtime(default_timeout=0.02)
+    hang = Hang(asyncio.Event(), asyncio.Event())
+    with pytest.raises(TimeoutError, match=r"within 0\.02s"):
+        await runtime.send_message(hang, AgentId("worker", "a"))
+    assert hang.seen_cancel.is_set()
     await runtime.stop()
