@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import sqlite3
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, NoReturn
 
@@ -84,11 +85,15 @@ class SQLiteStore(StoreLifecycle):
     # -- lifecycle -------------------------------------------------------------------------
 
     async def _connect(self) -> None:
+        pending = aiosqlite.connect(self.path, timeout=self._busy_timeout, isolation_level=None)
         try:
-            db = await aiosqlite.connect(
-                self.path, timeout=self._busy_timeout, isolation_level=None
-            )
+            db = await pending
         except sqlite3.Error as exc:
+            # aiosqlite stops its worker thread without waiting for it; wait here, so that
+            # the thread never reports back to an event loop that has closed meanwhile.
+            thread = getattr(pending, "_thread", None)
+            if isinstance(thread, threading.Thread):
+                await asyncio.to_thread(thread.join, 5.0)
             raise StoreError(
                 f"cannot open the SQLite database {self.path!r}: {exc}; "
                 "check that its directory exists and is writable"
