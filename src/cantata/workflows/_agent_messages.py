@@ -123,8 +123,14 @@ def as_user_messages(messages: list[Message], own_name: str) -> list[Message]:
 def open_requests(
     messages: list[Message],
 ) -> list[FunctionApprovalRequestContent | FunctionCallContent]:
-    """Approval requests, and function calls no message answered, in order."""
+    """Approval requests, and function calls that no result or approval request covers."""
     answered = {c.call_id for m in messages for c in m.contents if type(c) is FunctionResultContent}
+    answered.update(
+        c.function_call.call_id
+        for m in messages
+        for c in m.contents
+        if type(c) is FunctionApprovalRequestContent
+    )
     out: list[FunctionApprovalRequestContent | FunctionCallContent] = []
     for m in messages:
         for c in m.contents:

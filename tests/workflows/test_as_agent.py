@@ -1,0 +1,72 @@
+"""workflow.as_agent(): a workflow wherever an agent is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cantata.agents import Agent, ChatAgent
+from cantata.core import FunctionResultContent, Message, register
+from cantata.models import ScriptedChatClient
+from cantata.workflows import (
+    REQUEST_INFO,
+    Executor,
+    WorkflowBuilder,
+    WorkflowContext,
+    executor,
+    handler,
+    response_handler,
+)
+
+
+@executor
+async def shout(messages: list[Message], ctx: WorkflowContext[None, str]) -> None:
+    await ctx.yield_output(messages[-1].text.upper())
+
+
+async def test_run_and_thread() -> None:
+    agent = WorkflowBuilder(shout, name="shouter").build().as_agent()
+    assert isinstance(agent, Agent) and agent.name == "shouter"
+    thread = agent.create_thread()
+    response = await agent.run("hello", thread=thread)
+    assert response.text == "HELLO"
+    assert [m.text for m in await thread.get_messages()] == ["hello", "HELLO"]
+
+
+async def test_streaming_passes_agent_chunks_through() -> None:
+    inner = ChatAgent(ScriptedChatClient(["abcdef"], chunk_size=2), name="inner")
+
+    @executor
+    async def finish(response: object, ctx: WorkflowContext) -> None:
+        pass
+
+    wf = WorkflowBuilder(inner).add_edge(inner, finish).build()
+    stream = wf.as_agent(name="outer").run_stream("go")
+    texts = [u.text async for u in stream]
+    assert texts == ["ab", "cd", "ef"]
+
+
+@register(name="tests.workflows.as_agent.Ask")
+@dataclass
+class Ask:
+    question: str
+
+
+class Asker(Executor):
+    @handler
+    async def start(self, text: str, ctx: WorkflowContext[None, str]) -> None:
+        await ctx.request_info(Ask(f"sure about {text}?"))
+
+    @response_handler
+    async def got(self, request: Ask, answer: str, ctx: WorkflowContext[None, str]) -> None:
+        await ctx.yield_output(f"{request.question} -> {answer}")
+
+
+async def test_requests_become_function_calls_answered_by_results() -> None:
+    agent = WorkflowBuilder(Asker("asker")).build().as_agent(name="asker")
+    thread = agent.create_thread()
+    first = await agent.run("x", thread=thread)
+    [call] = first.messages[-1].function_calls
+    assert call.name == REQUEST_INFO
+    answer = Message("tool", [FunctionResultContent(call.call_id, result="yes")])
+    second = await agent.run(answer, thread=thread)
+    assert second.text == "sure about x? -> yes"
