@@ -15,6 +15,8 @@ from cantata.core import (
     ConfigurationError,
     RunError,
     TimeoutError,
+    UnknownTypeError,
+    register,
 )
 from cantata.runtime import (
     AgentId,
@@ -274,4 +276,35 @@ async def test_the_runtime_default_timeout_applies_to_every_request() -> None:
     with pytest.raises(TimeoutError, match=r"within 0\.02s"):
         await runtime.send_message(hang, AgentId("worker", "a"))
     assert hang.seen_cancel.is_set()
+    await runtime.stop()
+
+
+@register(name="tests.runtime.Bag")
+@dataclass
+class Bag:
+    items: list[str]
+
+
+class Keeper(RoutedAgent):
+    @message_handler
+    async def on_bag(self, message: Bag, ctx: MessageContext) -> Bag:
+        message.items.append("touched by the handler")
+        return message
+
+
+@dataclass
+class Unregistered:
+    x: int
+
+
+async def test_serialize_messages_copies_values_and_refuses_unregistered_types() -> None:
+    runtime = LocalRuntime(serialize_messages=True)
+    await runtime.register_factory("keeper", Keeper)
+    await runtime.start()
+    sent = Bag(["mine"])
+    reply = await runtime.send_message(sent, AgentId("keeper", "a"))
+    assert sent == Bag(["mine"])  # the handler worked on its own copy
+    assert reply == Bag(["mine", "touched by the handler"]) and reply is not sent
+    with pytest.raises(UnknownTypeError, match="Unregistered"):
+        await runtime.send_message(Unregistered(1), AgentId("keeper", "a"))
     await runtime.stop()

@@ -21,7 +21,9 @@ from ..core import (
     MessageDropped,
     RuntimeStateError,
     Undeliverable,
+    dumps,
     from_json,
+    loads,
     new_id,
     to_json,
 )
@@ -50,8 +52,13 @@ class LocalRuntime(Engine):
     `DeliveryFailed` when a broadcast handler fails), `store` and `evict_after` (seconds an
     agent may stay idle before its state is saved to the store and it leaves memory),
     `dedup_window` (how many handled message ids each agent remembers), `default_timeout`
-    for direct requests and `stop_grace` (seconds `stop()` lets handlers finish).
+    for direct requests, `stop_grace` (seconds `stop()` lets handlers finish) and
+    `serialize_messages` (pass every message and result through JSON and the core type
+    registry, as a runtime across processes must: catches unregistered message types and
+    handlers that share mutable messages, in tests, before they reach Ray).
 
+    A direct request to an idle agent runs its handler in the sender's task, so the
+    handler sees the sender's contextvars (and its own ones leak back: reset what you set).
     A direct request that comes back to an agent whose handler is waiting on that same
     call chain (A asks B, B asks A) runs within A's waiting turn instead of deadlocking.
     """
@@ -66,6 +73,7 @@ class LocalRuntime(Engine):
         dedup_window: int = 128,
         default_timeout: float | None = None,
         stop_grace: float = 5.0,
+        serialize_messages: bool = False,
         state_prefix: str = "cantata.runtime.agent:",
     ) -> None:
         if evict_after is not None and store is None:
@@ -79,6 +87,7 @@ class LocalRuntime(Engine):
         self._subs: dict[str, Subscription] = {}
         self._topic_cache: dict[TopicId, tuple[AgentId, ...]] = {}
         self._interventions = list(interventions or ())
+        self._serialize = serialize_messages
         self._evict_after = evict_after
         self._default_timeout = default_timeout
         self._stop_grace = stop_grace
@@ -212,6 +221,8 @@ class LocalRuntime(Engine):
         )
         if self._interventions:
             message = await self._intervene_send(message, ctx, recipient)
+        if self._serialize:
+            message = loads(dumps(message))
         cell = self._cells.get(recipient)
         if cell is None:
             cell = self._activate(recipient)
@@ -224,7 +235,7 @@ class LocalRuntime(Engine):
             self._done_one()
         if self._interventions:
             result = await self._intervene_response(result, ctx, recipient)
-        return result
+        return loads(dumps(result)) if self._serialize else result
 
     async def publish_message(
         self,
@@ -281,7 +292,8 @@ class LocalRuntime(Engine):
                 except Undeliverable as exc:
                     self._report(DeliveryFailed(agent_id, message, ctx._copy_for(agent_id), exc))
                     continue
-            self._enqueue(cell, message, ctx._copy_for(agent_id))
+            copy = loads(dumps(message)) if self._serialize else message
+            self._enqueue(cell, copy, ctx._copy_for(agent_id))
 
     def _recipients(self, topic_id: TopicId) -> tuple[AgentId, ...]:
         found = [s.map_to_agent(topic_id) for s in self._subs.values() if s.is_match(topic_id)]
