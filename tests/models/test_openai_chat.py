@@ -256,6 +256,21 @@ async def test_request_carries_options_tools_and_every_content_kind() -> None:
     assert "stream" not in body or body["stream"] is False
 
 
+async def test_author_names_are_sent_as_wire_names_unless_disabled() -> None:
+    history = [
+        Message("user", "hi", author_name="Ann Lee"),
+        Message("assistant", "hello", author_name="bot"),
+        Message("tool", [FunctionResultContent("c1", "r")], author_name="bot"),
+    ]
+    replies = [completion({"role": "assistant", "content": "ok"}) for _ in range(2)]
+    with chat_server(*replies) as server:
+        await client_for(server).get_response(history)
+        await client_for(server, author_names=False).get_response(history)
+    named, plain = (r["messages"] for r in server.requests)
+    assert [m.get("name") for m in named] == ["Ann_Lee", "bot", None]
+    assert all("name" not in m for m in plain)
+
+
 async def test_default_options_are_merged_under_request_options() -> None:
     defaults = ChatOptions(temperature=0.1, max_tokens=5, model="other-model")
     with chat_server(completion({"role": "assistant", "content": "ok"})) as server:
@@ -551,7 +566,8 @@ def _server_client(url: str) -> OpenAIChatClient:
 @pytest.mark.openai_server
 async def test_llama_server_chat(llama_server: str) -> None:
     response = await _server_client(llama_server).get_response(
-        [Message("user", "Name a color.")], options=ChatOptions(max_tokens=12, temperature=0)
+        [Message("system", "Be brief."), Message("user", "Name a color.", author_name="Ann")],
+        options=ChatOptions(max_tokens=12, temperature=0),
     )
     assert response.text.strip()
     assert response.usage is not None and response.usage.output_tokens > 0

@@ -26,22 +26,32 @@ _AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3",
 _NAME_PATTERN = re.compile(r"[^a-zA-Z0-9_-]")
 
 
-def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Wire messages for a request: tool results become one ``role: tool`` message each."""
+def to_openai_messages(
+    messages: Sequence[Message], *, author_names: bool = True
+) -> list[dict[str, Any]]:
+    """Wire messages for a request: tool results become one ``role: tool`` message each, and
+    author names go in ``name`` (so a model in a group chat can tell the speakers apart)."""
     out: list[dict[str, Any]] = []
     for message in messages:
-        results = message.function_results
-        if message.role == "tool" or results:
-            out.extend(_tool_message(r) for r in results)
-            rest = [c for c in message.contents if type(c) is not FunctionResultContent]
-            if message.role != "tool" and any(_is_sent(c) for c in rest):
-                out.append(_plain_message(message.copy(contents=rest)))
-            continue
-        if message.role == "assistant":
-            out.append(_assistant_message(message))
-        else:
-            out.append(_plain_message(message))
+        start = len(out)
+        _append_message(out, message)
+        if author_names and message.author_name:
+            name = _NAME_PATTERN.sub("_", message.author_name)[:64]
+            for wire in out[start:]:
+                if wire["role"] != "tool":
+                    wire["name"] = name
     return out
+
+
+def _append_message(out: list[dict[str, Any]], message: Message) -> None:
+    results = message.function_results
+    if message.role != "tool" and not results:
+        out.append(_plain_message(message))
+        return
+    out.extend(_tool_message(r) for r in results)
+    rest = [c for c in message.contents if type(c) is not FunctionResultContent]
+    if message.role != "tool" and any(_is_sent(c) for c in rest):
+        out.append(_plain_message(message.copy(contents=rest)))
 
 
 def _is_sent(content: Content) -> bool:
@@ -145,11 +155,16 @@ def response_format_param(fmt: ResponseFormat, *, mode: str) -> dict[str, Any]:
 
 
 def request_params(
-    messages: Sequence[Message], options: ChatOptions, *, model: str, structured_mode: str
+    messages: Sequence[Message],
+    options: ChatOptions,
+    *,
+    model: str,
+    structured_mode: str,
+    author_names: bool = True,
 ) -> dict[str, Any]:
     """Keyword arguments for ``chat.completions.create`` (without ``stream``)."""
     params: dict[str, Any] = {"model": options.model or model}
-    params["messages"] = to_openai_messages(messages)
+    params["messages"] = to_openai_messages(messages, author_names=author_names)
     for key in ("temperature", "top_p", "max_tokens", "seed"):
         value = getattr(options, key)
         if value is not None:

@@ -49,6 +49,11 @@ class OpenAIChatClient:
     ``OpenAIChatClient("qwen2.5", base_url="http://127.0.0.1:11434/v1")`` talks to a local
     server, which needs no key. Retries and timeouts are the SDK's (`max_retries`,
     `timeout`); errors arrive as `ModelHTTPError`, `ModelError` or cantata's `TimeoutError`.
+    Azure OpenAI works through its v1 endpoint as `base_url` with its key.
+
+    `structured_output` picks how `response_format` is sent (see `StructuredOutputMode`);
+    `stream_usage` asks for token usage at the end of streams; `author_names` sends each
+    message's `author_name` as the wire ``name``; `default_options` apply to every request.
     """
 
     def __init__(
@@ -62,6 +67,7 @@ class OpenAIChatClient:
         default_options: ChatOptions | None = None,
         structured_output: StructuredOutputMode = "json_schema",
         stream_usage: bool = True,
+        author_names: bool = True,
         default_headers: dict[str, str] | None = None,
     ) -> None:
         if not model:
@@ -81,6 +87,7 @@ class OpenAIChatClient:
         self.default_options = default_options or ChatOptions()
         self.structured_output: StructuredOutputMode = structured_output
         self.stream_usage = stream_usage
+        self.author_names = author_names
         self._api_key = key
         self._headers = dict(default_headers or {})
         self._clients: dict[asyncio.AbstractEventLoop, AsyncOpenAI] = {}
@@ -117,7 +124,11 @@ class OpenAIChatClient:
         check_model_requests_allowed("OpenAIChatClient")
         merged = self.default_options.merge(options)
         params = request_params(
-            messages, merged, model=self.model, structured_mode=self.structured_output
+            messages,
+            merged,
+            model=self.model,
+            structured_mode=self.structured_output,
+            author_names=self.author_names,
         )
         return params, merged
 
