@@ -187,3 +187,16 @@ async def test_a_failing_stop_predicate_raises_to_the_waiter() -> None:
     with pytest.raises(ValueError, match="bad predicate"):
         await waiter
     await runtime.stop()
+
+
+async def test_wait_until_idle_waits_for_the_cascade_and_keeps_running() -> None:
+    runtime = await _runtime()
+    await runtime.start()
+    await runtime.publish_message(Count(10), TopicId("ping", "k"))
+    await runtime.wait_until_idle()
+    assert len(Cascade.handled) == 22  # both sides hear the first event, then it alternates
+    assert runtime.state == "running"
+    await runtime.send_message(Count(0), AgentId("left", "k"))
+    await runtime.wait_until_idle()
+    assert Cascade.handled[-1] == 0
+    await runtime.close()

@@ -421,14 +421,23 @@ class LocalRuntime(Engine):
             if not future.done():
                 future.set_exception(RuntimeStateError("the runtime stopped first"))
 
-    async def stop_when_idle(self) -> None:
-        """Wait until no message is queued or being handled (cascades included), then stop."""
-        if self._state != "running":
-            raise RuntimeStateError(f"stop_when_idle needs a running runtime (it is {self._state})")
+    async def wait_until_idle(self) -> None:
+        """Wait until no message is queued or being handled (cascades included); the
+        runtime keeps running, so this suits step-by-step drivers such as workflows."""
+        if self._state not in ("running", "stopping"):
+            raise RuntimeStateError(
+                f"wait_until_idle needs a running runtime (it is {self._state})"
+            )
         idle = self._idle = self._idle or asyncio.Event()
         while self._pending:
             idle.clear()
             await idle.wait()
+
+    async def stop_when_idle(self) -> None:
+        """Wait until no message is queued or being handled (cascades included), then stop."""
+        if self._state != "running":
+            raise RuntimeStateError(f"stop_when_idle needs a running runtime (it is {self._state})")
+        await self.wait_until_idle()
         await self.stop()
 
     async def stop_when(self, predicate: Callable[[], bool]) -> None:

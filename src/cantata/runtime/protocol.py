@@ -78,6 +78,10 @@ class AgentRuntime(Protocol):
         """Stop taking messages, let handlers in flight finish, then cancel the rest."""
         ...
 
+    async def wait_until_idle(self) -> None:
+        """Wait until no message is queued or being handled; keep running."""
+        ...
+
     async def stop_when_idle(self) -> None:
         """Wait until no message is queued or being handled, then stop."""
         ...
