@@ -264,5 +264,5 @@ async def test_service_thread_serializes_its_id_only() -> None:
         "id": "conv-7",
         "state": "created",
     }
-    restored = RecordingServiceThread.deserialize(data, server={})
+    restored = await RecordingServiceThread.deserialize(data, server={})
     assert restored.id == "conv-7" and restored.state == "created"

@@ -22,7 +22,7 @@ from ..core import (
     new_id,
 )
 from ..models import ChatOptions
-from .instructions import InstructionTemplate
+from .instructions import InstructionTemplate, merge_arguments
 from .response import AgentResponse, AgentResponseStream
 from .thread import AgentThread, LocalThread
 
@@ -77,14 +77,17 @@ class Agent(ABC):
 
     @property
     def name(self) -> str:
+        """The agent's name: its tool name, and the author name of what it writes."""
         return self._name
 
     @property
     def description(self) -> str:
+        """What the agent is for (its tool description in `as_tool`)."""
         return self._description
 
     @property
     def id(self) -> str:
+        """A unique id, recorded in the metadata of every message the agent handles."""
         return self._id
 
     @property
@@ -190,10 +193,7 @@ class Agent(ABC):
             return None
         if template.is_static:
             return template.source
-        merged = dict(self._arguments)
-        if arguments:
-            merged.update(arguments)
-        return template.render(merged)
+        return template.render(merge_arguments(self._arguments, arguments))
 
     # -- composition -----------------------------------------------------------------
 

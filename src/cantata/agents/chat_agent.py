@@ -83,10 +83,12 @@ class ChatAgent(Agent):
 
     @property
     def tools(self) -> tuple[FunctionTool, ...]:
+        """The agent's own tools (a call's `tools=` are added for that call only)."""
         return self._tools
 
     @property
     def options(self) -> ChatOptions:
+        """The agent's default options (a call's `options=` override them for that call)."""
         return self._options
 
     # -- threads ---------------------------------------------------------------------

@@ -95,18 +95,23 @@ class InMemoryMessageStore:
         self._messages: list[Message] = list(messages)
 
     async def add_messages(self, messages: Sequence[Message]) -> None:
+        """Append to the list (the objects themselves, not copies)."""
         self._messages.extend(messages)
 
     async def list_messages(self) -> list[Message]:
+        """A new list of the stored messages."""
         return self._messages.copy()
 
     async def clear(self) -> None:
+        """Forget every message."""
         self._messages.clear()
 
     async def serialize(self) -> dict[str, Any]:
+        """The messages themselves, as registry JSON."""
         return {"kind": self.kind, "messages": [to_json(m) for m in self._messages]}
 
     async def restore(self, state: dict[str, Any]) -> None:
+        """Replace the messages with the serialized ones (all decoded before any is kept)."""
         checked = _check_kind(state, self.kind)
         if "messages" not in checked:
             raise SerializationError("message store state has no 'messages' field")
@@ -153,10 +158,16 @@ class StateStoreMessageStore:
         return make
 
     async def add_messages(self, messages: Sequence[Message]) -> None:
+        """One atomic append of all the messages, contiguous in the log."""
         if messages:
             await self._store.append(self._log, [to_json(m) for m in messages])
 
     async def list_messages(self) -> list[Message]:
+        """Every message, fetching and decoding only entries appended since the last read.
+
+        The log is append-only, so the decoded prefix stays valid; if another process
+        clears the log, re-open the thread to read it afresh.
+        """
         cache = self._cache
         fresh = await self._store.read(self._log, len(cache))
         if fresh:
@@ -169,13 +180,16 @@ class StateStoreMessageStore:
         return cache.copy()
 
     async def clear(self) -> None:
+        """Delete the log."""
         await self._store.delete_log(self._log)
         self._cache = []
 
     async def serialize(self) -> dict[str, Any]:
+        """A reference to the log; the messages stay in the store."""
         return {"kind": self.kind, "log": self._log}
 
     async def restore(self, state: dict[str, Any]) -> None:
+        """Check that the reference points at this store's log (nothing is copied)."""
         checked = _check_kind(state, self.kind)
         log = checked.get("log")
         if log != self._log:

@@ -112,6 +112,7 @@ class AgentResponseUpdate:
 
     @property
     def text(self) -> str:
+        """The text pieces of this chunk (empty for tool calls and results)."""
         return "".join(c.text for c in self.contents if type(c) is TextContent)
 
 

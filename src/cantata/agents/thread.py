@@ -57,6 +57,7 @@ class AgentThread(ABC):
 
     @property
     def is_deleted(self) -> bool:
+        """True once `delete()` ran; a deleted thread refuses all use."""
         return self._state == "deleted"
 
     @property
@@ -243,8 +244,9 @@ class ServiceThread(AgentThread):
         return {}
 
     @classmethod
-    def deserialize(cls, data: Any, **kwargs: Any) -> ServiceThread:
-        """Rebuild from `serialize` data: the id is all there is."""
+    async def deserialize(cls, data: Any, **kwargs: Any) -> ServiceThread:
+        """Rebuild from `serialize` data: the id is all there is; `kwargs` go to the
+        constructor (a client, for example)."""
         fields = load_thread_data(data, cls.kind)
         thread_id = fields["id"]
         if thread_id is not None and (type(thread_id) is not str or not thread_id):
