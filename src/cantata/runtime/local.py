@@ -126,6 +126,8 @@ class LocalRuntime(Engine):
         """Register a ready-made instance at `agent_id` (its type then takes no factory)."""
         if not isinstance(agent, BaseAgent):
             raise ConfigurationError(f"{agent!r} is not a BaseAgent; it cannot be registered")
+        if not isinstance(agent_id, AgentId):
+            raise ConfigurationError(f"{agent_id!r} is not an AgentId: use AgentId(type, key)")
         if agent_id.type in self._factories:
             raise ConfigurationError(
                 f"agent type {agent_id.type!r} has a factory; register instances under "
@@ -229,7 +231,11 @@ class LocalRuntime(Engine):
         self._pending += 1
         try:
             result = await self._guarded_call(
-                cell, message, ctx, timeout or self._default_timeout, cancellation_token
+                cell,
+                message,
+                ctx,
+                self._default_timeout if timeout is None else timeout,
+                cancellation_token,
             )
         finally:
             self._done_one()
