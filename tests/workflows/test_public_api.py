@@ -18,6 +18,6 @@ EXPECTED = {
 
 
 def test_exports() -> None:
-    assert EXPECTED <= set(workflows.__all__)
+    assert set(workflows.__all__) >= EXPECTED
     for name in workflows.__all__:
         assert getattr(workflows, name) is not None, name
