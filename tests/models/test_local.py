@@ -63,6 +63,20 @@ async def test_unknown_tool_choice_is_a_configuration_error() -> None:
 
 
 @pytest.mark.local_model
+async def test_an_unknown_extra_option_is_a_configuration_error() -> None:
+    options = short(max_tokens=4, extra={"no_such_knob": 1})
+    with pytest.raises(ConfigurationError, match="no_such_knob"):
+        await LocalChatClient().get_response([Message("user", "hi")], options=options)
+
+
+@pytest.mark.local_model
+async def test_extra_options_reach_llama_cpp() -> None:
+    options = short(max_tokens=4, extra={"top_k": 1, "repeat_penalty": 1.0})
+    response = await LocalChatClient().get_response([Message("user", "hi")], options=options)
+    assert response.usage is not None and response.usage.output_tokens <= 4
+
+
+@pytest.mark.local_model
 async def test_images_are_refused_with_a_clear_error() -> None:
     image = Message("user", [DataContent("image/png", data=b"\x89PNG")])
     with pytest.raises(ConfigurationError, match="text only"):

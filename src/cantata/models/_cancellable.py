@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Awaitable
 from typing import TypeVar
 
@@ -15,7 +16,10 @@ async def await_cancellable(awaitable: Awaitable[T], token: CancellationToken | 
     """Await `awaitable`; a cancelled token cancels it and raises cantata's `CancelledError`."""
     if token is None:
         return await awaitable
-    token.raise_if_cancelled()
+    if token.is_cancelled:
+        if inspect.iscoroutine(awaitable):
+            awaitable.close()  # never started: close it so it is not reported as unawaited
+        token.raise_if_cancelled()
     task = asyncio.ensure_future(awaitable)
     token.link_future(task)
     try:

@@ -164,9 +164,15 @@ def generate(
         return result
     llama = model.llama
     grammar = model.grammar(schema_json) if schema_json is not None else None
-    chunks: Iterator[dict[str, Any]] = llama.create_chat_completion(
-        messages, stream=True, grammar=grammar, **sampling
-    )
+    try:
+        chunks: Iterator[dict[str, Any]] = llama.create_chat_completion(
+            messages, stream=True, grammar=grammar, **sampling
+        )
+    except TypeError as exc:  # an option from ChatOptions.extra that llama.cpp does not take
+        raise ConfigurationError(
+            f"llama.cpp does not take one of the options {sorted(sampling)}: {exc}; "
+            "remove it from ChatOptions.extra"
+        ) from exc
     pieces: list[str] = []
     first = True
     try:
