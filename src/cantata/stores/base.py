@@ -22,9 +22,18 @@ class StateStore(Protocol):
     """Append-only logs and keyed values, safe for many concurrent writers.
 
     Logs: `append` is atomic per call (all entries or none) and entries of one call stay
-    contiguous and in order, whatever other writers do. Positions start at 0.
-    Values: `put_many` is atomic (all or none). Keys and log names are free strings;
-    callers namespace them (``"thread:<id>"``, ``"ckpt:<run>:<id>"``).
+    contiguous and in order, whatever other writers do. Positions start at 0 and are dense.
+    `read` takes `start` and `stop` as a Python slice does (negative counts from the end).
+    Values: `put_many` is atomic (all or none). Keys and log names are free strings
+    (without NUL characters or lone surrogates); callers namespace them (``"thread:<id>"``,
+    ``"ckpt:<run>:<id>"``). Logs and values live in separate namespaces.
+
+    Every value and entry must be JSON data that round-trips exactly: dicts with string
+    keys, lists, strings, ints, finite floats, bools and None (no tuples, no subclasses).
+    Anything else raises `StoreError` and writes nothing; a stored value that cannot be
+    parsed raises `StoreCorruptionError` naming it. `get` cannot tell a stored None from
+    a missing key. `close()` may be called twice; any other use after it raises
+    `StoreClosedError`. Backends are async context managers.
     """
 
     async def append(self, log: str, entries: Sequence[Any]) -> int:
