@@ -483,3 +483,18 @@ async def test_instructions_render_in_a_sandbox() -> None:
     )
     with pytest.raises(ConfigurationError, match="evil"):
         await agent.run("hi")
+
+
+async def test_closing_a_stream_early_keeps_the_completed_messages() -> None:
+    agent, client = _calc([[tool_call("add", {"a": 2, "b": 3})], "a long final answer"])
+    thread = agent.create_thread()
+    stream = agent.run_stream("2+3", thread=thread)
+    async for update in stream:
+        if update.text:
+            break
+    await stream.aclose()
+    stored = await thread.get_messages()
+    assert [m.role for m in stored] == ["user", "assistant", "tool"]
+    assert [u async for u in stream] == []
+    with pytest.raises(AgentError):
+        _ = stream.response

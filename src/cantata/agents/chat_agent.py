@@ -198,18 +198,23 @@ class ChatAgent(Agent):
                 on_message=recorder.on_message,
                 tool_kwargs=kwargs,
             )
-            async for update in stream:
-                seen.append(update)
-                if not update.contents:
-                    continue
-                yield AgentResponseUpdate(
-                    update.contents,
-                    role=update.role,
-                    author_name=update.author_name or self.name,
-                    message_id=update.message_id,
-                    agent_id=self.id,
-                    response_id=update.response_id,
-                )
+            try:
+                async for update in stream:
+                    seen.append(update)
+                    if not update.contents:
+                        continue
+                    yield AgentResponseUpdate(
+                        update.contents,
+                        role=update.role,
+                        author_name=update.author_name or self.name,
+                        message_id=update.message_id,
+                        agent_id=self.id,
+                        response_id=update.response_id,
+                    )
+            finally:
+                close = getattr(stream, "aclose", None)
+                if close is not None:  # stop the loop now when the caller stops early
+                    await close()
             response = ChatResponse.from_updates(seen, response_format=opts.response_format)
             result.append(await self._finish(recorder, used, response))
 
