@@ -486,7 +486,7 @@ async def test_instructions_render_in_a_sandbox() -> None:
 
 
 async def test_closing_a_stream_early_keeps_the_completed_messages() -> None:
-    agent, client = _calc([[tool_call("add", {"a": 2, "b": 3})], "a long final answer"])
+    agent, _ = _calc([[tool_call("add", {"a": 2, "b": 3})], "a long final answer"])
     thread = agent.create_thread()
     stream = agent.run_stream("2+3", thread=thread)
     async for update in stream:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 from ..core import (
@@ -23,7 +23,7 @@ from ..core import (
 )
 from ..models import ChatOptions
 from .instructions import InstructionTemplate, merge_arguments
-from .response import AgentResponse, AgentResponseStream
+from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
 from .thread import AgentThread, LocalThread
 
 if TYPE_CHECKING:
@@ -46,8 +46,8 @@ class Agent(ABC):
     """Abstract agent: a named role that answers on a thread.
 
     `name` is letters, digits, ``_`` and ``-`` (it becomes a tool name in `as_tool`).
-    Subclasses implement `run_stream` and `run`, and say which thread kind they take in
-    `thread_type`.
+    Subclasses implement `run` (and `run_stream` when they can stream), and say which
+    thread kind they take in `thread_type`.
     """
 
     thread_type: ClassVar[type[AgentThread]] = LocalThread
@@ -121,7 +121,6 @@ class Agent(ABC):
         """Run to the final answer; `on_intermediate` sees tool calls and results as they
         happen. Extra keyword arguments are handed to tools (`ToolContext.kwargs`)."""
 
-    @abstractmethod
     def run_stream(
         self,
         messages: AgentInput = None,
@@ -135,7 +134,36 @@ class Agent(ABC):
         **kwargs: Any,
     ) -> AgentResponseStream:
         """Run and stream `AgentResponseUpdate`s; `stream.response` holds the whole answer
-        once the stream ends."""
+        once the stream ends.
+
+        This default runs `run` and yields each new message whole, so an agent that cannot
+        stream only implements `run`; agents that can stream override it.
+        """
+        result: list[AgentResponse] = []
+
+        async def updates() -> AsyncIterator[AgentResponseUpdate]:
+            response = await self.run(
+                messages,
+                thread=thread,
+                on_intermediate=on_intermediate,
+                arguments=arguments,
+                options=options,
+                tools=tools,
+                cancellation_token=cancellation_token,
+                **kwargs,
+            )
+            result.append(response)
+            for message in response.messages:
+                yield AgentResponseUpdate(
+                    list(message.contents),
+                    role=message.role,
+                    author_name=message.author_name,
+                    message_id=message.message_id,
+                    agent_id=self._id,
+                    response_id=response.response_id,
+                )
+
+        return AgentResponseStream(updates(), lambda: result[-1])
 
     # -- threads ---------------------------------------------------------------------
 
