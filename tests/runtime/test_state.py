@@ -10,8 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from cantata.core import RuntimeStateError, SchemaVersionError, Undeliverable, register
+from cantata.core import (
+    CantataError,
+    RuntimeStateError,
+    SchemaVersionError,
+    Undeliverable,
+    register,
+)
 from cantata.runtime import (
     AgentEvicted,
     AgentId,
@@ -198,3 +206,40 @@ async def test_ten_thousand_tenants_through_one_type_subscription() -> None:
     for tenant in (0, 4_321, 9_999):
         agent = runtime._cells[AgentId("account", f"t{tenant}")].agent
         assert isinstance(agent, Account) and agent.total == tenant
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+_agent_record = st.fixed_dictionaries(
+    {"schema_version": st.just(1) | _json, "state": _json, "handled": _json}
+)
+_damaged_state = st.fixed_dictionaries(
+    {
+        "schema_version": st.just(1) | _json,
+        "agents": st.dictionaries(
+            st.sampled_from(["account/a", "account/b", "bad", "/x", "ghost/k"])
+            | st.text(max_size=6),
+            _agent_record | _json,
+            max_size=3,
+        )
+        | _json,
+        "subscriptions": st.lists(_json, max_size=3) | _json,
+    }
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=_damaged_state | _json)
+async def test_damaged_runtime_state_raises_a_cantata_error_or_loads(data: Any) -> None:
+    runtime = await _runtime()
+    try:
+        await runtime.load_state(data)
+    except CantataError:
+        pass
+    finally:
+        await runtime.close()

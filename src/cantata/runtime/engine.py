@@ -32,7 +32,7 @@ from .context import MessageContext, _current
 from .events import AgentActivated, DeliveryFailed, RuntimeEvent
 from .ids import AgentId
 from .protocol import AgentFactory, AgentRuntime
-from .state import decode_agent
+from .state import decode_agent, restore
 
 __all__: list[str] = []
 
@@ -348,7 +348,7 @@ class Engine:
                 record = await self._store.get(self._prefix + str(agent_id))
                 if record is not None:
                     state, handled = decode_agent(record, str(agent_id))
-                    await agent.load_state(state)
+                    await restore(agent, state, agent_id)
                     cell.restore_handled(handled, self._window)
                     restored = True
             cell.agent = agent

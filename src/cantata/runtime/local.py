@@ -22,7 +22,6 @@ from ..core import (
     RuntimeStateError,
     Undeliverable,
     dumps,
-    from_json,
     loads,
     new_id,
     to_json,
@@ -36,7 +35,7 @@ from .events import AgentEvicted, DeliveryFailed, MessageWasDropped, RuntimeEven
 from .ids import _TYPE_RE, AgentId, TopicId, _check_type
 from .interventions import DROP, InterventionHandler
 from .protocol import AgentFactory
-from .state import SCHEMA_VERSION, check_version, decode_agent, encode_agent
+from .state import SCHEMA_VERSION, decode_runtime, encode_agent, restore
 from .subscriptions import Subscription, default_subscriptions
 
 __all__ = ["LocalRuntime"]
@@ -536,24 +535,17 @@ class LocalRuntime(Engine):
                     f"no runtime state at key {key!r} in the store; write it with "
                     "runtime.save_state(store)"
                 )
-        record = check_version(data, "runtime state")
-        subs = [from_json(raw) for raw in record.get("subscriptions", [])]
-        for sub in subs:
-            if not isinstance(sub, Subscription):
-                raise ConfigurationError(f"saved subscription {sub!r} is not a Subscription")
-        agents: list[tuple[AgentId, dict[str, Any], list[str]]] = []
-        for text, saved in dict(record.get("agents", {})).items():
-            agent_id = AgentId.parse(text)
+        subs, agents = decode_runtime(data)
+        for agent_id, _, _ in agents:
             if agent_id.type not in self._factories and agent_id not in self._cells:
                 raise self._undeliverable(agent_id)
-            agents.append((agent_id, *decode_agent(saved, text)))
         for sub in subs:
             if sub.id not in self._subs:
                 await self.add_subscription(sub)
         for agent_id, state, handled in agents:
             cell, agent = await self._acquire(agent_id)
             try:
-                await agent.load_state(state)
+                await restore(agent, state, agent_id)
                 cell.restore_handled(handled, self._window)
             finally:
                 self._release(cell)

@@ -12,7 +12,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..core import SchemaVersionError, SerializationError, from_json, to_json
+from ..core import (
+    CantataError,
+    ConfigurationError,
+    SchemaVersionError,
+    SerializationError,
+    from_json,
+    to_json,
+)
+from .agent import BaseAgent
+from .ids import AgentId
 
 __all__ = ["SCHEMA_VERSION"]
 
@@ -60,3 +69,40 @@ def decode_agent(data: Any, where: str) -> tuple[dict[str, Any], list[str]]:
     if not isinstance(state, dict) or not isinstance(handled, list):
         raise SerializationError(f"saved state of agent {where} is malformed")
     return state, [str(h) for h in handled]
+
+
+def decode_runtime(data: Any) -> tuple[list[Any], list[tuple[AgentId, dict[str, Any], list[str]]]]:
+    """The subscriptions and agent records of saved runtime state; any malformed part
+    raises `SerializationError` (or `SchemaVersionError`) before anything is used."""
+    record = check_version(data, "runtime state")
+    raw_subs = record.get("subscriptions", [])
+    raw_agents = record.get("agents", {})
+    if not isinstance(raw_subs, list) or not isinstance(raw_agents, Mapping):
+        raise SerializationError(
+            "runtime state is malformed: 'subscriptions' must be a list and 'agents' an object"
+        )
+    subs = [from_json(raw) for raw in raw_subs]
+    for sub in subs:
+        if not all(hasattr(sub, name) for name in ("id", "is_match", "map_to_agent")):
+            raise SerializationError(f"saved subscription {sub!r} is not a Subscription")
+    agents: list[tuple[AgentId, dict[str, Any], list[str]]] = []
+    for text, saved in raw_agents.items():
+        try:
+            agent_id = AgentId.parse(text)
+        except ConfigurationError as exc:
+            raise SerializationError(f"runtime state has a bad agent id: {exc}") from exc
+        agents.append((agent_id, *decode_agent(saved, text)))
+    return subs, agents
+
+
+async def restore(agent: BaseAgent, state: dict[str, Any], agent_id: AgentId) -> None:
+    """Hand saved state to an agent; its own failure on that data is a `SerializationError`."""
+    try:
+        await agent.load_state(state)
+    except CantataError:
+        raise
+    except Exception as exc:
+        raise SerializationError(
+            f"agent {agent_id} could not load its saved state ({exc!r}); make its "
+            "load_state accept what its save_state returns"
+        ) from exc
