@@ -385,6 +385,8 @@ class LocalRuntime(Engine):
         While stopping, events already queued are still handled; a handler in flight may
         still send direct requests (it waits for them to finish), but what it publishes
         is dropped, so a cascade ends. Everyone else gets `RuntimeStateError`.
+        Called from inside a handler, it waits for that handler too (so for the whole
+        grace period); to stop on a condition a handler sees, use `stop_when`.
         """
         if self._state != "running":
             return
