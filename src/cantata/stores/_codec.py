@@ -129,9 +129,3 @@ def prefix_upper(prefix: str) -> str | None:
             return "".join(chars)
         chars.pop()
     return None
-
-
-def normalize_slice(start: int, stop: int | None, length: int) -> tuple[int, int]:
-    """Absolute [start, stop) positions of a Python slice over a log of `length` entries."""
-    begin, end, _ = slice(start, stop).indices(length)
-    return begin, max(begin, end)

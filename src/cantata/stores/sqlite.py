@@ -20,7 +20,6 @@ from ._codec import (
     check_name,
     decode,
     encode,
-    normalize_slice,
     prefix_upper,
 )
 from ._lifecycle import StoreLifecycle
@@ -43,6 +42,14 @@ CREATE TABLE IF NOT EXISTS cantata_values (
 """
 _LENGTH = "SELECT COALESCE(MAX(pos) + 1, 0) FROM cantata_log_entries WHERE log = ?"
 _INSERT_ENTRY = "INSERT INTO cantata_log_entries (log, pos, value) VALUES (?, ?, ?)"
+# Negative bounds count from the end: one statement, so one snapshot of the length.
+_READ_FROM_END = """
+WITH n AS (SELECT COALESCE(MAX(pos) + 1, 0) AS len FROM cantata_log_entries WHERE log = :log)
+SELECT pos, value FROM cantata_log_entries, n WHERE log = :log
+AND pos >= CASE WHEN :start < 0 THEN n.len + :start ELSE :start END
+AND pos < CASE WHEN :stop IS NULL THEN n.len WHEN :stop < 0 THEN n.len + :stop ELSE :stop END
+ORDER BY pos
+"""
 _PUT = "INSERT OR REPLACE INTO cantata_values (key, value) VALUES (?, ?)"
 
 
@@ -213,13 +220,8 @@ class SQLiteStore(StoreLifecycle):
             db = await self._conn()
             try:
                 if start < 0 or (stop is not None and stop < 0):
-                    await db.execute("BEGIN")  # one snapshot for the length and the rows
-                    try:
-                        length = await _scalar(db, _LENGTH, (log,))
-                        start, stop = normalize_slice(start, stop, length)
-                        rows = await _rows(db, log, start, stop)
-                    finally:
-                        await _rollback(db)
+                    params = {"log": log, "start": start, "stop": stop}
+                    rows = await db.execute_fetchall(_READ_FROM_END, params)
                 else:
                     rows = await _rows(db, log, start, stop)
             except sqlite3.Error as exc:
