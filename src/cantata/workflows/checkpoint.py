@@ -87,7 +87,7 @@ class WorkflowCheckpoint:
         try:
             ckpt = cls(
                 checkpoint_id=_typed(record, "checkpoint_id", str),
-                run_id=_typed(record, "run_id", str),
+                run_id=_nonempty(record, "run_id"),
                 workflow_name=_typed(record, "workflow_name", str),
                 superstep=_typed(record, "superstep", int),
                 parent_id=_optional_str(record, "parent_id"),
@@ -114,6 +114,13 @@ def _typed(record: dict[str, Any], key: str, kind: type) -> Any:
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise CheckpointError(f"field {key!r} must be a {kind.__name__}")
     return value
+
+
+def _nonempty(record: dict[str, Any], key: str) -> str:
+    value = _typed(record, key, str)
+    if not value:
+        raise CheckpointError(f"field {key!r} must not be empty")
+    return str(value)
 
 
 def _optional_str(record: dict[str, Any], key: str) -> str | None:

@@ -3,17 +3,19 @@
 Two placements, both through the runtime contract, so a runtime that places actors on other
 machines (Ray) runs any workflow unchanged:
 
-- ``"run"`` (the default): one actor per run (type per workflow, key = run id) hosts the
-  run's executors; each superstep is one message to it, and its executors run concurrently
-  inside. Runs are the unit a runtime spreads out; a superstep costs one message.
+- ``"run"`` (the default): one actor per run (type per workflow, key = run id). Each call
+  that drives the run (`run`, `send_responses`, `resume`) is one message to it: the actor
+  runs the supersteps, its executors concurrently within each, commits and checkpoints.
+  Runs are the unit a runtime spreads out, and a superstep costs no message at all.
 - ``"executor"``: each executor of a run is its own actor (type per workflow and executor,
-  key = run id); each superstep sends one message per executor with work. A runtime may then
-  spread one run's fan-out over machines, at the price of a message per executor.
+  key = run id). The runner, in the caller, sends each superstep's work to the executors
+  that have some, one message each; a runtime may then spread one run's fan-out over
+  machines, at the price of a message per executor per superstep.
 
-Actors keep no state of their own: the runner sends each invocation with the committed
-state it needs, so a run can move to a fresh runtime between calls and a runtime may evict
-its actors freely. Without an explicit runtime, each call that drives a run gets its own
-in-process `LocalRuntime`, closed when the call returns, so nothing outlives it.
+Actors keep no state of their own: the run's committed state travels with the message, so
+a run can move to a fresh runtime between calls and a runtime may evict its actors freely.
+Without an explicit runtime, each call that drives a run gets its own in-process
+`LocalRuntime`, closed when the call returns, so nothing outlives it.
 """
 
 from __future__ import annotations
@@ -21,21 +23,23 @@ from __future__ import annotations
 import asyncio
 import re
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
+from ..core import CancellationToken
 from ..runtime import AgentId, AgentRuntime, BaseAgent, LocalRuntime, MessageContext
 from ._eager import gather_eager
 from .actor import Invocation, execute
 from .context import StepResult
+from .events import RunStatus, WorkflowEvent
 from .executor import Executor
 
 if TYPE_CHECKING:
+    from .runner import Runner
     from .workflow import Workflow
 
-__all__ = ["ExecutorActor", "Placement", "RunActor", "Superstep", "placed"]
+__all__ = ["DriveRun", "ExecutorActor", "Placement", "RunActor", "drive_placed"]
 
 Placement: TypeAlias = Literal["run", "executor"]
 Outcome: TypeAlias = "StepResult | BaseException"
@@ -45,10 +49,12 @@ _SAFE = re.compile(r"[^\w\-.]")
 
 
 @dataclass(slots=True)
-class Superstep:
-    """The message a run actor takes: every invocation of one superstep."""
+class DriveRun:
+    """The message a run actor takes: drive this run until it is idle."""
 
-    invocations: list[Invocation]
+    runner: Runner
+    sink: Callable[[WorkflowEvent], None]
+    resumed_from: str | None
 
 
 async def run_invocations(
@@ -69,15 +75,22 @@ async def run_invocations(
 
 
 class RunActor(BaseAgent):
-    """Hosts every executor of one run of a workflow; one message per superstep."""
+    """Hosts one run of a workflow: drives its supersteps and runs its executors."""
 
     __slots__ = ("executors",)
 
     def __init__(self, executors: Any) -> None:
         self.executors = executors
 
-    async def on_message(self, message: Any, ctx: MessageContext) -> list[Outcome]:
-        return await run_invocations(self.executors, message.invocations)
+    async def on_message(self, message: Any, ctx: MessageContext) -> RunStatus:
+        executors = self.executors
+
+        async def local(invocations: list[Invocation]) -> list[Outcome]:
+            return await run_invocations(executors, invocations)
+
+        runner: Runner = message.runner
+        runner.dispatch = local
+        return await runner.drive(message.sink, resumed_from=message.resumed_from)
 
 
 class ExecutorActor(BaseAgent):
@@ -138,19 +151,8 @@ async def _register_once(runtime: AgentRuntime, workflow: Workflow) -> None:
     future.set_result(None)
 
 
-def _dispatcher(runtime: AgentRuntime, workflow: Workflow, run_id: str) -> Dispatch:
+def _executor_dispatch(runtime: AgentRuntime, workflow: Workflow, run_id: str) -> Dispatch:
     send = runtime.send_message
-    if workflow.placement == "run":
-        run_actor = AgentId(workflow._actor_types[""], run_id)
-
-        async def superstep(invocations: list[Invocation]) -> list[Outcome]:
-            token = invocations[0].cancellation_token
-            outcomes: list[Outcome] = await send(
-                Superstep(invocations), run_actor, cancellation_token=token
-            )
-            return outcomes
-
-        return superstep
     ids = {eid: AgentId(t, run_id) for eid, t in workflow._actor_types.items() if eid}
 
     async def one(inv: Invocation) -> StepResult:
@@ -165,19 +167,42 @@ def _dispatcher(runtime: AgentRuntime, workflow: Workflow, run_id: str) -> Dispa
     return each
 
 
-@asynccontextmanager
-async def placed(
-    workflow: Workflow, run_id: str, runtime: AgentRuntime | None
-) -> AsyncIterator[Dispatch]:
-    """The dispatch function of one call driving a run: supersteps go to the run's actors."""
+async def _drive_on(
+    runtime: AgentRuntime,
+    runner: Runner,
+    sink: Callable[[WorkflowEvent], None],
+    resumed_from: str | None,
+    token: CancellationToken,
+) -> RunStatus:
+    workflow = runner.workflow
+    run_id = runner.run.run_id
+    if workflow.placement == "run":
+        status: RunStatus = await runtime.send_message(
+            DriveRun(runner, sink, resumed_from),
+            AgentId(workflow._actor_types[""], run_id),
+            cancellation_token=token,
+        )
+        return status
+    runner.dispatch = _executor_dispatch(runtime, workflow, run_id)
+    return await runner.drive(sink, resumed_from=resumed_from)
+
+
+async def drive_placed(
+    runner: Runner,
+    sink: Callable[[WorkflowEvent], None],
+    *,
+    runtime: AgentRuntime | None,
+    resumed_from: str | None,
+    cancellation_token: CancellationToken,
+) -> RunStatus:
+    """Drive a run on its actors: on `runtime`, or on a `LocalRuntime` made for this call."""
     if runtime is not None:
-        await _register_once(runtime, workflow)
-        yield _dispatcher(runtime, workflow, run_id)
-        return
+        await _register_once(runtime, runner.workflow)
+        return await _drive_on(runtime, runner, sink, resumed_from, cancellation_token)
     local = LocalRuntime(dedup_window=0)
     await local.start()
     try:
-        await _register_all(local, workflow)
-        yield _dispatcher(local, workflow, run_id)
+        await _register_all(local, runner.workflow)
+        return await _drive_on(local, runner, sink, resumed_from, cancellation_token)
     finally:
         await local.close()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ..core import CancellationToken, WorkflowError
 from ._typing import accepts_value, type_name
 from .events import RequestInfoEvent, RunStatus, WorkflowEvent
-from .placement import placed
+from .placement import drive_placed
 from .runner import Runner, RunState
 from .stream import WorkflowEventStream
 
@@ -131,18 +131,24 @@ class WorkflowRun:
                 f"run {self.run_id!r} is already being driven; wait for that call to return"
             )
         self._busy = True
+        token = cancellation_token or CancellationToken()
         try:
-            async with placed(self.workflow, self.run_id, self._runtime) as dispatch:
-                runner = Runner(
-                    self.workflow,
-                    self._state,
-                    dispatch=dispatch,
-                    store=self._store,
-                    kwargs=self._kwargs,
-                    streaming=streaming,
-                    cancellation_token=cancellation_token or CancellationToken(),
-                )
-                return await runner.drive(sink, resumed_from=resumed_from)
+            runner = Runner(
+                self.workflow,
+                self._state,
+                dispatch=None,
+                store=self._store,
+                kwargs=self._kwargs,
+                streaming=streaming,
+                cancellation_token=token,
+            )
+            return await drive_placed(
+                runner,
+                sink,
+                runtime=self._runtime,
+                resumed_from=resumed_from,
+                cancellation_token=token,
+            )
         finally:
             self._busy = False
 

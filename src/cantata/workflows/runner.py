@@ -84,7 +84,7 @@ class Runner:
         workflow: Workflow,
         run: RunState,
         *,
-        dispatch: Dispatch,
+        dispatch: Dispatch | None,
         store: CheckpointStore | None,
         kwargs: Mapping[str, Mapping[str, Any]],
         streaming: bool,
@@ -92,7 +92,8 @@ class Runner:
     ) -> None:
         self.workflow = workflow
         self.run = run
-        self._dispatch = dispatch
+        self.dispatch = dispatch
+        """How a superstep's invocations reach the executors; set by the host (placement)."""
         self._store = store
         self._kwargs = kwargs
         self._streaming = streaming
@@ -159,7 +160,8 @@ class Runner:
         sink(SuperstepStartedEvent(run.superstep, list(batches)))
         invocations = list(batches.values())
         results: list[StepResult] = []
-        for inv, outcome in zip(invocations, await self._dispatch(invocations), strict=True):
+        assert self.dispatch is not None, "the placement sets dispatch before driving"
+        for inv, outcome in zip(invocations, await self.dispatch(invocations), strict=True):
             if isinstance(outcome, BaseException):
                 raise _tag(outcome, inv.executor_id)
             results.append(outcome)
