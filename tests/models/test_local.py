@@ -16,6 +16,7 @@ from cantata.core import (
     FunctionCallContent,
     FunctionResultContent,
     Message,
+    ModelError,
     TextContent,
     UsageContent,
     UsageError,
@@ -74,6 +75,13 @@ async def test_extra_options_reach_llama_cpp() -> None:
     options = short(max_tokens=4, extra={"top_k": 1, "repeat_penalty": 1.0})
     response = await LocalChatClient().get_response([Message("user", "hi")], options=options)
     assert response.usage is not None and response.usage.output_tokens <= 4
+
+
+@pytest.mark.local_model
+async def test_a_prompt_longer_than_the_context_is_a_model_error() -> None:
+    client = LocalChatClient(n_ctx=64)
+    with pytest.raises(ModelError, match="n_ctx=64"):
+        await client.get_response([Message("user", "word " * 200)], options=short(max_tokens=4))
 
 
 @pytest.mark.local_model
