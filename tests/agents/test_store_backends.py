@@ -132,7 +132,7 @@ async def test_eight_concurrent_writers_times_1000_appends(opener: Opener) -> No
 
 
 async def test_concurrent_processes_lose_nothing_and_keep_order(opener: Opener) -> None:
-    processes, per_process = 3, 150
+    processes, per_process = 2, 200
     thread_id = new_id()
     spec = json.dumps(opener.spec)
     children = [
