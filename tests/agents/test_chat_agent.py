@@ -232,6 +232,28 @@ async def test_history_reducer_shrinks_the_request_not_the_thread() -> None:
     assert len(await thread.get_messages()) == 6
 
 
+async def test_history_reducer_applies_to_every_model_call_of_the_loop() -> None:
+    agent, client = _calc(
+        [[tool_call("add", {"a": 1, "b": 2})], "3"], history_reducer=TruncatingReducer(keep_last=2)
+    )
+    thread = agent.create_thread()
+    await thread.on_new_message([Message("user", "old"), Message("assistant", "older")])
+    await agent.run("1+2", thread=thread)
+    first, second = ([m.role for m in c.messages] for c in client.calls)
+    assert first == ["system", "assistant", "user"]
+    assert second == ["system", "assistant", "tool"]  # the call stays with its result
+    assert len(await thread.get_messages()) == 6
+
+
+async def test_history_reducer_with_a_caller_built_loop_runs_before_the_loop() -> None:
+    script = ScriptedChatClient(["1", "2"])
+    loop = FunctionInvokingChatClient(script)
+    agent = ChatAgent(loop, name="a", history_reducer=TruncatingReducer(keep_last=1))
+    response = await agent.run("x")
+    await agent.run("y", thread=response.thread)
+    assert [m.text for m in script.calls[1].messages] == ["y"]
+
+
 async def test_tool_kwargs_reach_the_tool_context() -> None:
     seen: dict[str, Any] = {}
 

@@ -13,7 +13,14 @@ from typing import Any
 
 from ..core import CancellationToken, ConfigurationError, Message
 from ..models import ChatClient, ChatOptions, ChatResponse
-from ..tools import FunctionInvokingChatClient, FunctionTool, tool
+from ..tools import (
+    ChatContext,
+    ChatMiddleware,
+    ChatNext,
+    FunctionInvokingChatClient,
+    FunctionTool,
+    tool,
+)
 from .agent import Agent, AgentInput, IntermediateCallback
 from .message_store import MessageStoreFactory
 from .recorder import Recorder
@@ -65,14 +72,22 @@ class ChatAgent(Agent):
                 "get_response and get_streaming_response)"
             )
         self._tools: tuple[FunctionTool, ...] = tuple(_as_tools(tools, owner=name))
+        # The reducer runs before every model call, inside the loop, as the innermost chat
+        # middleware; a loop the caller built already is left alone and the reducer then
+        # runs once per turn, before the loop.
+        self._reduce_before_loop = False
         if isinstance(client, FunctionInvokingChatClient) and not middleware:
             self._loop: FunctionInvokingChatClient = client
             self._call_tools: tuple[FunctionTool, ...] = self._tools
+            self._reduce_before_loop = history_reducer is not None
         else:
+            layers = list(middleware)
+            if history_reducer is not None:
+                layers.append(_ReduceEachCall(history_reducer))
             self._loop = FunctionInvokingChatClient(
                 client,
                 tools=self._tools,
-                middleware=tuple(middleware),
+                middleware=layers,
                 max_iterations=max_iterations,
             )
             self._call_tools = ()
@@ -80,6 +95,7 @@ class ChatAgent(Agent):
         self._options = options or ChatOptions()
         self._message_store_factory = message_store_factory
         self.history_reducer = history_reducer
+        """Shrinks each model request (never the thread); leading system messages stay."""
 
     @property
     def tools(self) -> tuple[FunctionTool, ...]:
@@ -122,7 +138,7 @@ class ChatAgent(Agent):
         incoming = self._incoming(messages)
         await thread.on_new_message(incoming)
         history = await thread.get_messages()
-        if self.history_reducer is not None:
+        if self._reduce_before_loop and self.history_reducer is not None:
             history = await self.history_reducer.reduce(history)
         if instructions:
             history.insert(0, Message("system", instructions, author_name=self.name))
@@ -236,3 +252,14 @@ def _as_tools(items: Iterable[Any], *, owner: str) -> list[FunctionTool]:
                 "function, or another agent"
             )
     return out
+
+
+class _ReduceEachCall(ChatMiddleware):
+    """Applies a history reducer to the messages of every model call of the loop."""
+
+    def __init__(self, reducer: HistoryReducer) -> None:
+        self._reducer = reducer
+
+    async def process(self, context: ChatContext, call_next: ChatNext) -> None:
+        context.messages = await self._reducer.reduce(context.messages)
+        await call_next()
