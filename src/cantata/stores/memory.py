@@ -26,6 +26,7 @@ class MemoryStore(StoreLifecycle):
         self._logs: dict[str, list[Any]] = {}
         self._values: dict[str, Any] = {}
         self._copy = copy
+        self._opened = True  # nothing to connect to
 
     async def _connect(self) -> None:
         return None

@@ -77,7 +77,7 @@ class PostgresStore(StoreLifecycle):
         except psycopg.Error as exc:
             raise StoreError(
                 f"cannot connect to PostgreSQL at {self._where}: {exc}; "
-                "is the server running, and are the DSN's user and database right?"
+                "check that the server is up and the DSN's host, port, user and database"
             ) from exc
         try:
             async with conn.transaction():

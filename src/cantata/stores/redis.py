@@ -27,7 +27,8 @@ class RedisStore(StoreLifecycle):
     values contiguous, whoever else pushes. A value is a string key (``<prefix>val:<key>``);
     `put_many` is one MSET, which Redis applies whole or not at all (unlike MULTI/EXEC,
     which does not roll back a command that fails inside it). `keys` walks ``SCAN``, so it
-    never blocks the server. ``<prefix>schema_version`` records the layout.
+    never blocks the server. ``<prefix>schema_version`` records the layout. No command
+    waits longer than `timeout` seconds for the server (None: no limit).
     """
 
     def __init__(
@@ -36,12 +37,16 @@ class RedisStore(StoreLifecycle):
         *,
         prefix: str = "cantata:",
         connect_timeout: float = 10.0,
+        timeout: float | None = 30.0,
     ) -> None:
         if type(prefix) is not str or "\x00" in prefix:
             raise ConfigurationError(f"RedisStore prefix must be a string without NUL: {prefix!r}")
         try:
             self._client: aioredis.Redis | None = aioredis.Redis.from_url(
-                url, socket_connect_timeout=connect_timeout, decode_responses=False
+                url,
+                socket_connect_timeout=connect_timeout,
+                socket_timeout=timeout,
+                decode_responses=False,
             )
         except ValueError as exc:
             raise ConfigurationError(f"invalid Redis URL {url!r}: {exc}") from exc
