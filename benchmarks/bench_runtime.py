@@ -4,7 +4,8 @@ on the same workloads in the same run, and against bare asyncio as the floor.
 Workloads (issue 4): direct request/response to one agent; publish to a topic with 10
 subscribers (deliveries per second); the first message to 20,000 new keyed agents (rate,
 and memory per idle agent measured with tracemalloc). Each figure is the best of a few
-fresh runs; setup (creating and starting a runtime) is outside the timed part.
+fresh runs, the contenders taking turns in each round; setup (creating and starting a
+runtime) is outside the timed part.
 """
 
 from __future__ import annotations
@@ -239,11 +240,17 @@ async def _queue_publish(n: int) -> float:
 # -- measurement --------------------------------------------------------------------------
 
 
-async def _best(run: Callable[[], Awaitable[float]], repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        gc.collect()
-        best = min(best, await run())
+async def _interleaved(
+    runs: dict[str, Callable[[], Awaitable[float]]], repeat: int
+) -> dict[str, float]:
+    """Best seconds of each contender, running them in turn each round (in alternating
+    order) so that load from other processes falls on all of them alike."""
+    best = dict.fromkeys(runs, float("inf"))
+    names = list(runs)
+    for round_ in range(repeat):
+        for name in names if round_ % 2 == 0 else reversed(names):
+            gc.collect()
+            best[name] = min(best[name], await runs[name]())
     return best
 
 
@@ -261,14 +268,10 @@ async def _memory_per_agent(run: Callable[[], Awaitable[tuple[float, Any]]], n: 
     return (after - before) / n
 
 
-async def _new_agents_rate(run: Callable[[], Awaitable[tuple[float, Any]]], repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        gc.collect()
-        elapsed, runtime = await run()
-        best = min(best, elapsed)
-        del runtime
-    return best
+async def _elapsed(run: Callable[[], Awaitable[tuple[float, Any]]]) -> float:
+    elapsed, runtime = await run()
+    del runtime
+    return elapsed
 
 
 async def collect(quick: bool) -> list[Row]:
@@ -278,20 +281,36 @@ async def collect(quick: bool) -> list[Row]:
     version = peer_version("autogen-core")
     name = "autogen-core SingleThreadedAgentRuntime"
 
-    ours_rpc = n_rpc / await _best(lambda: _ours_rpc(n_rpc), repeat)
-    floor_rpc = n_rpc / await _best(lambda: _queue_rpc(n_rpc), repeat)
     deliveries = n_pub * SUBSCRIBERS
-    ours_pub = deliveries / await _best(lambda: _ours_publish(n_pub), repeat)
-    floor_pub = deliveries / await _best(lambda: _queue_publish(n_pub), repeat)
-    ours_new = n_new / await _new_agents_rate(lambda: _ours_new_agents(n_new), repeat)
-    ours_mem = await _memory_per_agent(lambda: _ours_new_agents(n_new), n_new)
-
-    peer_rpc = peer_pub = peer_new = peer_mem = None
+    rpc: dict[str, Callable[[], Awaitable[float]]] = {
+        "ours": lambda: _ours_rpc(n_rpc),
+        "floor": lambda: _queue_rpc(n_rpc),
+    }
+    pub: dict[str, Callable[[], Awaitable[float]]] = {
+        "ours": lambda: _ours_publish(n_pub),
+        "floor": lambda: _queue_publish(n_pub),
+    }
+    new: dict[str, Callable[[], Awaitable[float]]] = {
+        "ours": lambda: _elapsed(lambda: _ours_new_agents(n_new)),
+    }
     if peer is not None:
-        peer_rpc = n_rpc / await _best(lambda: _autogen_rpc(peer, n_rpc), repeat)
-        peer_pub = deliveries / await _best(lambda: _autogen_publish(peer, n_pub), repeat)
-        peer_new = n_new / await _new_agents_rate(lambda: _autogen_new_agents(peer, n_new), 1)
+        rpc["peer"] = lambda: _autogen_rpc(peer, n_rpc)
+        pub["peer"] = lambda: _autogen_publish(peer, n_pub)
+        new["peer"] = lambda: _elapsed(lambda: _autogen_new_agents(peer, n_new))
+    rpc_s, pub_s, new_s = [await _interleaved(runs, repeat) for runs in (rpc, pub, new)]
+    ours_mem = await _memory_per_agent(lambda: _ours_new_agents(n_new), n_new)
+    peer_mem = None
+    if peer is not None:
         peer_mem = await _memory_per_agent(lambda: _autogen_new_agents(peer, n_new), n_new)
+
+    def rate(work: int, seconds: dict[str, float], who: str) -> float | None:
+        return work / seconds[who] if who in seconds else None
+
+    ours_rpc, peer_rpc = n_rpc / rpc_s["ours"], rate(n_rpc, rpc_s, "peer")
+    floor_rpc = n_rpc / rpc_s["floor"]
+    ours_pub, peer_pub = deliveries / pub_s["ours"], rate(deliveries, pub_s, "peer")
+    floor_pub = deliveries / pub_s["floor"]
+    ours_new, peer_new = n_new / new_s["ours"], rate(n_new, new_s, "peer")
 
     def vs_peer(row_name: str, unit: str, ours: float, theirs: float | None, goal: str) -> Row:
         return Row(
