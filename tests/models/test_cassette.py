@@ -15,8 +15,11 @@ from cantata.core import (
     CancellationToken,
     CancelledError,
     Message,
+    ModelHTTPError,
+    ModelOutputError,
     SchemaVersionError,
     SerializationError,
+    TimeoutError,
     Usage,
 )
 from cantata.models import (
@@ -218,3 +221,48 @@ async def test_a_real_local_session_replays_offline(tmp_path: Path) -> None:
             == ChatResponse.from_updates(live_stream).usage
         )
         replay.assert_complete()
+
+
+async def test_failures_are_recorded_and_replayed_as_failures(tmp_path: Path) -> None:
+    path = tmp_path / "errors.json"
+    limited = ModelHTTPError("slow down", status_code=429, body={"e": 1}, retry_after=2.5)
+    inner = ScriptedChatClient([limited, TimeoutError("too slow"), ModelOutputError("bad json")])
+    recorder = RecordingChatClient(inner, path)
+    with pytest.raises(ModelHTTPError):
+        await recorder.get_response([Message("user", "a")])
+    with pytest.raises(TimeoutError):
+        await recorder.get_response([Message("user", "b")])
+    with pytest.raises(ModelOutputError):
+        async for _ in recorder.get_streaming_response([Message("user", "c")]):
+            pass
+
+    replay = ReplayChatClient(path)
+    with pytest.raises(ModelHTTPError) as caught:
+        await replay.get_response([Message("user", "a")])
+    err = caught.value
+    assert (err.status_code, err.body, err.retry_after, str(err)) == (
+        429,
+        {"e": 1},
+        2.5,
+        "slow down",
+    )
+    with pytest.raises(TimeoutError, match="too slow"):
+        await replay.get_response([Message("user", "b")])
+    with pytest.raises(ModelOutputError, match="bad json"):
+        async for _ in replay.get_streaming_response([Message("user", "c")]):
+            pass
+    replay.assert_complete()
+    script = ScriptedChatClient.from_cassette(path)
+    with pytest.raises(ModelHTTPError):
+        await script.get_response([Message("user", "anything")])
+
+
+def test_a_malformed_recorded_error_is_refused() -> None:
+    text = json.dumps(
+        {
+            "schema_version": CASSETTE_SCHEMA_VERSION,
+            "interactions": [{"request": {}, "response": None, "error": {"kind": "boom"}}],
+        }
+    )
+    with pytest.raises(SerializationError, match="kind"):
+        Cassette.loads(text)

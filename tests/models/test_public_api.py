@@ -14,6 +14,7 @@ EXPECTED = {
     "ChatResponseUpdate",
     "FinishReason",
     "Interaction",
+    "RecordedError",
     "LocalChatClient",
     "OpenAIChatClient",
     "RecordingChatClient",

@@ -8,7 +8,9 @@ without touching a model, so a session with a real model becomes a fast offline 
 Cassettes are JSON written through cantata's type registry, with a ``schema_version``.
 Version notes:
 
-- 1: ``{"schema_version": 1, "interactions": [{"request", "response", "updates"}]}``.
+- 1: ``{"schema_version": 1, "interactions": [{"request", "response", "updates", "error"}]}``;
+  a failed request has an ``error`` (kind, message, status code, body, retry-after) instead
+  of a ``response``, and a failed stream keeps the updates that came before the failure.
 """
 
 from __future__ import annotations
@@ -18,14 +20,18 @@ import os
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..core import (
     CancellationToken,
     Message,
     ModelError,
+    ModelHTTPError,
+    ModelOutputError,
     SchemaVersionError,
     SerializationError,
+    TimeoutError,
+    UnknownTypeError,
     dumps,
     loads,
     to_json,
@@ -39,6 +45,7 @@ __all__ = [
     "Cassette",
     "CassetteMismatchError",
     "Interaction",
+    "RecordedError",
     "RecordingChatClient",
     "ReplayChatClient",
     "request_snapshot",
@@ -51,13 +58,82 @@ class CassetteMismatchError(ModelError):
     """A replayed request differs from every recorded one that is left."""
 
 
+ErrorKind = Literal["http", "timeout", "output", "model"]
+_KINDS: tuple[ErrorKind, ...] = ("http", "timeout", "output", "model")
+
+
+@dataclass(slots=True)
+class RecordedError:
+    """A model failure as recorded, so that a replay fails the same way."""
+
+    kind: ErrorKind
+    message: str
+    status_code: int | None = None
+    body: Any = None
+    retry_after: float | None = None
+
+    @classmethod
+    def of(cls, exc: ModelError | TimeoutError) -> RecordedError:
+        """Capture a model error (HTTP status, body and retry-after included)."""
+        if isinstance(exc, ModelHTTPError):
+            return cls("http", str(exc), exc.status_code, _jsonable(exc.body), exc.retry_after)
+        if isinstance(exc, TimeoutError):
+            return cls("timeout", str(exc))
+        return cls("output" if isinstance(exc, ModelOutputError) else "model", str(exc))
+
+    def to_exception(self) -> ModelError | TimeoutError:
+        """The same error, rebuilt."""
+        if self.kind == "http":
+            return ModelHTTPError(
+                self.message,
+                status_code=self.status_code or 0,
+                body=self.body,
+                retry_after=self.retry_after,
+            )
+        if self.kind == "timeout":
+            return TimeoutError(self.message)
+        return ModelOutputError(self.message) if self.kind == "output" else ModelError(self.message)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data."""
+        return {
+            "kind": self.kind,
+            "message": self.message,
+            "status_code": self.status_code,
+            "body": self.body,
+            "retry_after": self.retry_after,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> RecordedError:
+        """Read `to_dict` output; malformed data raises `SerializationError`."""
+        if not isinstance(data, dict) or data.get("kind") not in _KINDS:
+            raise SerializationError(f"a recorded error needs a kind among {list(_KINDS)}")
+        message, status = data.get("message"), data.get("status_code")
+        retry = data.get("retry_after")
+        if not isinstance(message, str) or not isinstance(status, int | None):
+            raise SerializationError("a recorded error needs a text message and an int status")
+        if not isinstance(retry, int | float | None) or isinstance(retry, bool):
+            raise SerializationError("field 'retry_after' of a recorded error must be a number")
+        return cls(data["kind"], message, status, data.get("body"), retry)
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        to_json(value)
+    except UnknownTypeError:
+        return str(value)
+    return value
+
+
 @dataclass(slots=True)
 class Interaction:
-    """One recorded request and its answer (and the stream updates, if it was streamed)."""
+    """One recorded request and its answer or error (and the stream updates, if streamed)."""
 
     request: dict[str, Any]
-    response: ChatResponse
+    response: ChatResponse | None
     updates: list[ChatResponseUpdate] | None = None
+    error: RecordedError | None = None
 
 
 @dataclass(slots=True)
@@ -72,7 +148,12 @@ class Cassette:
             {
                 "schema_version": CASSETTE_SCHEMA_VERSION,
                 "interactions": [
-                    {"request": i.request, "response": i.response, "updates": i.updates}
+                    {
+                        "request": i.request,
+                        "response": i.response,
+                        "updates": i.updates,
+                        "error": i.error.to_dict() if i.error is not None else None,
+                    }
                     for i in self.interactions
                 ],
             }
@@ -119,14 +200,15 @@ def _interaction(item: Any, n: int) -> Interaction:
     if not isinstance(item, dict) or not isinstance(item.get("request"), dict):
         raise SerializationError(f"interaction {n} of the cassette has no request object")
     response = item.get("response")
-    if not isinstance(response, ChatResponse):
+    error = RecordedError.from_dict(item["error"]) if item.get("error") is not None else None
+    if not isinstance(response, ChatResponse) and (response is not None or error is None):
         raise SerializationError(f"interaction {n} of the cassette has no chat response")
     updates = item.get("updates")
     if updates is not None and not (
         isinstance(updates, list) and all(isinstance(u, ChatResponseUpdate) for u in updates)
     ):
         raise SerializationError(f"interaction {n} of the cassette has malformed updates")
-    return Interaction(item["request"], response, updates)
+    return Interaction(item["request"], response, updates, error)
 
 
 def request_snapshot(
@@ -157,7 +239,8 @@ class RecordingChatClient:
     """Wraps any chat client and records every finished request to a cassette file.
 
     The file is rewritten after each interaction, so it is complete even if the session
-    stops early. Failed or abandoned requests are not recorded.
+    stops early. Model failures (`ModelError`, cantata's `TimeoutError`) are recorded and
+    replayed as failures; abandoned streams and cancelled requests are not recorded.
     """
 
     def __init__(self, inner: ChatClient, path: str | Path) -> None:
@@ -180,9 +263,13 @@ class RecordingChatClient:
     ) -> ChatResponse:
         """Ask the inner client, record the exchange, return the answer."""
         request = request_snapshot(messages, options or ChatOptions(), stream=False)
-        response = await self.inner.get_response(
-            messages, options=options, cancellation_token=cancellation_token
-        )
+        try:
+            response = await self.inner.get_response(
+                messages, options=options, cancellation_token=cancellation_token
+            )
+        except (ModelError, TimeoutError) as exc:
+            await self._record(Interaction(request, None, error=RecordedError.of(exc)))
+            raise
         await self._record(Interaction(request, response))
         return response
 
@@ -196,11 +283,16 @@ class RecordingChatClient:
         """Stream from the inner client; the exchange is recorded once the stream ends."""
         request = request_snapshot(messages, options or ChatOptions(), stream=True)
         updates: list[ChatResponseUpdate] = []
-        async for update in self.inner.get_streaming_response(
-            messages, options=options, cancellation_token=cancellation_token
-        ):
-            updates.append(update)
-            yield update
+        try:
+            async for update in self.inner.get_streaming_response(
+                messages, options=options, cancellation_token=cancellation_token
+            ):
+                updates.append(update)
+                yield update
+        except (ModelError, TimeoutError) as exc:
+            error = RecordedError.of(exc)
+            await self._record(Interaction(request, None, updates, error))
+            raise
         await self._record(Interaction(request, ChatResponse.from_updates(updates), updates))
 
 
@@ -263,6 +355,8 @@ class ReplayChatClient:
         """The recorded answer to this request."""
         opts = options or ChatOptions()
         interaction = self._take(request_snapshot(messages, opts, stream=False), cancellation_token)
+        if interaction.response is None:
+            raise _recorded_failure(interaction)
         response = _copy(interaction.response)
         if opts.response_format is not None and not response.function_calls:
             response.value = parse_structured(response.text, opts.response_format)
@@ -281,6 +375,8 @@ class ReplayChatClient:
         updates = interaction.updates
         if updates is None:
             r = interaction.response
+            if r is None:
+                raise _recorded_failure(interaction)
             updates = [
                 ChatResponseUpdate(
                     list(m.contents), role=m.role, message_id=m.message_id, model=r.model
@@ -292,6 +388,14 @@ class ReplayChatClient:
                 cancellation_token.raise_if_cancelled()
             await asyncio.sleep(0)
             yield update
+        if interaction.error is not None:
+            raise interaction.error.to_exception()
+
+
+def _recorded_failure(interaction: Interaction) -> ModelError | TimeoutError:
+    if interaction.error is None:  # refused by Cassette.loads; kept for hand-built cassettes
+        return ModelError("the recorded interaction has neither a response nor an error")
+    return interaction.error.to_exception()
 
 
 def _copy(response: ChatResponse) -> ChatResponse:

@@ -12,7 +12,7 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..core import (
     CancellationToken,
@@ -26,6 +26,9 @@ from ..core import (
     new_id,
 )
 from .types import ChatOptions, ChatResponse, ChatResponseUpdate, parse_structured
+
+if TYPE_CHECKING:
+    from .cassette import Interaction
 
 __all__ = ["ScriptedCall", "ScriptedChatClient", "ScriptedTurn", "tool_call"]
 
@@ -96,7 +99,9 @@ class ScriptedChatClient:
         from .cassette import Cassette
 
         cassette = Cassette.load(path)
-        turns: list[ScriptedTurn] = [i.response for i in cassette.interactions]
+        turns: list[ScriptedTurn] = [
+            i.response if i.response is not None else _failure(i) for i in cassette.interactions
+        ]
         return cls(turns, chunk_size=chunk_size)
 
     @property
@@ -207,3 +212,9 @@ class ScriptedChatClient:
             model=response.model,
             response_id=response.response_id,
         )
+
+
+def _failure(interaction: Interaction) -> Exception:
+    if interaction.error is None:
+        return ModelError("the recorded interaction has neither a response nor an error")
+    return interaction.error.to_exception()
