@@ -76,3 +76,41 @@ async def test_failing_source_does_not_build_a_response() -> None:
         await stream.get_response()
     with pytest.raises(AgentError):
         _ = stream.response
+
+
+def test_response_round_trips_through_the_registry_without_its_thread() -> None:
+    from cantata.agents import LocalThread
+    from cantata.core import Usage, dumps, loads
+
+    response = AgentResponse(
+        [Message("assistant", [FunctionCallContent("c", "f", {"x": 1})]), Message("tool", [])],
+        thread=LocalThread(),
+        usage=Usage(3, 4),
+        value={"answer": 42},
+        agent_id="a-1",
+        finish_reason="stop",
+        response_id="r-1",
+    )
+    restored = loads(dumps(response))
+    assert isinstance(restored, AgentResponse)
+    assert restored.messages == response.messages
+    assert (restored.usage, restored.value, restored.agent_id) == (
+        Usage(3, 4),
+        {"answer": 42},
+        "a-1",
+    )
+    assert restored.thread is None
+
+
+def test_update_round_trips_through_the_registry() -> None:
+    from cantata.core import dumps, loads
+
+    update = AgentResponseUpdate([TextContent("hi")], author_name="bot", agent_id="a")
+    assert loads(dumps(update)) == update
+
+
+def test_bad_serialized_response_is_a_serialization_error() -> None:
+    from cantata.core import SerializationError, loads
+
+    with pytest.raises(SerializationError):
+        loads('{"$type": "agent_response", "messages": [1]}')

@@ -12,8 +12,12 @@ from ..core import (
     FunctionApprovalRequestContent,
     Message,
     Role,
+    SerializationError,
     TextContent,
     Usage,
+    from_json,
+    register,
+    to_json,
 )
 
 if TYPE_CHECKING:
@@ -173,3 +177,36 @@ class AgentResponseStream:
         aclose = getattr(self._source, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+# --- JSON codecs: responses travel in workflow events and checkpoints -----------------
+# A response is written without its thread (serialize the thread itself); the value is
+# written through the registry, so a structured-output model class must be registered.
+
+
+def _enc_response(r: AgentResponse) -> dict[str, Any]:
+    return {
+        "messages": [to_json(m) for m in r.messages],
+        "usage": to_json(r.usage),
+        "value": to_json(r.value),
+        "agent_id": r.agent_id,
+        "finish_reason": r.finish_reason,
+        "response_id": r.response_id,
+    }
+
+
+def _dec_response(d: dict[str, Any]) -> AgentResponse:
+    messages = from_json(d["messages"])
+    if type(messages) is not list or any(type(m) is not Message for m in messages):
+        raise SerializationError("field 'messages' of an agent response must be messages")
+    usage = from_json(d.get("usage"))
+    if usage is not None and type(usage) is not Usage:
+        raise SerializationError("field 'usage' of an agent response must be a usage")
+    fields = {k: d.get(k) for k in ("agent_id", "finish_reason", "response_id")}
+    if any(v is not None and type(v) is not str for v in fields.values()):
+        raise SerializationError("agent_id, finish_reason and response_id must be strings")
+    return AgentResponse(messages, usage=usage, value=from_json(d.get("value")), **fields)
+
+
+register(AgentResponse, name="agent_response", encode=_enc_response, decode=_dec_response)
+register(AgentResponseUpdate, name="agent_response_update")
