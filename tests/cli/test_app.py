@@ -78,6 +78,19 @@ def test_ask_streams_an_answer_from_the_local_model() -> None:
     assert result.output.strip()
 
 
+def test_an_empty_question_from_stdin_is_refused() -> None:
+    result = runner.invoke(app, ["ask", "-"], input="  \n")
+    assert result.exit_code == 1
+    assert "question is empty" in result.output
+
+
+@pytest.mark.local_model
+def test_ask_reads_the_question_from_stdin() -> None:
+    result = runner.invoke(app, ["ask", "-", "--max-tokens", "4"], input="Name a color.\n")
+    assert result.exit_code == 0, result.output
+    assert result.output.strip()
+
+
 @pytest.mark.local_model
 def test_chat_keeps_history_and_exits_on_command() -> None:
     result = runner.invoke(

@@ -7,13 +7,14 @@ OpenAI-compatible server. Errors print as one clear line and exit non-zero.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable
 from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
 
-from ..core import CantataError, Message
+from ..core import CantataError, Message, UsageError
 from ..models import ChatClient, ChatOptions, ChatResponse
 from .client_options import ClientOptions
 
@@ -84,7 +85,7 @@ async def _stream(
 
 @app.command()
 def ask(
-    question: Annotated[str, typer.Argument(help="What to ask.")],
+    question: Annotated[str, typer.Argument(help="What to ask; '-' reads it from stdin.")],
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     model_path: ModelPathOpt = None,
@@ -104,7 +105,10 @@ def ask(
 
     def work() -> None:
         client = flags.client()
-        messages = [*_start(flags.system), Message("user", question)]
+        text = sys.stdin.read().strip() if question == "-" else question
+        if not text:
+            raise UsageError("the question is empty; pass it as an argument or on stdin")
+        messages = [*_start(flags.system), Message("user", text)]
         asyncio.run(_stream(client, messages, flags.chat_options(), _out()))
 
     try:
