@@ -7,6 +7,7 @@ several agents in turn.
 """
 
 from .agent import AGENT_ID_KEY, Agent, AgentInput, IntermediateCallback
+from .agent_middleware import AgentMiddleware, AgentRunContext, agent_middleware
 from .chat_agent import ChatAgent
 from .instructions import InstructionTemplate
 from .message_store import (
@@ -24,9 +25,11 @@ __all__ = [
     "THREAD_SCHEMA_VERSION",
     "Agent",
     "AgentInput",
+    "AgentMiddleware",
     "AgentResponse",
     "AgentResponseStream",
     "AgentResponseUpdate",
+    "AgentRunContext",
     "AgentThread",
     "ChatAgent",
     "HistoryReducer",
@@ -41,4 +44,5 @@ __all__ = [
     "SummarizingReducer",
     "ThreadState",
     "TruncatingReducer",
+    "agent_middleware",
 ]

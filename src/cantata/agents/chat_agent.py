@@ -22,6 +22,7 @@ from ..tools import (
     tool,
 )
 from .agent import Agent, AgentInput, IntermediateCallback
+from .agent_middleware import AgentMiddleware, AgentRunContext, run_chain, stream_chain
 from .message_store import MessageStoreFactory
 from .recorder import Recorder
 from .reducers import HistoryReducer
@@ -39,6 +40,8 @@ class ChatAgent(Agent):
     (made tools with `as_tool`). `options` are the agent's default `ChatOptions`; a call's
     options override them for that call only. `message_store_factory` decides where new
     threads keep their messages (in memory by default; see `StateStoreMessageStore.factory`).
+    `middleware` mixes `AgentMiddleware` (around each run) with the chat and function
+    middleware of `cantata.tools` (around each model call and tool call).
     """
 
     thread_type = LocalThread
@@ -76,12 +79,14 @@ class ChatAgent(Agent):
         # middleware; a loop the caller built already is left alone and the reducer then
         # runs once per turn, before the loop.
         self._reduce_before_loop = False
-        if isinstance(client, FunctionInvokingChatClient) and not middleware:
+        self._agent_middleware = tuple(m for m in middleware if isinstance(m, AgentMiddleware))
+        loop_middleware = [m for m in middleware if not isinstance(m, AgentMiddleware)]
+        if isinstance(client, FunctionInvokingChatClient) and not loop_middleware:
             self._loop: FunctionInvokingChatClient = client
             self._call_tools: tuple[FunctionTool, ...] = self._tools
             self._reduce_before_loop = history_reducer is not None
         else:
-            layers = list(middleware)
+            layers = list(loop_middleware)
             if history_reducer is not None:
                 layers.append(_ReduceEachCall(history_reducer))
             self._loop = FunctionInvokingChatClient(
@@ -121,7 +126,7 @@ class ChatAgent(Agent):
 
     # -- running ---------------------------------------------------------------------
 
-    async def _prepare(
+    def _context(
         self,
         messages: AgentInput,
         thread: AgentThread | None,
@@ -129,20 +134,37 @@ class ChatAgent(Agent):
         options: ChatOptions | None,
         tools: Iterable[Any] | None,
         cancellation_token: CancellationToken | None,
+        kwargs: dict[str, Any],
+        streaming: bool,
+    ) -> AgentRunContext:
+        return AgentRunContext(
+            agent=self,
+            messages=Message.coerce(messages),
+            thread=thread,
+            arguments=arguments,
+            options=options,
+            tools=list(tools) if tools is not None else None,
+            kwargs=kwargs,
+            cancellation_token=cancellation_token,
+            is_streaming=streaming,
+        )
+
+    async def _prepare(
+        self, ctx: AgentRunContext
     ) -> tuple[AgentThread, list[Message], ChatOptions, list[FunctionTool]]:
-        if cancellation_token is not None:
-            cancellation_token.raise_if_cancelled()
-        thread = self._thread_for_run(thread)
-        instructions = self._render_instructions(arguments)
-        call_tools = [*self._call_tools, *_as_tools(tools or (), owner=self.name)]
-        incoming = self._incoming(messages)
+        if ctx.cancellation_token is not None:
+            ctx.cancellation_token.raise_if_cancelled()
+        thread = self._thread_for_run(ctx.thread)
+        instructions = self._render_instructions(ctx.arguments)
+        call_tools = [*self._call_tools, *_as_tools(ctx.tools or (), owner=self.name)]
+        incoming = self._incoming(ctx.messages)
         await thread.on_new_message(incoming)
         history = await thread.get_messages()
         if self._reduce_before_loop and self.history_reducer is not None:
             history = await self.history_reducer.reduce(history)
         if instructions:
             history.insert(0, Message("system", instructions, author_name=self.name))
-        return thread, history, self._options.merge(options), call_tools
+        return thread, history, self._options.merge(ctx.options), call_tools
 
     async def run(
         self,
@@ -157,17 +179,29 @@ class ChatAgent(Agent):
         **kwargs: Any,
     ) -> AgentResponse:
         """Run to the final answer (see `Agent.run`)."""
-        thread, request, opts, call_tools = await self._prepare(
-            messages, thread, arguments, options, tools, cancellation_token
+        ctx = self._context(
+            messages, thread, arguments, options, tools, cancellation_token, kwargs, False
         )
+        if not self._agent_middleware:
+            return await self._run_core(ctx, on_intermediate)
+
+        async def final(inner: AgentRunContext) -> None:
+            inner.response = await self._run_core(inner, on_intermediate)
+
+        return await run_chain(self._agent_middleware, ctx, final)
+
+    async def _run_core(
+        self, ctx: AgentRunContext, on_intermediate: IntermediateCallback | None
+    ) -> AgentResponse:
+        thread, request, opts, call_tools = await self._prepare(ctx)
         recorder = Recorder(thread, self, on_intermediate)
         response = await self._loop.get_response(
             request,
             options=opts,
-            cancellation_token=cancellation_token,
+            cancellation_token=ctx.cancellation_token,
             tools=call_tools,
             on_message=recorder.on_message,
-            tool_kwargs=kwargs,
+            tool_kwargs=ctx.kwargs,
         )
         return await self._finish(recorder, thread, response)
 
@@ -198,21 +232,40 @@ class ChatAgent(Agent):
         **kwargs: Any,
     ) -> AgentResponseStream:
         """Run and stream the answer (see `Agent.run_stream`)."""
+        ctx = self._context(
+            messages, thread, arguments, options, tools, cancellation_token, kwargs, True
+        )
+        if not self._agent_middleware:
+            return self._stream_core(ctx, on_intermediate)
         result: list[AgentResponse] = []
 
         async def updates() -> AsyncIterator[AgentResponseUpdate]:
-            used, request, opts, call_tools = await self._prepare(
-                messages, thread, arguments, options, tools, cancellation_token
+            chain = stream_chain(
+                self._agent_middleware, ctx, lambda inner: self._stream_core(inner, on_intermediate)
             )
+            async for update in chain:
+                yield update
+            if ctx.response is not None:
+                result.append(ctx.response)
+
+        return AgentResponseStream(updates(), lambda: result[-1])
+
+    def _stream_core(
+        self, ctx: AgentRunContext, on_intermediate: IntermediateCallback | None
+    ) -> AgentResponseStream:
+        result: list[AgentResponse] = []
+
+        async def updates() -> AsyncIterator[AgentResponseUpdate]:
+            used, request, opts, call_tools = await self._prepare(ctx)
             recorder = Recorder(used, self, on_intermediate)
             seen = []
             stream = self._loop.get_streaming_response(
                 request,
                 options=opts,
-                cancellation_token=cancellation_token,
+                cancellation_token=ctx.cancellation_token,
                 tools=call_tools,
                 on_message=recorder.on_message,
-                tool_kwargs=kwargs,
+                tool_kwargs=ctx.kwargs,
             )
             try:
                 async for update in stream:
