@@ -112,6 +112,14 @@ async def test_answers_and_counts_usage_like_llama_cpp() -> None:
 
 
 @pytest.mark.local_model
+async def test_a_named_llama_cpp_chat_format_works() -> None:
+    client = LocalChatClient(chat_format="chatml")
+    response = await client.get_response([Message("user", "Hi!")], options=short(max_tokens=4))
+    assert response.text.strip()
+    assert client._shared().llama.chat_format == "chatml"
+
+
+@pytest.mark.local_model
 async def test_streams_text_piece_by_piece() -> None:
     updates = [
         u

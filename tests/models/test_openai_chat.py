@@ -271,6 +271,14 @@ async def test_author_names_are_sent_as_wire_names_unless_disabled() -> None:
     assert all("name" not in m for m in plain)
 
 
+async def test_max_tokens_can_go_in_max_completion_tokens() -> None:
+    with chat_server(completion({"role": "assistant", "content": "ok"})) as server:
+        client = client_for(server, max_tokens_field="max_completion_tokens")
+        await client.get_response([Message("user", "x")], options=ChatOptions(max_tokens=9))
+    body = server.requests[0]
+    assert body["max_completion_tokens"] == 9 and "max_tokens" not in body
+
+
 async def test_default_options_are_merged_under_request_options() -> None:
     defaults = ChatOptions(temperature=0.1, max_tokens=5, model="other-model")
     with chat_server(completion({"role": "assistant", "content": "ok"})) as server:

@@ -16,6 +16,7 @@ EXPECTED = {
     "Interaction",
     "RecordedError",
     "LocalChatClient",
+    "MaxTokensField",
     "OpenAIChatClient",
     "RecordingChatClient",
     "ReplayChatClient",

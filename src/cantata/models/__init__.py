@@ -18,7 +18,7 @@ from .guard import (
     set_model_requests_allowed,
 )
 from .local import LocalChatClient
-from .openai_chat import OpenAIChatClient, StructuredOutputMode
+from .openai_chat import MaxTokensField, OpenAIChatClient, StructuredOutputMode
 from .scripted import ScriptedCall, ScriptedChatClient, ScriptedTurn, tool_call
 from .types import (
     ChatOptions,
@@ -43,6 +43,7 @@ __all__ = [
     "FinishReason",
     "Interaction",
     "LocalChatClient",
+    "MaxTokensField",
     "OpenAIChatClient",
     "RecordedError",
     "RecordingChatClient",

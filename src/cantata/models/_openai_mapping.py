@@ -161,14 +161,17 @@ def request_params(
     model: str,
     structured_mode: str,
     author_names: bool = True,
+    max_tokens_field: str = "max_tokens",
 ) -> dict[str, Any]:
     """Keyword arguments for ``chat.completions.create`` (without ``stream``)."""
     params: dict[str, Any] = {"model": options.model or model}
     params["messages"] = to_openai_messages(messages, author_names=author_names)
-    for key in ("temperature", "top_p", "max_tokens", "seed"):
+    for key in ("temperature", "top_p", "seed"):
         value = getattr(options, key)
         if value is not None:
             params[key] = value
+    if options.max_tokens is not None:
+        params[max_tokens_field] = options.max_tokens
     if options.stop:
         params["stop"] = list(options.stop)
     if options.tools:

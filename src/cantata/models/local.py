@@ -68,6 +68,7 @@ class LocalChatClient:
         self._key = ModelKey(model_path or "", n_ctx, n_threads, seed, chat_format)
         self.verbose = verbose
         self.default_options = default_options or ChatOptions()
+        self._model: SharedModel | None = None
 
     @property
     def model_path(self) -> str:
@@ -84,14 +85,17 @@ class LocalChatClient:
         return f"LocalChatClient(model_path={self._key.path or None!r})"
 
     def _shared(self) -> SharedModel:
-        key = self._key
-        if not key.path:
-            key = dataclasses.replace(key, path=default_model_path())
-        return _shared_model(key, verbose=self.verbose)
+        if self._model is None:
+            key = self._key
+            if not key.path:
+                key = dataclasses.replace(key, path=default_model_path())
+            self._model = _shared_model(key, verbose=self.verbose)
+        return self._model
 
     async def load(self) -> None:
         """Load the model now rather than on the first request (off the event loop)."""
-        await asyncio.to_thread(self._shared)
+        if self._model is None:
+            await asyncio.to_thread(self._shared)
 
     async def get_response(
         self,
@@ -126,7 +130,9 @@ class LocalChatClient:
             cancellation_token.raise_if_cancelled()
         merged = self.default_options.merge(options)
         plan = plan_request(messages, merged)
-        model = await asyncio.to_thread(self._shared)
+        model = self._model
+        if model is None:
+            model = await asyncio.to_thread(self._shared)
         message_id = new_id()
         response_id = f"local-{new_id()[:16]}"
         name = self.model
@@ -173,6 +179,12 @@ class LocalChatClient:
         stop = threading.Event()
         schema_json = json.dumps(plan.schema, sort_keys=True) if plan.schema else None
 
+        def hand_over(item: str | _End) -> None:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+            except RuntimeError:  # the caller's event loop is gone: nobody is listening
+                stop.set()
+
         def work() -> None:
             try:
                 result = generate(
@@ -180,13 +192,13 @@ class LocalChatClient:
                     plan.messages,
                     sampling=_sampling(options),
                     schema_json=schema_json,
-                    on_text=lambda text: loop.call_soon_threadsafe(queue.put_nowait, text),
+                    on_text=hand_over,
                     stop=stop,
                 )
                 end = _End(generation=result)
             except BaseException as exc:
                 end = _End(error=exc)
-            loop.call_soon_threadsafe(queue.put_nowait, end)
+            hand_over(end)
 
         if token is not None:
             token.add_callback(stop.set)

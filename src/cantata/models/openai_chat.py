@@ -32,8 +32,10 @@ from ._tool_call_assembly import ToolCallAssembler
 from .guard import check_model_requests_allowed
 from .types import ChatOptions, ChatResponse, ChatResponseUpdate, parse_structured
 
-__all__ = ["OpenAIChatClient", "StructuredOutputMode"]
+__all__ = ["MaxTokensField", "OpenAIChatClient", "StructuredOutputMode"]
 
+MaxTokensField = Literal["max_tokens", "max_completion_tokens"]
+"""The request field that carries `ChatOptions.max_tokens`."""
 StructuredOutputMode = Literal["json_schema", "json_object"]
 """How `response_format` goes on the wire: OpenAI's ``json_schema`` (OpenAI, Azure, vLLM,
 Ollama), or ``json_object`` with a ``schema`` field (llama.cpp's server)."""
@@ -53,7 +55,9 @@ class OpenAIChatClient:
 
     `structured_output` picks how `response_format` is sent (see `StructuredOutputMode`);
     `stream_usage` asks for token usage at the end of streams; `author_names` sends each
-    message's `author_name` as the wire ``name``; `default_options` apply to every request.
+    message's `author_name` as the wire ``name``; `max_tokens_field` is
+    ``"max_completion_tokens"`` for OpenAI's reasoning models, which refuse ``max_tokens``;
+    `default_options` apply to every request.
     """
 
     def __init__(
@@ -68,6 +72,7 @@ class OpenAIChatClient:
         structured_output: StructuredOutputMode = "json_schema",
         stream_usage: bool = True,
         author_names: bool = True,
+        max_tokens_field: MaxTokensField = "max_tokens",
         default_headers: dict[str, str] | None = None,
     ) -> None:
         if not model:
@@ -88,6 +93,7 @@ class OpenAIChatClient:
         self.structured_output: StructuredOutputMode = structured_output
         self.stream_usage = stream_usage
         self.author_names = author_names
+        self.max_tokens_field: MaxTokensField = max_tokens_field
         self._api_key = key
         self._headers = dict(default_headers or {})
         self._clients: dict[asyncio.AbstractEventLoop, AsyncOpenAI] = {}
@@ -129,6 +135,7 @@ class OpenAIChatClient:
             model=self.model,
             structured_mode=self.structured_output,
             author_names=self.author_names,
+            max_tokens_field=self.max_tokens_field,
         )
         return params, merged
 
