@@ -13,6 +13,7 @@ import json
 import threading
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..core import (
@@ -78,8 +79,7 @@ class LocalChatClient:
     @property
     def model(self) -> str:
         """The model's name: its file name without the extension."""
-        name = self.model_path.rsplit("/", 1)[-1]
-        return name[:-5] if name.endswith(".gguf") else name
+        return _model_name(self.model_path)
 
     def __repr__(self) -> str:
         return f"LocalChatClient(model_path={self._key.path or None!r})"
@@ -135,7 +135,7 @@ class LocalChatClient:
             model = await asyncio.to_thread(self._shared)
         message_id = new_id()
         response_id = f"local-{new_id()[:16]}"
-        name = self.model
+        name = _model_name(model.key.path)
 
         def update(contents: list[Content], finish: str | None = None) -> ChatResponseUpdate:
             return ChatResponseUpdate(
@@ -221,6 +221,11 @@ class LocalChatClient:
             stop.set()
             if token is not None:
                 token.remove_callback(stop.set)
+
+
+def _model_name(path: str) -> str:
+    name = Path(path).name
+    return name[:-5] if name.endswith(".gguf") else name
 
 
 def _sampling(options: ChatOptions) -> dict[str, Any]:
