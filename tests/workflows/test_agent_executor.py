@@ -263,3 +263,52 @@ async def test_hundred_concurrent_agent_runs_are_isolated() -> None:
     assert [r.outputs for r in results] == [
         [f"user:m{i} | assistant:echo m{i}"] for i in range(100)
     ]
+
+
+class CallingAgent(ChatAgent):
+    """An agent whose model calls a tool only the caller can run (no tool is registered
+    here, so the call is left without a result)."""
+
+    async def run(self, messages: Any = None, **kwargs: Any) -> AgentResponse:
+        from cantata.core import FunctionCallContent
+
+        incoming = Message.coerce(messages)
+        results = [c for m in incoming for c in m.function_results]
+        if results:
+            return AgentResponse([Message("assistant", f"got {results[0].result}")])
+        call = FunctionCallContent("c1", "client_side_lookup", {"q": "x"})
+        return AgentResponse([Message("assistant", [call])])
+
+
+async def test_function_calls_left_without_a_result_become_requests() -> None:
+    from cantata.core import FunctionCallContent, FunctionResultContent, WorkflowError
+
+    agent = CallingAgent(ScriptedChatClient([]), name="caller")
+    ex = AgentExecutor(agent, requests_for_input=True)
+    wf = WorkflowBuilder(ex).add_edge(ex, out).build()
+    first = await wf.run("look it up")
+    [request] = first.pending_requests
+    assert isinstance(request.data, FunctionCallContent) and request.data.call_id == "c1"
+    with pytest.raises(WorkflowError, match="must be a"):
+        await first.send_responses({request.request_id: "plain text"})
+    done = await first.send_responses({request.request_id: FunctionResultContent("c1", 42)})
+    assert done.outputs[-1].endswith("assistant:got 42")
+
+
+async def test_requests_stay_off_by_default() -> None:
+    agent = CallingAgent(ScriptedChatClient([]), name="caller")
+    wf = WorkflowBuilder(agent).add_edge(agent, out).build()
+    result = await wf.run("look it up")
+    assert result.status == "idle" and result.pending_requests == []
+
+
+async def test_a_thread_named_by_a_string_is_shared_within_a_run_only() -> None:
+    a = AgentExecutor(recording_agent("a", "A"), thread="team")
+    b = AgentExecutor(recording_agent("b", "B"), thread="team", context_mode="last_agent")
+    wf = WorkflowBuilder(a).add_edge(a, b).build()
+    await wf.run("first run")
+    await wf.run("second run")
+    assert calls(b.agent) == [  # type: ignore[arg-type]
+        "user:first run | assistant:A",
+        "user:second run | assistant:A",
+    ]

@@ -308,3 +308,19 @@ async def test_the_cost_of_a_checkpoint_does_not_grow_with_the_saved_conversatio
     assert max(costs[300:]) <= costs[10] + 16  # ids are fixed-size; only digits vary
     run = await wf.restore(result.checkpoint_id or "", checkpoint_store=store)
     assert run.status == "idle" and len(run._state.logs["chat/conversation"]) == 400
+
+
+async def test_resume_stream_yields_the_rest_of_the_run_live() -> None:
+    from cantata.workflows import OutputEvent, WorkflowStartedEvent
+
+    f = flows()
+    store = InMemoryCheckpointStore()
+    full = await f.build_pipeline().run("a b c", checkpoint_store=store)
+    third = (await store.list_checkpoints(run_id=full.run_id))[2]
+    stream = f.build_pipeline().resume_stream(third.checkpoint_id, checkpoint_store=store)
+    events = [e async for e in stream]
+    assert isinstance(events[0], WorkflowStartedEvent)
+    assert events[0].resumed_from == third.checkpoint_id
+    new_outputs = [e.data for e in events if isinstance(e, OutputEvent)]
+    assert new_outputs == full.outputs[-len(new_outputs) :] and new_outputs
+    assert stream.result.outputs == full.outputs

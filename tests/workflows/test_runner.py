@@ -345,3 +345,34 @@ async def test_result_lists_status_events_in_order() -> None:
     result = await wf.run(2)
     statuses = [e.status for e in result.events if isinstance(e, StatusEvent)]
     assert statuses == ["in_progress", "idle"]
+
+
+async def test_executor_placement_streams_live_and_answers_requests_on_a_shared_runtime() -> None:
+    from cantata.core import register
+    from cantata.workflows import response_handler
+
+    @register(name="tests.workflows.runner.Confirm")
+    @dataclass
+    class Confirm:
+        value: int
+
+    class Asker(Executor):
+        @handler
+        async def ask(self, value: int, ctx: WorkflowContext) -> None:
+            await ctx.add_event(Tagged("asking"))
+            await ctx.request_info(Confirm(value))
+
+        @response_handler
+        async def got(self, request: Confirm, ok: bool, ctx: WorkflowContext[int]) -> None:
+            await ctx.send_message(request.value if ok else -1)
+
+    asker = Asker("asker")
+    wf = WorkflowBuilder(asker, placement="executor").add_edge(asker, collect).build()
+    async with LocalRuntime() as runtime:
+        stream = wf.run_stream(9, runtime=runtime)
+        tags = [e.text async for e in stream if isinstance(e, Tagged)]
+        assert tags == ["asking"]
+        first = stream.result
+        [request] = first.pending_requests
+        done = await first.send_responses({request.request_id: True})
+        assert done.outputs == [9]

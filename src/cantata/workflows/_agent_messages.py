@@ -108,10 +108,12 @@ register(
 
 def as_user_messages(messages: list[Message], own_name: str) -> list[Message]:
     """Other agents' replies as user messages (their text only), so this agent's model
-    reads them as input rather than as something it said itself."""
+    reads them as input rather than as something it said itself. Messages without an author
+    (the caller's, answers to this agent's requests) stay as they are."""
     out: list[Message] = []
     for m in messages:
-        if m.role == "user" or m.role == "system" or m.author_name == own_name:
+        foreign = m.role in ("assistant", "tool") and m.author_name not in (None, own_name)
+        if not foreign:
             out.append(m)
             continue
         texts = [c for c in m.contents if type(c) is TextContent]

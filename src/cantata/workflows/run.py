@@ -174,6 +174,25 @@ class WorkflowRun:
         )
         return self._result(status, events)
 
+    async def _drive_into(
+        self,
+        sink: Callable[[WorkflowEvent], None],
+        *,
+        cancellation_token: CancellationToken | None = None,
+        resumed_from: str | None = None,
+    ) -> WorkflowRunResult:
+        """Drive in streaming mode, sending every event to `sink` as it happens."""
+        events: list[WorkflowEvent] = []
+
+        def both(event: WorkflowEvent) -> None:
+            events.append(event)
+            sink(event)
+
+        status = await self._drive(
+            both, streaming=True, cancellation_token=cancellation_token, resumed_from=resumed_from
+        )
+        return self._result(status, events)
+
     def _drive_stream(
         self,
         *,
@@ -181,19 +200,9 @@ class WorkflowRun:
         resumed_from: str | None = None,
     ) -> WorkflowEventStream:
         async def produce(sink: Callable[[WorkflowEvent], None]) -> WorkflowRunResult:
-            events: list[WorkflowEvent] = []
-
-            def both(event: WorkflowEvent) -> None:
-                events.append(event)
-                sink(event)
-
-            status = await self._drive(
-                both,
-                streaming=True,
-                cancellation_token=cancellation_token,
-                resumed_from=resumed_from,
+            return await self._drive_into(
+                sink, cancellation_token=cancellation_token, resumed_from=resumed_from
             )
-            return self._result(status, events)
 
         return WorkflowEventStream(produce)
 

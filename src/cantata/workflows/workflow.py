@@ -9,7 +9,7 @@ with `WorkflowRun.send_responses`; a saved run is continued from any checkpoint 
 from __future__ import annotations
 
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -235,6 +235,36 @@ class Workflow:
         return await run._drive_collect(
             cancellation_token=cancellation_token, resumed_from=checkpoint_id
         )
+
+    def resume_stream(
+        self,
+        checkpoint_id: str,
+        *,
+        checkpoint_store: CheckpointStore | None = None,
+        responses: Mapping[str, Any] | None = None,
+        runtime: AgentRuntime | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        executor_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
+        cancellation_token: CancellationToken | None = None,
+    ) -> WorkflowEventStream:
+        """Continue a run from a checkpoint and stream its events (loading happens on the
+        first iteration)."""
+
+        async def produce(sink: Callable[[WorkflowEvent], None]) -> WorkflowRunResult:
+            run = await self.restore(
+                checkpoint_id,
+                checkpoint_store=checkpoint_store,
+                runtime=runtime,
+                kwargs=kwargs,
+                executor_kwargs=executor_kwargs,
+            )
+            if responses:
+                run._accept(responses)
+            return await run._drive_into(
+                sink, cancellation_token=cancellation_token, resumed_from=checkpoint_id
+            )
+
+        return WorkflowEventStream(produce)
 
     async def restore(
         self,
