@@ -245,8 +245,10 @@ async def test_unknown_agent_type_is_undeliverable_with_the_fix() -> None:
 
 async def test_factory_that_returns_no_agent_is_a_configuration_error() -> None:
     runtime = await _runtime(("odd", lambda: object()))
-    with pytest.raises(ConfigurationError, match="not a BaseAgent"):
-        await runtime.send_message(1, AgentId("odd", "a"))
+    for _ in range(2):  # the failed creation leaves nothing behind
+        with pytest.raises(ConfigurationError, match="not a BaseAgent"):
+            await runtime.send_message(1, AgentId("odd", "a"))
+    assert runtime.live_agents() == []
     await runtime.stop()
 
 

@@ -317,11 +317,12 @@ class Engine:
         if self._store is None:
             try:
                 made = factory()
+                if not inspect.isawaitable(made):
+                    self._bind(made, agent_id)
             except BaseException:
                 del self._cells[agent_id]
                 raise
             if not inspect.isawaitable(made):
-                self._bind(made, agent_id)
                 cell.agent = made
                 if self._listeners:
                     self._report(AgentActivated(agent_id, restored=False))
