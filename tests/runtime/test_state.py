@@ -243,3 +243,20 @@ async def test_damaged_runtime_state_raises_a_cantata_error_or_loads(data: Any) 
         pass
     finally:
         await runtime.close()
+
+
+async def test_eviction_into_sqlite_survives_a_new_runtime(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "agents.db")
+    try:
+        first = await _runtime(store=store)
+        for key in ("a", "b", "c"):
+            await first.send_message(Deposit(ord(key)), AgentId("account", key))
+        assert await first.evict_idle() == 3
+        await first.close()
+        # A fresh runtime on the same store reactivates each agent with its state.
+        second = await _runtime(store=store)
+        assert await second.send_message(Deposit(1), AgentId("account", "b")) == ord("b") + 1
+        assert second.live_agents() == [AgentId("account", "b")]
+        await second.close()
+    finally:
+        await store.close()
