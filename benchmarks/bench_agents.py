@@ -176,7 +176,7 @@ def _conversation(size: int) -> list[Message]:
     return out
 
 
-async def _ours_round_trip(size: int, repeat: int) -> float:
+async def _ours_round_trip(size: int) -> Callable[[], Awaitable[None]]:
     agent = ChatAgent(ScriptedChatClient(_script), name="calc")
     thread = LocalThread()
     await thread.on_new_message(_conversation(size))
@@ -187,7 +187,7 @@ async def _ours_round_trip(size: int, repeat: int) -> float:
         if len(await restored.get_messages()) != size:
             raise RuntimeError("cantata round trip lost messages")
 
-    return await _best_rate(once, repeat)
+    return once
 
 
 def _peer_conversation(size: int) -> list[Any]:
@@ -213,7 +213,7 @@ def _peer_conversation(size: int) -> list[Any]:
     return out
 
 
-async def _peer_round_trip(size: int, repeat: int) -> float:
+async def _peer_round_trip(size: int) -> Callable[[], Awaitable[None]]:
     from agent_framework import AgentSession
 
     session = AgentSession()
@@ -225,18 +225,22 @@ async def _peer_round_trip(size: int, repeat: int) -> float:
         if len(restored.state["in_memory"]["messages"]) != size:
             raise RuntimeError("peer round trip lost messages")
 
-    return await _best_rate(once, repeat)
+    return once
 
 
-async def _best_rate(fn: Callable[[], Awaitable[None]], repeat: int) -> float:
-    await fn()
-    best = float("inf")
+async def _interleaved_best(fns: list[Callable[[], Awaitable[None]]], repeat: int) -> list[float]:
+    """Best time of each function, timed in turns (ours, peer, ours, peer ...) so that a
+    change of load on a shared machine hits both sides alike."""
+    for fn in fns:
+        await fn()  # warm-up
+    best = [float("inf")] * len(fns)
     for _ in range(repeat):
-        gc.collect()
-        start = time.perf_counter()
-        await fn()
-        best = min(best, time.perf_counter() - start)
-    return 1.0 / best
+        for index, fn in enumerate(fns):
+            gc.collect()
+            start = time.perf_counter()
+            await fn()
+            best[index] = min(best[index], time.perf_counter() - start)
+    return best
 
 
 # --- collect -------------------------------------------------------------------------
@@ -250,9 +254,14 @@ async def collect(quick: bool) -> list[Row]:
     version = peer_version(PEER)
     peer = dict(peer_name=PEER_NAME, peer_version=version)
 
-    ours_runs = [await _ours_turns(turns) for _ in range(2 if quick else 3)]
+    ours_runs: list[list[float]] = []
+    peer_runs: list[list[float]] = []
+    for run in range(2 if quick else 3):  # interleaved: ours, peer, ours, peer ...
+        ours_runs.append(await _ours_turns(turns))
+        if version and run < 2:
+            peer_runs.append(await _peer_turns(turns))
     ours = min(ours_runs, key=sum)
-    theirs = await _peer_turns(turns) if version else None
+    theirs = min(peer_runs, key=sum) if peer_runs else None
 
     rows = [
         Row(
@@ -276,8 +285,12 @@ async def collect(quick: bool) -> list[Row]:
         ),
     ]
 
-    ours_rt = await _ours_round_trip(size, 3 if quick else 5)
-    theirs_rt = await _peer_round_trip(size, 3 if quick else 5) if version else None
+    sides = [await _ours_round_trip(size)]
+    if version:
+        sides.append(await _peer_round_trip(size))
+    best = await _interleaved_best(sides, 3 if quick else 5)
+    ours_rt = 1.0 / best[0]
+    theirs_rt = 1.0 / best[1] if version else None
     rows.append(
         Row(
             f"thread of {size:,} messages: serialize to JSON and restore",
