@@ -324,3 +324,46 @@ async def test_resume_stream_yields_the_rest_of_the_run_live() -> None:
     new_outputs = [e.data for e in events if isinstance(e, OutputEvent)]
     assert new_outputs == full.outputs[-len(new_outputs) :] and new_outputs
     assert stream.result.outputs == full.outputs
+
+
+async def test_agent_chains_checkpoint_conversations_by_reference() -> None:
+    from cantata.agents import ChatAgent
+    from cantata.models import ScriptedChatClient
+    from cantata.workflows import AgentExecutorResponse
+
+    def build() -> Any:
+        agent = ChatAgent(ScriptedChatClient(lambda m, o: f"reply {len(m)}"), name="talker")
+
+        @executor
+        async def again(r: AgentExecutorResponse, ctx: WorkflowContext[str, int]) -> None:
+            if len(r.full_conversation) < 120:
+                await ctx.send_message(f"turn {len(r.full_conversation)}")
+            else:
+                await ctx.yield_output(len(r.full_conversation))
+
+        return (
+            WorkflowBuilder(agent, name="talk", max_supersteps=200)
+            .add_edge(agent, again)
+            .add_edge(again, agent)
+            .build()
+        )
+
+    raw = CountingStore()
+    costs: list[int] = []
+
+    class Probe(StateStoreCheckpointStore):
+        async def save(self, checkpoint: WorkflowCheckpoint, **kw: Any) -> None:
+            before = raw.written
+            await super().save(checkpoint, **kw)
+            costs.append(raw.written - before)
+
+    probe = Probe(raw)
+    result = await build().run("start", checkpoint_store=probe)
+    assert result.outputs == [120]
+    agent_steps = costs[0::2]  # supersteps where the agent's response is in flight
+    assert max(agent_steps[-5:]) < 2 * agent_steps[2], agent_steps
+    checkpoints = await probe.list_checkpoints(run_id=result.run_id)
+    middle = checkpoints[len(checkpoints) // 2]
+    assert middle.messages[0].get("conversation") is not None
+    resumed = await build().resume(middle.checkpoint_id, checkpoint_store=probe)
+    assert resumed.outputs == result.outputs

@@ -20,12 +20,17 @@ from ..core import (
 )
 
 __all__ = [
+    "CONVERSATION",
     "AgentExecutorRequest",
     "AgentExecutorResponse",
     "TurnToken",
     "as_user_messages",
     "open_requests",
 ]
+
+
+CONVERSATION = "conversation"
+"""Name of an agent executor's conversation log (what it received, then its replies)."""
 
 
 @register(name="cantata.workflows.AgentExecutorRequest")

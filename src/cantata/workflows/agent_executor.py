@@ -29,6 +29,7 @@ from ..core import (
     register,
 )
 from ._agent_messages import (
+    CONVERSATION,
     AgentExecutorRequest,
     AgentExecutorResponse,
     TurnToken,
@@ -212,7 +213,7 @@ class AgentExecutor(Executor):
             await thread.on_new_message(history)
         response = await self._call_agent(incoming, thread, ctx, stream)
         thread_log.extend((await thread.get_messages())[len(history) :])
-        conversation = ctx.log("conversation")
+        conversation = ctx.log(CONVERSATION)
         seen = {c.message_id for c in conversation.entries}
         conversation.extend([m for m in state.cache if m.message_id not in seen])
         conversation.extend(response.messages)

@@ -9,9 +9,11 @@ references and lengths, so the record stays small however long a conversation ge
 from __future__ import annotations
 
 import datetime as _dt
+import operator
 from typing import TYPE_CHECKING, Any
 
 from ..core import CheckpointError, SerializationError, from_json, new_id, to_json
+from ._agent_messages import CONVERSATION, AgentExecutorResponse
 from .checkpoint import WorkflowCheckpoint
 from .context import PendingRequest
 from .runner import Delivery, RunState
@@ -71,10 +73,7 @@ async def save_checkpoint(workflow: Workflow, run: RunState, store: CheckpointSt
         parent_id=run.checkpoint_id,
         created_at=_dt.datetime.now(_dt.UTC).isoformat(),
         status=status,
-        messages=[
-            {"target": d.target, "sources": d.sources, "message": to_json(d.message)}
-            for d in run.pending
-        ],
+        messages=[_delivery(run, d) for d in run.pending],
         fan_in={
             g: {s: [to_json(m) for m in ms] for s, ms in b.items()} for g, b in run.fan_in.items()
         },
@@ -101,6 +100,48 @@ async def save_checkpoint(workflow: Workflow, run: RunState, store: CheckpointSt
     run.saved[OUTPUTS] = len(run.outputs)
     run.checkpoint_id = checkpoint.checkpoint_id
     return checkpoint.checkpoint_id
+
+
+def _delivery(run: RunState, d: Delivery) -> dict[str, Any]:
+    """A delivery as JSON. An agent executor's response whose full conversation is its
+    sender's conversation log (or a prefix of it) is written as a reference into that log:
+    otherwise every hop of an agent chain would save the whole conversation once more."""
+    message = d.message
+    if type(message) is AgentExecutorResponse:
+        key = f"{message.executor_id}/{CONVERSATION}"
+        log = run.logs.get(key)
+        full = message.full_conversation
+        if log is not None and len(full) <= len(log) and all(map(operator.is_, full, log)):
+            light = AgentExecutorResponse(message.executor_id, message.agent_response, [])
+            return {
+                "target": d.target,
+                "sources": d.sources,
+                "message": to_json(light),
+                "conversation": {"log": key, "length": len(full)},
+            }
+    return {"target": d.target, "sources": d.sources, "message": to_json(message)}
+
+
+def _conversation_from_log(
+    run: RunState, message: Any, item: dict[str, Any], ckpt: WorkflowCheckpoint
+) -> Any:
+    ref = item.get("conversation")
+    if ref is None:
+        return message
+    log = run.logs.get(ref.get("log")) if isinstance(ref, dict) else None
+    length = ref.get("length") if isinstance(ref, dict) else None
+    if (
+        type(message) is not AgentExecutorResponse
+        or log is None
+        or not isinstance(length, int)
+        or not 0 <= length <= len(log)
+    ):
+        raise CheckpointError(
+            f"checkpoint {ckpt.checkpoint_id!r} is damaged: a delivery refers to a "
+            f"conversation {ref!r} it does not hold"
+        )
+    message.full_conversation = log[:length]
+    return message
 
 
 async def restore_run(workflow: Workflow, store: CheckpointStore, checkpoint_id: str) -> RunState:
@@ -146,7 +187,8 @@ async def _rebuild(
     run.saved[OUTPUTS] = len(run.outputs)
     for item in ckpt.messages:
         _known(workflow, item["target"], ckpt)
-        run.pending.append(Delivery(item["target"], from_json(item["message"]), item["sources"]))
+        message = _conversation_from_log(run, from_json(item["message"]), item, ckpt)
+        run.pending.append(Delivery(item["target"], message, item["sources"]))
     groups = {g.id for g in workflow._fan_ins}
     for group, buffers in ckpt.fan_in.items():
         if group not in groups:
