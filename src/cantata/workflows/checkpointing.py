@@ -128,7 +128,8 @@ def _conversation_from_log(
     ref = item.get("conversation")
     if ref is None:
         return message
-    log = run.logs.get(ref.get("log")) if isinstance(ref, dict) else None
+    key = ref.get("log") if isinstance(ref, dict) else None
+    log = run.logs.get(key) if isinstance(key, str) else None
     length = ref.get("length") if isinstance(ref, dict) else None
     if (
         type(message) is not AgentExecutorResponse
