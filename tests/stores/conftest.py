@@ -112,8 +112,8 @@ def _postgres(dsn: str) -> Iterator[Backend]:
         )
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            for table in tables:
-                conn.execute(f'DROP TABLE IF EXISTS "{table}"'.encode())
+            names = ", ".join(f'"{table}"' for table in tables)
+            conn.execute(f"DROP TABLE IF EXISTS {names}".encode())
 
 
 def _redis(url: str) -> Iterator[Backend]:
