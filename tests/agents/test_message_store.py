@@ -199,3 +199,33 @@ async def test_fuzzed_serialized_threads_fail_typed_and_lose_nothing(data: st.Da
 async def test_fuzzed_serialized_text_fails_typed(text: str | bytes) -> None:
     with contextlib.suppress(SerializationError):
         await LocalThread.deserialize(text)
+
+
+class _GatedStore(MemoryStore):
+    """A MemoryStore whose first read waits for a gate, to interleave two readers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.first_read_started = asyncio.Event()
+        self._reads = 0
+
+    async def read(self, log: str, start: int = 0, stop: int | None = None) -> list[Any]:
+        self._reads += 1
+        if self._reads == 1:
+            self.first_read_started.set()
+            await self.gate.wait()
+        return await super().read(log, start, stop)
+
+
+async def test_concurrent_reads_of_one_store_object_do_not_duplicate() -> None:
+    store = _GatedStore()
+    messages = StateStoreMessageStore(store, "t")
+    await messages.add_messages([Message("user", "1"), Message("user", "2")])
+    slow = asyncio.create_task(messages.list_messages())
+    await store.first_read_started.wait()
+    fast = await messages.list_messages()  # completes while the first read is held
+    store.gate.set()
+    assert [m.text for m in fast] == ["1", "2"]
+    assert [m.text for m in await slow] == ["1", "2"]
+    assert [m.text for m in await messages.list_messages()] == ["1", "2"]

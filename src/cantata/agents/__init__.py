@@ -8,7 +8,7 @@ several agents in turn.
 
 from .agent import AGENT_ID_KEY, Agent, AgentInput, IntermediateCallback
 from .agent_middleware import AgentMiddleware, AgentRunContext, agent_middleware
-from .chat_agent import ChatAgent
+from .chat_agent import ChatAgent, ToolLike
 from .instructions import InstructionTemplate
 from .message_store import (
     InMemoryMessageStore,
@@ -43,6 +43,7 @@ __all__ = [
     "StateStoreMessageStore",
     "SummarizingReducer",
     "ThreadState",
+    "ToolLike",
     "TruncatingReducer",
     "agent_middleware",
 ]

@@ -8,8 +8,8 @@ loop produced to the thread, in order, named with the agent's name and never twi
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeAlias
 
 from ..core import CancellationToken, ConfigurationError, Message
 from ..models import ChatClient, ChatOptions, ChatResponse
@@ -18,6 +18,7 @@ from ..tools import (
     ChatMiddleware,
     ChatNext,
     FunctionInvokingChatClient,
+    FunctionMiddleware,
     FunctionTool,
     tool,
 )
@@ -29,7 +30,10 @@ from .reducers import HistoryReducer
 from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
 from .thread import AgentThread, LocalThread
 
-__all__ = ["ChatAgent"]
+__all__ = ["ChatAgent", "ToolLike"]
+
+ToolLike: TypeAlias = FunctionTool | Agent | Callable[..., Any]
+"""What an agent takes as a tool: a `FunctionTool`, another agent, or a typed function."""
 
 
 class ChatAgent(Agent):
@@ -53,9 +57,9 @@ class ChatAgent(Agent):
         name: str = "agent",
         description: str = "",
         instructions: str | None = None,
-        tools: Iterable[Any] = (),
+        tools: Iterable[ToolLike] = (),
         options: ChatOptions | None = None,
-        middleware: Sequence[Any] = (),
+        middleware: Sequence[AgentMiddleware | ChatMiddleware | FunctionMiddleware] = (),
         message_store_factory: MessageStoreFactory | None = None,
         history_reducer: HistoryReducer | None = None,
         arguments: Mapping[str, Any] | None = None,

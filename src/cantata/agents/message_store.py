@@ -169,7 +169,9 @@ class StateStoreMessageStore:
         clears the log, re-open the thread to read it afresh.
         """
         cache = self._cache
-        fresh = await self._store.read(self._log, len(cache))
+        start = len(cache)
+        fresh = await self._store.read(self._log, start)
+        fresh = fresh[len(cache) - start :]  # a concurrent read may have added some already
         if fresh:
             try:
                 cache.extend(_decode_messages(fresh))
