@@ -158,6 +158,7 @@ async def test_restored_run_continues_with_send_responses() -> None:
     first = await f.build_gate().run(3, checkpoint_store=store)
     assert first.checkpoint_id is not None
     run = await f.build_gate().restore(first.checkpoint_id, checkpoint_store=store)
+    assert run.status == "idle_with_pending_requests"
     [request] = run.pending_requests
     result = await run.send_responses({request.request_id: True})
     assert result.outputs == ["paid 3"]

@@ -1,16 +1,17 @@
-"""How one executor runs its share of a superstep, and the actor that hosts it.
+"""How one executor runs its share of a superstep.
 
-The runner never calls an executor directly: it sends an `Invocation` (the executor's
-messages and answers for this superstep, with read-only views of the committed state) to
-the executor's actor through the runtime contract, and gets back a `StepResult`. So a
-runtime that places actors elsewhere (Ray) runs the same workflow without a code change.
+An `Invocation` is an executor's work in one superstep of one run (its messages and the
+answers to its requests, with read-only views of the committed state); `execute` runs it
+and returns a `StepResult` that the runner commits at the boundary. Invocations are run by
+the actors of `placement.py`, never by the caller directly.
 
-Live events. A handler's events (agent updates per streamed chunk, outputs, requests) must
-reach `run_stream` while the handler is still running. The invocation carries a `sink`,
-a callable the in-process runtime hands over as it is. A runtime that moves invocations to
-another process cannot carry a callable; there the sink is replaced by one that publishes
-each event to the run's topic ``TopicId("cantata.workflow.events", run_id)``, which the
-runner subscribes to. Nothing in the executors or the context changes between the two.
+Live events. A handler's events (an agent's streamed chunks, outputs, requests) must reach
+`run_stream` while the handler is still running, not at the end of the superstep. The
+invocation carries a `sink`: a callable that the in-process runtime hands over as it is
+(messages are not copied in process). A runtime that moves messages to another process
+cannot carry a callable; there the sink is to be replaced by one that publishes each event
+to the run's topic ``TopicId(EVENTS_TOPIC, run_id)``, to which the caller's stream
+subscribes. Executors and the context do not change between the two.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["restore_run", "save_checkpoint"]
 
+_RESTING = frozenset({"in_progress", "idle", "idle_with_pending_requests"})
 OUTPUTS = "outputs"  # not a valid log key ("<owner>/<name>"), so it never collides
 
 
@@ -168,6 +169,8 @@ async def _rebuild(
     workflow: Workflow, store: CheckpointStore, ckpt: WorkflowCheckpoint
 ) -> RunState:
     run = RunState(ckpt.run_id, superstep=ckpt.superstep, checkpoint_id=ckpt.checkpoint_id)
+    if ckpt.status in _RESTING:
+        run.status = ckpt.status  # type: ignore[assignment]  # checked just above
     for key, ref in ckpt.state_refs.items():
         run.state[key] = from_json(await store.read_value(ref))
     for eid, ref in ckpt.executor_refs.items():

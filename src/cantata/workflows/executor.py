@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, get_args, get_origin, overload
 
-from ..core import ConfigurationError
+from ..core import ConfigurationError, WorkflowError
 from ._typing import accepts_value, is_plain_class, resolve_hints, type_name
 
 if TYPE_CHECKING:
@@ -227,8 +227,6 @@ class Executor:
         """Run the handler for `message`; a value it returns is sent to every out-edge."""
         h = self._find(message)
         if h is None:
-            from ..core import WorkflowError
-
             raise WorkflowError(
                 f"executor {self.id!r} has no handler for a message of type "
                 f"{type_name(type(message))}; it takes {[type_name(t) for t in self.input_types]}"
@@ -240,8 +238,6 @@ class Executor:
     ) -> None:
         h = self._find_response(request, response)
         if h is None:
-            from ..core import WorkflowError
-
             raise WorkflowError(
                 f"executor {self.id!r} has no response handler for a request of type "
                 f"{type_name(type(request))} with an answer of type {type_name(type(response))}"

@@ -102,6 +102,8 @@ class Runner:
     async def drive(self, sink: Sink, *, resumed_from: str | None = None) -> RunStatus:
         """Run supersteps until nothing is pending; return the final status.
 
+        `max_supersteps` bounds each call (a run that waits for people may take many calls).
+
         A failed executor fails the run: a `WorkflowFailedEvent` is emitted and a
         `WorkflowError` naming the executor is raised. Other errors (a checkpoint that cannot
         be written, say) are raised as they are.
