@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cantata.core import SchemaVersionError, StoreError
+from cantata.core import ConfigurationError, SchemaVersionError, StoreError
 from cantata.stores import SQLiteStore, StoreSchemaError
 
 
@@ -98,9 +98,9 @@ async def test_a_missing_directory_is_reported(tmp_path: Path) -> None:
 
 
 def test_bad_settings_are_refused() -> None:
-    with pytest.raises(StoreError, match="synchronous"):
+    with pytest.raises(ConfigurationError, match="synchronous"):
         SQLiteStore(":memory:", synchronous="SOMETIMES")  # type: ignore[arg-type]
-    with pytest.raises(StoreError, match="busy_timeout"):
+    with pytest.raises(ConfigurationError, match="busy_timeout"):
         SQLiteStore(":memory:", busy_timeout=-1)
 
 

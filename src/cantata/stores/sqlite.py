@@ -12,7 +12,7 @@ from typing import Any, Literal, NoReturn
 
 import aiosqlite
 
-from ..core import StoreError
+from ..core import ConfigurationError, StoreError
 from ._batching import AppendBatcher
 from ._codec import (
     SCHEMA_VERSION,
@@ -61,10 +61,13 @@ class SQLiteStore(StoreLifecycle):
     processes, every write transaction starts with ``BEGIN IMMEDIATE`` and waits up to
     `busy_timeout` seconds for the file's write lock. An append reads the log's length and
     inserts its entries at the next positions in that one transaction, so entries of one
-    call are contiguous and positions are dense from 0.
+    call are contiguous and positions are dense from 0; appends that tasks make to one log
+    at the same time share one transaction (group commit).
 
-    `synchronous` is SQLite's setting: ``"NORMAL"`` (the default) survives any crash of the
-    application; ``"FULL"`` also survives a power cut, at the price of a sync per commit.
+    Each ``SQLiteStore(":memory:")`` is a private database of its own, gone on `close()`.
+    `synchronous` is SQLite's setting: with ``"NORMAL"`` (the default) a crash of the
+    application loses nothing committed, but a power cut may undo the last commits;
+    ``"FULL"`` survives that too, at the price of a disk sync per commit.
     """
 
     def __init__(
@@ -77,12 +80,14 @@ class SQLiteStore(StoreLifecycle):
         self.path = os.fspath(path)
         super().__init__(f"SQLiteStore at {self.path}")
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
-            raise StoreError(
+            raise ConfigurationError(
                 f"{self._label}: synchronous={synchronous!r} is not one of "
                 "'OFF', 'NORMAL', 'FULL', 'EXTRA'"
             )
         if busy_timeout < 0:
-            raise StoreError(f"{self._label}: busy_timeout must be >= 0, got {busy_timeout}")
+            raise ConfigurationError(
+                f"{self._label}: busy_timeout must be >= 0 seconds, got {busy_timeout}"
+            )
         self._busy_timeout = busy_timeout
         self._synchronous = synchronous
         self._db: aiosqlite.Connection | None = None
