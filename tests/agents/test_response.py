@@ -114,3 +114,11 @@ def test_bad_serialized_response_is_a_serialization_error() -> None:
 
     with pytest.raises(SerializationError):
         loads('{"$type": "agent_response", "messages": [1]}')
+
+
+def test_copies_of_a_response_work() -> None:
+    import copy
+
+    response = AgentResponse([Message("assistant", "a")], agent_id="x")
+    assert copy.copy(response).text == "a"
+    assert copy.deepcopy(response).agent_id == "x"

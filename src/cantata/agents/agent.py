@@ -22,6 +22,7 @@ from ..core import (
     new_id,
 )
 from ..models import ChatOptions
+from .as_tool import agent_as_tool
 from .instructions import InstructionTemplate, merge_arguments
 from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
 from .thread import AgentThread, LocalThread
@@ -236,8 +237,6 @@ class Agent(ABC):
     ) -> FunctionTool:
         """This agent as a tool of another agent: each call runs it on a fresh thread with
         the tool's one text argument and returns its answer's text."""
-        from .as_tool import agent_as_tool
-
         return agent_as_tool(
             self,
             name=name,

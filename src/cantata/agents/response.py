@@ -83,7 +83,7 @@ class AgentResponse:
         ]
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
+        if name.startswith("__") or name in _OWN:  # an unset slot (e.g. a bare copy)
             raise AttributeError(name)
         messages = self.messages
         if not messages:
@@ -99,6 +99,9 @@ class AgentResponse:
 
     def __str__(self) -> str:
         return self.text
+
+
+_OWN = frozenset(AgentResponse.__slots__)
 
 
 @dataclass(slots=True)
