@@ -24,6 +24,7 @@ from cantata.core import (
     Message,
     SerializationError,
     StoreError,
+    to_json,
 )
 from cantata.stores import MemoryStore
 
@@ -229,3 +230,29 @@ async def test_concurrent_reads_of_one_store_object_do_not_duplicate() -> None:
     assert [m.text for m in fast] == ["1", "2"]
     assert [m.text for m in await slow] == ["1", "2"]
     assert [m.text for m in await messages.list_messages()] == ["1", "2"]
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+async def test_fuzzed_durable_references_fail_typed_and_leave_the_log_alone(
+    data: st.DataObject,
+) -> None:
+    store = MemoryStore()
+    factory = StateStoreMessageStore.factory(store)
+    thread = LocalThread(id="durable", message_store_factory=factory)
+    await thread.on_new_message(_conversation())
+    good = await thread.serialize()
+    path = data.draw(st.sampled_from(_paths(good)), label="path")
+    if path and data.draw(st.booleans(), label="delete"):
+        bad = _delete(good, path)
+    else:
+        bad = _replace(good, path, data.draw(_json, label="new value"))
+    try:
+        restored = await LocalThread.deserialize(bad, message_store_factory=factory)
+    except SerializationError:
+        pass
+    else:
+        assert await restored.get_messages() == _conversation()
+    assert await store.read("thread:durable") == [to_json(m) for m in _conversation()]
