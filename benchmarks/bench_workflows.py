@@ -297,13 +297,55 @@ async def _checkpoint_ms(size: int, store: StateStoreCheckpointStore, turns: int
     return min(timed.times) * 1000
 
 
+async def _langgraph_checkpoint_ms(size: int, turns: int) -> float:
+    """LangGraph's InMemorySaver under the same chat: a state of `size` messages, one reply
+    per turn; the figure is the most expensive checkpoint write of a turn (the one that saves
+    the new messages), best of the turns."""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.graph.message import add_messages
+
+    class Chat(TypedDict):
+        messages: Annotated[list[Any], add_messages]
+
+    class TimedSaver(InMemorySaver):
+        def __init__(self) -> None:
+            super().__init__()
+            self.times: list[float] = []
+
+        async def aput(self, config: Any, checkpoint: Any, metadata: Any, versions: Any) -> Any:
+            start = time.perf_counter()
+            done = await super().aput(config, checkpoint, metadata, versions)
+            self.times.append(time.perf_counter() - start)
+            return done
+
+    graph = StateGraph(Chat)
+    graph.add_node("chat", lambda s: {"messages": [AIMessage("ok")]})
+    graph.add_edge(START, "chat")
+    graph.add_edge("chat", END)
+    saver = TimedSaver()
+    app = graph.compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": f"bench-{size}"}}
+    first = [HumanMessage(f"message {i} " * 8) for i in range(size)]
+    await app.ainvoke({"messages": first}, config)
+    per_turn: list[float] = []
+    for _ in range(turns):
+        saver.times.clear()
+        await app.ainvoke({"messages": [HumanMessage("next")]}, config)
+        per_turn.append(max(saver.times))
+    return min(per_turn) * 1000
+
+
 async def _checkpoint_rows(quick: bool) -> list[Row]:
     rows: list[Row] = []
     sizes = [100, 1_000, 10_000]
     turns = 5 if quick else 20
+    lg_version = peer_version("langgraph")
     with tempfile.TemporaryDirectory() as tmp:
         for kind in ("sqlite", "memory"):
             figures: dict[int, float] = {}
+            peers: dict[int, float | None] = {}
             for size in sizes:
                 if kind == "sqlite":
                     store = StateStoreCheckpointStore(SQLiteStore(Path(tmp) / f"c{size}.db"))
@@ -311,16 +353,23 @@ async def _checkpoint_rows(quick: bool) -> list[Row]:
                     store = InMemoryCheckpointStore()
                 figures[size] = await _checkpoint_ms(size, store, turns)
                 await store.close()
+                peers[size] = None
+                if kind == "memory" and lg_version:
+                    peers[size] = await _langgraph_checkpoint_ms(size, max(turns // 4, 3))
+            growth = figures[10_000] / figures[100]
             for size in sizes:
                 rows.append(
                     Row(
                         name=f"workflows: one checkpoint, {size:,} messages saved ({kind})",
                         unit="ms",
                         ours=figures[size],
+                        peer=peers[size],
+                        peer_name="langgraph InMemorySaver" if peers[size] is not None else None,
+                        peer_version=lg_version if peers[size] is not None else None,
                         higher_is_better=False,
                         goal="flat from 100 to 10,000",
-                        note=f"10,000 vs 100: {figures[10_000] / figures[100]:.2f}x",
-                        extra={"growth_10000_vs_100": figures[10_000] / figures[100]},
+                        note=f"10,000 vs 100: {growth:.2f}x",
+                        extra={"growth_10000_vs_100": growth},
                     )
                 )
     return rows

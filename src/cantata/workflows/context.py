@@ -173,7 +173,11 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
     # -- shared state ------------------------------------------------------------------
 
     def get_state(self, key: str, default: Any = None) -> Any:
-        """A shared value: committed at the last boundary, or written by this handler."""
+        """A shared value: committed at the last boundary, or written by this handler.
+
+        Treat it as read-only (other executors of the superstep see the same object); change
+        it with `set_state`.
+        """
         writes = self._result.state_writes
         if key in writes:
             return writes[key]
