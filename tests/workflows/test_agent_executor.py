@@ -312,3 +312,21 @@ async def test_a_thread_named_by_a_string_is_shared_within_a_run_only() -> None:
         "user:first run | assistant:A",
         "user:second run | assistant:A",
     ]
+
+
+async def test_a_fan_in_of_agents_feeds_one_summarizer() -> None:
+    start = recording_agent("start", "topic")
+    left = recording_agent("left", "L")
+    right = recording_agent("right", "R")
+    summary = recording_agent("summary", "S")
+    wf = (
+        WorkflowBuilder(start)
+        .add_fan_out_edges(start, [left, right])
+        .add_fan_in_edges([left, right], summary)
+        .add_edge(summary, out)
+        .build()
+    )
+    result = await wf.run("go")
+    # each message once: the shared beginning of both conversations is not repeated
+    assert calls(summary) == ["user:go | user:topic | user:L | user:R"]
+    assert result.outputs == ["user:go | assistant:topic | assistant:L | assistant:R | assistant:S"]

@@ -71,10 +71,10 @@ class AgentExecutor(Executor):
 
     Inputs: a string, a `Message`, a list of them, an `AgentExecutorRequest` (with
     ``should_respond=False`` the messages are only cached) or the `AgentExecutorResponse`
-    of an upstream agent executor, taken per `context_mode`: ``"full"`` (its whole
-    conversation), ``"last_agent"`` (its agent's reply only) or ``"custom"``
-    (`context_filter(response)`). With ``turn_token=True`` it only caches, and runs when a
-    `TurnToken` arrives, then passes the token on.
+    of an upstream agent executor (or the list of them a fan-in delivers), taken per
+    `context_mode`: ``"full"`` (its whole conversation), ``"last_agent"`` (its agent's reply
+    only) or ``"custom"`` (`context_filter(response)`). With ``turn_token=True`` it only
+    caches, and runs when a `TurnToken` arrives, then passes the token on.
     """
 
     def __init__(
@@ -145,14 +145,29 @@ class AgentExecutor(Executor):
     async def take_response(
         self, response: AgentExecutorResponse, ctx: WorkflowContext[Any, Any]
     ) -> None:
-        if self.context_mode == "full":
-            messages = list(response.full_conversation)
-        elif self.context_mode == "last_agent":
-            messages = list(response.agent_response.messages)
-        else:
-            assert self.context_filter is not None  # checked in __init__
-            messages = list(self.context_filter(response))
+        await self._take(self._context_of(response), True, ctx)
+
+    @handler(output=[AgentExecutorResponse, TurnToken], workflow_output=AgentResponse)
+    async def take_responses(
+        self, responses: list[AgentExecutorResponse], ctx: WorkflowContext[Any, Any]
+    ) -> None:
+        """A fan-in of agent executors: their contexts, each message once, in order."""
+        seen: set[str] = set()
+        messages: list[Message] = []
+        for response in responses:
+            for m in self._context_of(response):
+                if m.message_id not in seen:
+                    seen.add(m.message_id)
+                    messages.append(m)
         await self._take(messages, True, ctx)
+
+    def _context_of(self, response: AgentExecutorResponse) -> list[Message]:
+        if self.context_mode == "full":
+            return list(response.full_conversation)
+        if self.context_mode == "last_agent":
+            return list(response.agent_response.messages)
+        assert self.context_filter is not None  # checked in __init__
+        return list(self.context_filter(response))
 
     @handler(output=[AgentExecutorResponse, TurnToken], workflow_output=AgentResponse)
     async def take_turn(self, token: TurnToken, ctx: WorkflowContext[Any, Any]) -> None:
