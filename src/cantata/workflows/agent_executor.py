@@ -75,6 +75,14 @@ class AgentExecutor(Executor):
     `context_mode`: ``"full"`` (its whole conversation), ``"last_agent"`` (its agent's reply
     only) or ``"custom"`` (`context_filter(response)`). With ``turn_token=True`` it only
     caches, and runs when a `TurnToken` arrives, then passes the token on.
+
+    Options: `thread` shares a conversation between executors of a run (an `AgentThread`,
+    whose messages seed it, or a name); `other_agents_as_user` gives other agents' replies
+    to the model as user messages; `forward_incoming` puts what it received before its
+    reply in `full_conversation`; `requests_for_input` turns approval requests and
+    function calls left without a result into workflow requests; `emit_response` adds an
+    `AgentResponseEvent` to a streamed run; `output_response` yields the response as a
+    workflow output.
     """
 
     def __init__(
