@@ -262,6 +262,36 @@ def test_damaged_checkpoints_raise_checkpoint_error(path: list[int], value: Any)
     asyncio.run(scenario())
 
 
+@settings(max_examples=100, deadline=None)
+@given(pick=st.integers(min_value=0, max_value=1000), value=_json)
+def test_damaged_values_and_log_entries_raise_checkpoint_error(pick: int, value: Any) -> None:
+    async def scenario() -> None:
+        f = flows()
+        raw = MemoryStore()
+        store = StateStoreCheckpointStore(raw)
+        run = await f.build_pipeline().run("a b c", checkpoint_store=store)
+        ckpt = (await store.list_checkpoints(run_id=run.run_id))[4]
+        values = await raw.keys("wf:val:")
+        logs = [name for seg in ckpt.logs.values() for name, _ in seg]
+        targets = [("value", k) for k in values] + [("log", f"wf:log:{n}") for n in logs]
+        kind, key = targets[pick % len(targets)]
+        if kind == "value":
+            await raw.put(key, value)
+        else:
+            await raw.delete_log(key)
+            await raw.append(key, [value])
+        try:
+            await f.build_pipeline().resume(ckpt.checkpoint_id, checkpoint_store=store)
+        except CheckpointError:
+            return
+        except Exception as exc:
+            from cantata.core import WorkflowError
+
+            assert isinstance(exc, WorkflowError), f"{type(exc).__name__}: {exc}"
+
+    asyncio.run(scenario())
+
+
 @pytest.mark.parametrize("record", ["", [], {"schema_version": 1}, None, 3])
 async def test_records_that_are_not_checkpoints_are_refused(record: Any) -> None:
     with pytest.raises(CheckpointError, match="checkpoint 'x'"):
