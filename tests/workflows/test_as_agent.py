@@ -70,3 +70,17 @@ async def test_requests_become_function_calls_answered_by_results() -> None:
     answer = Message("tool", [FunctionResultContent(call.call_id, result="yes")])
     second = await agent.run(answer, thread=thread)
     assert second.text == "sure about x? -> yes"
+
+
+async def test_a_workflow_agent_nests_inside_another_workflow() -> None:
+    inner = WorkflowBuilder(shout, name="inner").build().as_agent(name="inner")
+
+    @executor
+    async def done(response: object, ctx: WorkflowContext[None, str]) -> None:
+        from cantata.workflows import AgentExecutorResponse
+
+        assert isinstance(response, AgentExecutorResponse)
+        await ctx.yield_output(response.agent_response.text)
+
+    outer = WorkflowBuilder(inner, name="outer").add_edge(inner, done).build()
+    assert (await outer.run("quiet")).outputs == ["QUIET"]
