@@ -256,3 +256,33 @@ async def test_fuzzed_durable_references_fail_typed_and_leave_the_log_alone(
     else:
         assert await restored.get_messages() == _conversation()
     assert await store.read("thread:durable") == [to_json(m) for m in _conversation()]
+
+
+async def test_collector_is_resumed_after_bulk_conversion_even_on_error() -> None:
+    import gc
+
+    big = [Message("user", str(i)) for i in range(1500)]
+    thread = LocalThread()
+    await thread.on_new_message(big)
+    data = await thread.serialize()
+    assert gc.isenabled()
+    restored = await LocalThread.deserialize(data)
+    assert len(await restored.get_messages()) == 1500
+    assert gc.isenabled()
+    data["store"]["messages"][1200] = {"$type": "nope"}
+    with pytest.raises(SerializationError):
+        await LocalThread.deserialize(data)
+    assert gc.isenabled()
+
+
+async def test_a_paused_collector_stays_paused() -> None:
+    import gc
+
+    thread = LocalThread()
+    await thread.on_new_message([Message("user", str(i)) for i in range(1500)])
+    gc.disable()
+    try:
+        await LocalThread.deserialize(await thread.serialize())
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

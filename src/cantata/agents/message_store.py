@@ -7,7 +7,9 @@ JSON through the core type registry; nothing is pickled.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import gc
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ..core import Message, SerializationError, StoreError, from_json, to_json
@@ -56,20 +58,49 @@ MessageStoreFactory = Callable[[str], MessageStore]
 """Makes the store of a new or restored thread, given the thread's id."""
 
 
+_BULK = 1000
+"""From this many messages on, encoding and decoding run with the cyclic collector paused."""
+
+
+@contextlib.contextmanager
+def _collector_paused(size: int) -> Iterator[None]:
+    """Pause the cyclic garbage collector while a large batch is converted.
+
+    Converting a thread allocates tens of thousands of objects that form no cycles; the
+    collector would scan the whole heap several times meanwhile for nothing (about a third
+    of the time of restoring a 10,000-message thread). The block never awaits, so no other
+    task runs while the collector is paused; it is resumed at once afterwards.
+    """
+    if size < _BULK or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def _decode_messages(data: Any) -> list[Message]:
     if type(data) is not list:
         raise SerializationError(
             f"the serialized messages must be a list, got {type(data).__name__}"
         )
     out: list[Message] = []
-    for index, item in enumerate(data):
-        message = from_json(item)
-        if type(message) is not Message:
-            raise SerializationError(
-                f"serialized message #{index} is a {type(message).__name__}, not a message"
-            )
-        out.append(message)
+    with _collector_paused(len(data)):
+        for index, item in enumerate(data):
+            message = from_json(item)
+            if type(message) is not Message:
+                raise SerializationError(
+                    f"serialized message #{index} is a {type(message).__name__}, not a message"
+                )
+            out.append(message)
     return out
+
+
+def _encode_messages(messages: Sequence[Message]) -> list[Any]:
+    with _collector_paused(len(messages)):
+        return [to_json(m) for m in messages]
 
 
 def _check_kind(state: Any, expected: str) -> dict[str, Any]:
@@ -108,7 +139,7 @@ class InMemoryMessageStore:
 
     async def serialize(self) -> dict[str, Any]:
         """The messages themselves, as registry JSON."""
-        return {"kind": self.kind, "messages": [to_json(m) for m in self._messages]}
+        return {"kind": self.kind, "messages": _encode_messages(self._messages)}
 
     async def restore(self, state: dict[str, Any]) -> None:
         """Replace the messages with the serialized ones (all decoded before any is kept)."""
@@ -160,7 +191,7 @@ class StateStoreMessageStore:
     async def add_messages(self, messages: Sequence[Message]) -> None:
         """One atomic append of all the messages, contiguous in the log."""
         if messages:
-            await self._store.append(self._log, [to_json(m) for m in messages])
+            await self._store.append(self._log, _encode_messages(messages))
 
     async def list_messages(self) -> list[Message]:
         """Every message, fetching and decoding only entries appended since the last read.
