@@ -76,8 +76,10 @@ async def gather_eager(coros: list[tuple[Coroutine[Any, Any, Any], bool]]) -> li
             if task.cancelled() and not _current_cancelling():
                 results[i] = asyncio.CancelledError()
                 continue
-            for _, rest in waiting[n:]:
-                rest.cancel()
+            rest = [t for _, t in waiting[n:]]
+            for t in rest:
+                t.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)  # leave no task running
             raise
         except BaseException as exc:
             results[i] = exc
