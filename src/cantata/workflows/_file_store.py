@@ -69,18 +69,22 @@ class FileStore:
         return length
 
     async def append(self, log: str, entries: Sequence[Any]) -> int:
+        """Append entries (one JSON line each); returns the new length."""
         self._check()
         return await asyncio.to_thread(self._append, log, list(entries))
 
     async def read(self, log: str, start: int = 0, stop: int | None = None) -> list[Any]:
+        """Entries `start` to `stop`."""
         self._check()
         return (await asyncio.to_thread(self._read_lines, log))[start:stop]
 
     async def length(self, log: str) -> int:
+        """Number of entries."""
         self._check()
         return len(await asyncio.to_thread(self._read_lines, log))
 
     async def delete_log(self, log: str) -> None:
+        """Remove a log."""
         self._check()
         self._lengths.pop(log, None)
         (self._logs / (_name(log) + ".jsonl")).unlink(missing_ok=True)
@@ -106,24 +110,30 @@ class FileStore:
             os.replace(tmp, path)
 
     async def get(self, key: str) -> Any | None:
+        """The value at key, or None."""
         self._check()
         return await asyncio.to_thread(self._get, key)
 
     async def put(self, key: str, value: Any) -> None:
+        """Set a value."""
         await self.put_many({key: value})
 
     async def put_many(self, items: Mapping[str, Any]) -> None:
+        """Set values, each replaced atomically, in order."""
         self._check()
         await asyncio.to_thread(self._put_many, dict(items))
 
     async def delete(self, key: str) -> None:
+        """Remove a value."""
         self._check()
         (self._values / (_name(key) + ".json")).unlink(missing_ok=True)
 
     async def keys(self, prefix: str = "") -> list[str]:
+        """Keys with this prefix, sorted."""
         self._check()
         names = [unquote(p.name[: -len(".json")]) for p in self._values.glob("*.json")]
         return sorted(k for k in names if k.startswith(prefix))
 
     async def close(self) -> None:
+        """Refuse further use."""
         self._closed = True

@@ -131,28 +131,33 @@ class AgentExecutor(Executor):
 
     @handler(output=[AgentExecutorResponse, TurnToken], workflow_output=AgentResponse)
     async def take_text(self, message: str, ctx: WorkflowContext[Any, Any]) -> None:
+        """A user message as text."""
         await self._take([Message("user", message)], True, ctx)
 
     @handler(output=[AgentExecutorResponse, TurnToken], workflow_output=AgentResponse)
     async def take_message(self, message: Message, ctx: WorkflowContext[Any, Any]) -> None:
+        """One message."""
         await self._take([message], True, ctx)
 
     @handler(output=[AgentExecutorResponse, TurnToken], workflow_output=AgentResponse)
     async def take_list(
         self, messages: list[str | Message], ctx: WorkflowContext[Any, Any]
     ) -> None:
+        """Several messages (strings are user messages)."""
         await self._take(Message.coerce(messages), True, ctx)
 
     @handler(output=[AgentExecutorResponse, TurnToken], workflow_output=AgentResponse)
     async def take_request(
         self, request: AgentExecutorRequest, ctx: WorkflowContext[Any, Any]
     ) -> None:
+        """Messages to cache, and whether to run the agent on them now."""
         await self._take(list(request.messages), request.should_respond, ctx)
 
     @handler(output=[AgentExecutorResponse, TurnToken], workflow_output=AgentResponse)
     async def take_response(
         self, response: AgentExecutorResponse, ctx: WorkflowContext[Any, Any]
     ) -> None:
+        """An upstream agent executor's response, taken per `context_mode`."""
         await self._take(self._context_of(response), True, ctx)
 
     @handler(output=[AgentExecutorResponse, TurnToken], workflow_output=AgentResponse)
@@ -179,6 +184,7 @@ class AgentExecutor(Executor):
 
     @handler(output=[AgentExecutorResponse, TurnToken], workflow_output=AgentResponse)
     async def take_turn(self, token: TurnToken, ctx: WorkflowContext[Any, Any]) -> None:
+        """Run the agent on what is cached, then pass the token on."""
         state = self._state(ctx)
         await self._run_agent(state, ctx, stream=token.stream)
         await ctx.send_message(token)
@@ -187,6 +193,7 @@ class AgentExecutor(Executor):
     async def take_answer(
         self, request: AgentRequest, answer: AgentAnswer, ctx: WorkflowContext[Any, Any]
     ) -> None:
+        """An answer to one of the agent's requests; the agent runs once all are answered."""
         state = self._state(ctx)
         role: Literal["user", "tool"] = (
             "tool" if isinstance(answer, FunctionResultContent) else "user"

@@ -53,6 +53,7 @@ class StepResult:
 
     @property
     def executor_state_changed(self) -> bool:
+        """Whether the handler replaced its executor state."""
         return self.executor_state is not _UNSET
 
 

@@ -83,6 +83,7 @@ class RunActor(BaseAgent):
         self.executors = executors
 
     async def on_message(self, message: Any, ctx: MessageContext) -> RunStatus:
+        """Drive the run of a `DriveRun` with this actor's executors."""
         executors = self.executors
 
         async def local(invocations: list[Invocation]) -> list[Outcome]:
@@ -102,6 +103,7 @@ class ExecutorActor(BaseAgent):
         self.executor = executor
 
     async def on_message(self, message: Any, ctx: MessageContext) -> StepResult:
+        """Execute one `Invocation`."""
         return await execute(self.executor, message)
 
 

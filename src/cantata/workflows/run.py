@@ -46,10 +46,12 @@ class WorkflowRun:
 
     @property
     def run_id(self) -> str:
+        """The run's id (kept across resumes)."""
         return self._state.run_id
 
     @property
     def status(self) -> RunStatus:
+        """Where the run stands after the last call that drove it."""
         return self._state.status
 
     @property

@@ -45,6 +45,7 @@ class WorkflowRunResult:
 
     @property
     def run_id(self) -> str:
+        """The run's id."""
         return self.run.run_id
 
     @property
@@ -102,6 +103,7 @@ class Workflow:
 
     @property
     def start_executor(self) -> Executor:
+        """The executor that takes the run's input."""
         return self.executors[self.start_id]
 
     @property
