@@ -74,3 +74,17 @@ def test_tool_spec_round_trips() -> None:
 def test_malformed_responses_raise_serialization_error(data: str) -> None:
     with pytest.raises(SerializationError):
         loads(data)
+
+
+def test_update_metadata_merges_into_its_message() -> None:
+    from cantata.core import TextContent as _Text
+    from cantata.models import ChatResponse as _Response
+    from cantata.models import ChatResponseUpdate as _Update
+
+    updates = [
+        _Update([_Text("a")], message_id="m1"),
+        _Update([_Text("b")], message_id="m1", metadata={"cantata.limit": "max_iterations"}),
+    ]
+    response = _Response.from_updates(updates)
+    assert response.messages[0].text == "ab"
+    assert response.messages[0].metadata == {"cantata.limit": "max_iterations"}

@@ -40,7 +40,10 @@ __all__ = [
     "response_format_schema",
 ]
 
-FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "content_filter"]
+FinishReason: TypeAlias = Literal[
+    "stop", "length", "tool_calls", "content_filter", "approval_required", "terminated"
+]
+"""Why an answer ended; the last two come from the function loop, never from a model."""
 ToolChoice: TypeAlias = Literal["auto", "none", "required"] | str
 """``"auto"``, ``"none"``, ``"required"``, or the name of the one tool the model must call."""
 _CONTENT_TYPES: frozenset[type] = frozenset(
@@ -163,6 +166,8 @@ class ChatResponse:
                 )
                 by_id[key] = msg
                 messages.append(msg)
+            if update.metadata:
+                msg.metadata.update(update.metadata)
             for content in update.contents:
                 if type(content) is UsageContent:
                     usage = content.usage if usage is None else usage + content.usage
@@ -196,6 +201,8 @@ class ChatResponseUpdate:
     finish_reason: FinishReason | str | None = None
     model: str | None = None
     response_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    """Merged into the metadata of the message this update belongs to."""
 
     @property
     def text(self) -> str:
@@ -241,6 +248,7 @@ def _enc_update(u: ChatResponseUpdate) -> dict[str, Any]:
         "finish_reason": u.finish_reason,
         "model": u.model,
         "response_id": u.response_id,
+        "metadata": to_json(u.metadata),
     }
 
 
@@ -259,6 +267,7 @@ def _dec_update(d: dict[str, Any]) -> ChatResponseUpdate:
         finish_reason=_opt(d, "finish_reason"),
         model=_opt(d, "model"),
         response_id=_opt(d, "response_id"),
+        metadata=_metadata(from_json(d.get("metadata"))),
     )
 
 
@@ -277,5 +286,13 @@ def _opt(d: dict[str, Any], key: str) -> str | None:
 
 
 register(ChatResponse, name="chat_response", encode=_enc_response, decode=_dec_response)
+
+
+def _metadata(value: Any) -> dict[str, Any] | None:
+    if value is not None and not isinstance(value, dict):
+        raise SerializationError("field 'metadata' of an update must be an object or null")
+    return value
+
+
 register(ChatResponseUpdate, name="chat_response_update", encode=_enc_update, decode=_dec_update)
 register(ToolSpec, name="tool_spec")
