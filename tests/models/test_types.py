@@ -77,14 +77,12 @@ def test_malformed_responses_raise_serialization_error(data: str) -> None:
 
 
 def test_update_metadata_merges_into_its_message() -> None:
-    from cantata.core import TextContent as _Text
-    from cantata.models import ChatResponse as _Response
-    from cantata.models import ChatResponseUpdate as _Update
-
     updates = [
-        _Update([_Text("a")], message_id="m1"),
-        _Update([_Text("b")], message_id="m1", metadata={"cantata.limit": "max_iterations"}),
+        ChatResponseUpdate([TextContent("a")], message_id="m1"),
+        ChatResponseUpdate(
+            [TextContent("b")], message_id="m1", metadata={"cantata.limit": "max_iterations"}
+        ),
     ]
-    response = _Response.from_updates(updates)
+    response = ChatResponse.from_updates(updates)
     assert response.messages[0].text == "ab"
     assert response.messages[0].metadata == {"cantata.limit": "max_iterations"}
