@@ -48,7 +48,9 @@ class Agent(ABC):
 
     `name` is letters, digits, ``_`` and ``-`` (it becomes a tool name in `as_tool`).
     Subclasses implement `run` (and `run_stream` when they can stream), and say which
-    thread kind they take in `thread_type`.
+    thread kind they take in `thread_type`. Two helpers keep subclasses consistent:
+    `_thread_for_run(thread)` checks the thread's kind (or creates one), and
+    `_incoming(messages)` normalizes the input and tags it with the agent's id.
     """
 
     thread_type: ClassVar[type[AgentThread]] = LocalThread
