@@ -59,33 +59,35 @@ def _step(value: int) -> int:
 
 
 class _Yield(Executor):
-    """The last node: yields the result (async, as `yield_output` is)."""
+    """The last node of the async chain: adds 1 and yields the result."""
 
     @handler
     async def done(self, value: int, ctx: WorkflowContext[None, int]) -> None:
-        await ctx.yield_output(value)
+        await ctx.yield_output(value + 1)
 
 
-def _sum(values: list[int]) -> int:
-    return sum(values)
+def _sum(values: list[int], ctx: WorkflowContext[None, int]) -> None:
+    ctx.yield_output(sum(values))
+
+
+def _last(value: int, ctx: WorkflowContext[None, int]) -> None:
+    ctx.yield_output(value + 1)
 
 
 def ours_chain() -> Workflow:
-    nodes = [executor(id=f"s{i}")(_step) for i in range(CHAIN)]
-    out = _Yield("out")
-    return WorkflowBuilder(nodes[0]).add_chain([*nodes, out]).build()
+    nodes = [executor(id=f"s{i}")(_step) for i in range(CHAIN - 1)]
+    nodes.append(executor(id="last")(_last))
+    return WorkflowBuilder(nodes[0]).add_chain(nodes).build()
 
 
 def ours_fan() -> Workflow:
     source = executor(id="source")(_step)
     workers = [executor(id=f"w{i}")(_step) for i in range(FAN)]
     join = executor(id="join")(_sum)
-    out = _Yield("out")
     return (
         WorkflowBuilder(source)
         .add_fan_out_edges(source, workers)
         .add_fan_in_edges(workers, join)
-        .add_edge(join, out)
         .build()
     )
 
@@ -103,8 +105,8 @@ class _AsyncSum(Executor):
 
 
 def ours_chain_async() -> Workflow:
-    nodes: list[Executor] = [_AsyncStep(f"s{i}") for i in range(CHAIN)]
-    return WorkflowBuilder(nodes[0]).add_chain([*nodes, _Yield("out")]).build()
+    nodes: list[Executor] = [_AsyncStep(f"s{i}") for i in range(CHAIN - 1)]
+    return WorkflowBuilder(nodes[0]).add_chain([*nodes, _Yield("last")]).build()
 
 
 def ours_fan_async() -> Workflow:

@@ -376,3 +376,22 @@ async def test_executor_placement_streams_live_and_answers_requests_on_a_shared_
         [request] = first.pending_requests
         done = await first.send_responses({request.request_id: True})
         assert done.outputs == [9]
+
+
+async def test_synchronous_handlers_send_and_yield_without_await() -> None:
+    @executor
+    def split(text: str, ctx: WorkflowContext[str, str]) -> None:
+        ctx.yield_output(f"got {text}")
+        for word in text.split():
+            ctx.send_message(word)
+
+    @executor
+    def upper(word: str) -> str:
+        return word.upper()
+
+    @executor
+    async def show(word: str, ctx: WorkflowContext[None, str]) -> None:
+        await ctx.yield_output(word)
+
+    wf = WorkflowBuilder(split).add_edge(split, upper).add_edge(upper, show).build()
+    assert (await wf.run("a b")).outputs == ["got a b", "A", "B"]

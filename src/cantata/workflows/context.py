@@ -8,7 +8,7 @@ happen.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Never
 
@@ -21,12 +21,30 @@ from .events import OutputEvent, RequestInfoEvent, WorkflowEvent
 if TYPE_CHECKING:
     from .executor import Executor
 
-__all__ = ["RunLog", "StepResult", "WorkflowContext"]
+__all__ = ["Done", "RunLog", "StepResult", "WorkflowContext"]
 
 OutT = TypeVar("OutT", default=Never)
 WorkflowOutT = TypeVar("WorkflowOutT", default=Never)
 
 _UNSET: Any = object()
+T = TypeVar("T")
+
+
+class Done(Generic[T]):
+    """An awaitable that is already complete: context methods act at once and return one,
+    so `await ctx.send_message(x)` and a plain `ctx.send_message(x)` both work."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: T) -> None:
+        self.value = value
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self.value
+        yield  # a generator that never suspends
+
+
+_DONE: Done[None] = Done(None)
 
 
 @dataclass(slots=True)
@@ -148,28 +166,37 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
 
     # -- messages and outputs ----------------------------------------------------------
 
-    async def send_message(self, message: OutT, target_id: str | None = None) -> None:
-        """Send to every out-edge, or only to `target_id` (which must be an edge target)."""
+    def send_message(self, message: OutT, target_id: str | None = None) -> Done[None]:
+        """Send to every out-edge, or only to `target_id` (which must be an edge target).
+
+        Takes effect at once; awaiting the result is optional, so synchronous handlers can
+        send too.
+        """
         if target_id is not None and target_id not in self._targets:
             raise WorkflowError(
                 f"executor {self.executor_id!r} sent to {target_id!r}, which no edge from it "
                 f"reaches; its targets are {sorted(self._targets)}"
             )
         self._result.sent.append((message, target_id))
+        return _DONE
 
-    async def yield_output(self, output: WorkflowOutT) -> None:
-        """Yield a workflow output: it appears in the run's result and as an `OutputEvent`."""
+    def yield_output(self, output: WorkflowOutT) -> Done[None]:
+        """Yield a workflow output: it appears in the run's result and as an `OutputEvent`
+        (at once; awaiting is optional)."""
         self._result.outputs.append(output)
         self._sink(OutputEvent(self.executor_id, output))
+        return _DONE
 
-    async def add_event(self, event: WorkflowEvent) -> None:
-        """Emit a custom event (a `WorkflowEvent` subclass); streamed runs see it at once."""
+    def add_event(self, event: WorkflowEvent) -> Done[None]:
+        """Emit a custom event (a `WorkflowEvent` subclass); streamed runs see it at once
+        (awaiting is optional)."""
         if not isinstance(event, WorkflowEvent):
             raise WorkflowError(
                 f"executor {self.executor_id!r} emitted a {type_name(type(event))}; "
                 "events must subclass cantata.workflows.WorkflowEvent"
             )
         self._sink(event)
+        return _DONE
 
     # -- shared state ------------------------------------------------------------------
 
@@ -210,7 +237,7 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
 
     # -- human in the loop -------------------------------------------------------------
 
-    async def request_info(self, request: Any, response_type: Any = None) -> str:
+    def request_info(self, request: Any, response_type: Any = None) -> Done[str]:
         """Ask for input; the run ends idle with this request pending until it is answered.
 
         The answer goes to this executor's `@response_handler` for the request's type, which
@@ -227,4 +254,4 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
         request_id = new_id()
         self._result.requests.append(PendingRequest(request_id, self.executor_id, request, rtype))
         self._sink(RequestInfoEvent(self.executor_id, request_id, request, rtype))
-        return request_id
+        return Done(request_id)
