@@ -5,11 +5,12 @@ takes one, else the last message's text); the run's outputs come back as assista
 messages. A streamed run yields the agents' chunks as they happen and each output as it is
 yielded. A run that stops for input returns its requests as ``request_info`` function
 calls; answer them with function results (call id = request id) in the next call on the
-same thread.
+same thread (object: the waiting run is kept with it in this process).
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -63,7 +64,11 @@ class WorkflowAgent(Agent):
         safe = "".join(c if c.isalnum() or c in "_-" else "_" for c in workflow.name)[:64]
         super().__init__(name=name or safe or "workflow", description=description or "")
         self.workflow = workflow
-        self._waiting: dict[str, WorkflowRun] = {}
+        # A run waiting for answers belongs to the conversation, so it is kept per thread
+        # object, and goes away with it.
+        self._waiting: weakref.WeakKeyDictionary[AgentThread, WorkflowRun] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def _input(self, messages: list[Message]) -> Any:
         start = self.workflow.start_executor
@@ -89,10 +94,9 @@ class WorkflowAgent(Agent):
             for c in m.contents
             if type(c) is FunctionResultContent
         }
-        key = thread.id or ""
-        run = self._waiting.get(key)
+        run = self._waiting.get(thread)
         if run is not None and answers:
-            del self._waiting[key]
+            del self._waiting[thread]
             return run, answers, None
         return None, {}, self._input(incoming)
 
@@ -101,7 +105,7 @@ class WorkflowAgent(Agent):
     ) -> list[Message]:
         produced = [m for out in new for m in _as_messages(out, self.name)]
         if result.pending_requests:
-            self._waiting[thread.id or ""] = result.run
+            self._waiting[thread] = result.run
             calls = [
                 FunctionCallContent(r.request_id, REQUEST_INFO, {"data": to_json(r.data)})
                 for r in result.pending_requests
