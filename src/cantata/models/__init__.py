@@ -1,4 +1,10 @@
-"""cantata.models: the `ChatClient` protocol and its clients."""
+"""cantata.models: the `ChatClient` protocol and its clients.
+
+`OpenAIChatClient` is imported on first use: the `openai` package takes most of a second
+to import, which every process that never talks to a server would otherwise pay.
+"""
+
+from typing import TYPE_CHECKING, Any
 
 from .cassette import (
     CASSETTE_SCHEMA_VERSION,
@@ -18,7 +24,6 @@ from .guard import (
     set_model_requests_allowed,
 )
 from .local import LocalChatClient
-from .openai_chat import MaxTokensField, OpenAIChatClient, StructuredOutputMode
 from .scripted import ScriptedCall, ScriptedChatClient, ScriptedTurn, tool_call
 from .types import (
     ChatOptions,
@@ -31,6 +36,20 @@ from .types import (
     parse_structured,
     response_format_schema,
 )
+
+if TYPE_CHECKING:
+    from .openai_chat import MaxTokensField, OpenAIChatClient, StructuredOutputMode
+
+_LAZY = frozenset({"MaxTokensField", "OpenAIChatClient", "StructuredOutputMode"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from . import openai_chat
+
+        return getattr(openai_chat, name)
+    raise AttributeError(f"module 'cantata.models' has no attribute {name!r}")
+
 
 __all__ = [
     "CASSETTE_SCHEMA_VERSION",
