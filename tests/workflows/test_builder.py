@@ -188,6 +188,8 @@ def test_workflow_is_immutable_and_reports_types() -> None:
     wf = WorkflowBuilder(s, name="w").add_edge(s, TakesInt("t")).build()
     with pytest.raises(TypeError):
         wf.executors["x"] = s  # type: ignore[index]
+    with pytest.raises(ConfigurationError, match="immutable"):
+        wf.max_supersteps = 5
     assert wf.input_types == [str]
     assert wf.output_types == [int]
 

@@ -100,6 +100,15 @@ class Workflow:
         from .placement import actor_types
 
         self._actor_types = actor_types(self)
+        self._frozen = True
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if getattr(self, "_frozen", False):
+            raise ConfigurationError(
+                f"workflow {self.name!r} is an immutable definition: build a new one with "
+                f"WorkflowBuilder instead of setting {name!r}"
+            )
+        object.__setattr__(self, name, value)
 
     @property
     def start_executor(self) -> Executor:
