@@ -4,15 +4,19 @@ agents run concurrently."""
 from __future__ import annotations
 
 import asyncio
+from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 from cantata.runtime import (
     AgentId,
+    InterventionHandler,
     LocalRuntime,
     MessageContext,
     RoutedAgent,
     TopicId,
     TypeSubscription,
+    current_context,
     message_handler,
 )
 
@@ -104,3 +108,97 @@ async def test_idle_agents_hold_no_task_and_no_mailbox() -> None:
     cells = list(runtime._cells.values())
     assert len(cells) == 200
     assert all(c.mailbox is None and not c.busy for c in cells)
+
+
+@dataclass
+class Spawn:
+    go: asyncio.Event
+    later: list[asyncio.Task[int]]
+
+
+@dataclass
+class Hold:
+    started: asyncio.Event
+    release: asyncio.Event
+
+
+class Spawner(Serial):
+    @message_handler
+    async def on_spawn(self, message: Spawn, ctx: MessageContext) -> None:
+        async def later() -> int:
+            await message.go.wait()
+            return int(await self.send_message(Step(99), self.id))
+
+        # The task inherits this handler's context, so its request carries this turn as
+        # its caller; the turn ends long before the request is sent.
+        message.later.append(asyncio.ensure_future(later()))
+
+    @message_handler
+    async def on_hold(self, message: Hold, ctx: MessageContext) -> None:
+        self.active += 1
+        message.started.set()
+        await message.release.wait()
+        self.order.append(-1)
+        self.active -= 1
+
+
+class _Arrivals(InterventionHandler):
+    def __init__(self) -> None:
+        self.step = asyncio.Event()
+
+    async def on_send(self, message: Any, ctx: MessageContext, recipient: AgentId) -> Any:
+        if isinstance(message, Step):
+            self.step.set()  # the request reaches the agent right after this returns
+        return message
+
+
+async def test_a_request_from_a_finished_turn_does_not_reenter_a_later_turn() -> None:
+    arrivals = _Arrivals()
+    runtime = LocalRuntime(interventions=[arrivals])
+    await runtime.register_factory("spawner", Spawner)
+    await runtime.start()
+    target = AgentId("spawner", "a")
+    spawn = Spawn(asyncio.Event(), [])
+    await runtime.send_message(spawn, target)
+    hold = Hold(asyncio.Event(), asyncio.Event())
+    holding = asyncio.ensure_future(runtime.send_message(hold, target))
+    await hold.started.wait()
+    spawn.go.set()
+    await arrivals.step.wait()  # the late request has reached the busy agent
+    hold.release.set()
+    await holding
+    assert await spawn.later[0] == 99
+    agent = await runtime.get_agent(target)
+    assert isinstance(agent, Spawner)
+    assert agent.overlaps == 0
+    assert agent.order == [-1, 99]
+    await runtime.stop()
+
+
+_setting: ContextVar[str] = ContextVar("test_setting", default="unset")
+
+
+@dataclass
+class SetVar:
+    value: str
+
+
+class Setter(RoutedAgent):
+    @message_handler
+    async def on_set(self, message: SetVar, ctx: MessageContext) -> str:
+        seen = _setting.get()
+        _setting.set(message.value)
+        await asyncio.sleep(0)
+        return seen
+
+
+async def test_contextvars_a_handler_sets_do_not_leak_into_the_sender() -> None:
+    runtime = LocalRuntime()
+    await runtime.register_factory("setter", Setter)
+    await runtime.start()
+    _setting.set("sender's")
+    # The handler sees the sender's values, but what it sets stays in its own turn.
+    assert await runtime.send_message(SetVar("handler's"), AgentId("setter", "a")) == "sender's"
+    assert _setting.get() == "sender's"
+    assert current_context() is None
+    await runtime.stop()

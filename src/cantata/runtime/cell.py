@@ -24,11 +24,14 @@ Item = tuple[Any, MessageContext] | asyncio.Future[None]
 class Cell:
     """One agent's instance (None while it is being created), turn flag and mailbox."""
 
-    __slots__ = ("agent", "busy", "handled", "last_used", "mailbox")
+    __slots__ = ("agent", "busy", "handled", "last_used", "mailbox", "turn")
 
     def __init__(self, agent: BaseAgent | None) -> None:
         self.agent = agent
         self.busy = False
+        # The message whose handler holds the turn (None when idle, or when the turn is
+        # held to save, load or evict): only its own call chain may re-enter the agent.
+        self.turn: MessageContext | None = None
         self.mailbox: deque[Item] | None = None
         # Recent handled message ids: None, one id, or an ordered dict used as a window.
         self.handled: str | dict[str, None] | None = None

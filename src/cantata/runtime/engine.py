@@ -13,8 +13,10 @@ import asyncio
 import inspect
 import logging
 import time
+import types
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
+from contextvars import Context, copy_context
 from typing import Any, Literal, cast
 
 from ..core import (
@@ -63,6 +65,53 @@ class _Call:
         if self.active:
             self.cancels += 1
             self.task.cancel()
+
+
+def _within(ctx: MessageContext, turn: MessageContext) -> bool:
+    """Whether the request `ctx` was sent, directly or down a chain of requests, by the
+    handler of `turn`: that handler is waiting on it, so queueing it would deadlock.
+
+    Only the turn's own chain may re-enter; a request from anywhere else, including a
+    task an earlier turn left behind, waits for its turn.
+    """
+    caller = ctx._caller
+    while caller is not None:
+        if caller is turn:
+            return True
+        caller = caller._caller
+    return False
+
+
+@types.coroutine
+def _isolated(awaitable: Awaitable[Any], context: Context) -> Generator[Any, Any, Any]:
+    """Await `awaitable` in the current task, every step of it inside `context`.
+
+    What `asyncio.create_task(coro, context=...)` does, without the task: a direct
+    request's handler keeps running in its sender's task (cancelling that task cancels
+    it), but its contextvars are its own.
+    """
+    coro: Any = awaitable
+    if not hasattr(coro, "send"):
+        coro = awaitable.__await__()
+    run = context.run
+    send, throw = coro.send, coro.throw
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            if error is None:
+                step = run(send, value)
+            else:
+                step, error = run(throw, error), None
+        except StopIteration as stop:
+            return stop.value
+        try:
+            value = yield step
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:  # cancellation and the like go on into the handler
+            error, value = exc, None
 
 
 class Engine:
@@ -150,27 +199,17 @@ class Engine:
 
     async def _call(self, cell: Cell, message: Any, ctx: MessageContext) -> Any:
         if cell.busy:
-            if self._reentrant(ctx):
+            turn = cell.turn
+            if turn is not None and _within(ctx, turn):
                 return await self._run(cell, message, ctx)
             await self._wait_turn(cell)
         else:
             cell.busy = True
+        cell.turn = ctx
         try:
             return await self._run(cell, message, ctx)
         finally:
             self._release(cell)
-
-    @staticmethod
-    def _reentrant(ctx: MessageContext) -> bool:
-        # A request that comes back to an agent whose handler is waiting on this very call
-        # chain runs inside that turn; queueing it would deadlock.
-        recipient = ctx.recipient
-        caller = ctx._caller
-        while caller is not None:
-            if caller.recipient == recipient:
-                return True
-            caller = caller._caller
-        return False
 
     async def _wait_turn(self, cell: Cell) -> None:
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -191,17 +230,19 @@ class Engine:
         mid = ctx.message_id
         if cell.handled is not None and cell.seen(mid):
             ctx.is_redelivery = True
-        reset = _current.set(ctx)
-        try:
-            result = await agent._dispatch(message, ctx)
-        finally:
-            _current.reset(reset)
+        # The handler runs in the sender's task (no task switch: that is what makes a
+        # request fast) but in a copy of the sender's context, so what it sets in
+        # contextvars stays in its turn instead of leaking back into the sender.
+        context = copy_context()
+        context.run(_current.set, ctx)
+        result = await _isolated(agent._dispatch(message, ctx), context)
         if self._window:
             cell.remember(mid, self._window)
         return result
 
     def _release(self, cell: Cell) -> None:
         """End the current turn: hand it to the next waiter, or go idle."""
+        cell.turn = None
         mailbox = cell.mailbox
         while mailbox:
             item = mailbox[0]
@@ -247,6 +288,7 @@ class Engine:
                 message, ctx = item
                 if cell.handled is not None and cell.seen(ctx.message_id):
                     ctx.is_redelivery = True
+                cell.turn = ctx
                 reset = _current.set(ctx)
                 try:
                     await agent._dispatch(message, ctx)
