@@ -5,8 +5,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import threading
+from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from cantata.core import RetryTool, ToolError, dumps, loads
 from cantata.tools._results import error_text, jsonable, unknown_tool_text
@@ -82,3 +84,58 @@ def test_unknown_tool_text_lists_the_tools_sorted() -> None:
         "there is no tool named 'x'; the available tools are: 'a', 'b'"
     )
     assert unknown_tool_text("x", []).endswith("the available tools are: none")
+
+
+@dataclasses.dataclass
+class Holder:
+    name: str
+    lock: object
+
+
+class Unknown:
+    def __str__(self) -> str:
+        return "unknown"
+
+
+class Loose(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    thing: Unknown
+
+
+class Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("no text either")
+
+
+def test_a_dataclass_with_an_uncopyable_field_keeps_its_other_fields() -> None:
+    # dataclasses.asdict deep-copies fields, which fails on a lock
+    data = jsonable(Holder("db", threading.Lock()))
+    assert data["name"] == "db"
+    assert isinstance(data["lock"], str)
+
+
+def test_a_pydantic_model_that_cannot_dump_becomes_text() -> None:
+    data = jsonable(Loose(thing=Unknown()))
+    assert data == {"thing": "unknown"} or isinstance(data, str)
+
+
+def test_a_self_referencing_container_does_not_recurse_forever() -> None:
+    cycle: list[Any] = [1]
+    cycle.append(cycle)
+    data = jsonable(cycle)
+    assert data[0] == 1
+    assert isinstance(data[1], str)
+    assert loads(dumps(data)) == data
+
+
+def test_a_value_without_text_still_becomes_something_the_model_can_read() -> None:
+    assert "Unprintable" in jsonable(Unprintable())
+
+
+def test_non_string_dict_keys_become_strings_as_json_writes_them() -> None:
+    assert jsonable({1: "a", 2.5: "b", False: "c", None: "d"}) == {
+        "1": "a",
+        "2.5": "b",
+        "false": "c",
+        "null": "d",
+    }
