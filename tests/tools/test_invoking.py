@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from typing import Any
 
@@ -169,6 +170,43 @@ async def test_an_unknown_tool_becomes_an_error_result_naming_the_tools() -> Non
     assert (
         result.error == "there is no tool named 'multiply'; the available tools are: 'add', 'fail'"
     )
+
+
+async def test_a_result_that_cannot_be_converted_to_json_does_not_crash_the_run() -> None:
+    class Handle:
+        def __init__(self) -> None:
+            self.lock = threading.Lock()
+
+        def __str__(self) -> str:
+            return "a handle"
+
+    @dataclasses.dataclass
+    class Opened:
+        path: str
+        handle: Handle
+
+    @tool
+    def open_file(path: str) -> Opened:
+        """Open a file (returns an object holding a lock)."""
+        return Opened(path, Handle())
+
+    client, _ = loop([[tool_call("open_file", {"path": "a.txt"})], "opened"], tools=[open_file])
+    response = await client.get_response([Message("user", "x")])
+    [result] = results_of(response)
+    assert result.error is None
+    assert result.result["path"] == "a.txt"
+    assert response.text == "opened"
+
+
+async def test_deeply_nested_argument_json_becomes_an_error_result() -> None:
+    deep = "[" * 50_000 + "]" * 50_000
+    call = tool_call("add", '{"a": ' + deep + ', "b": 1}', call_id="deep")
+    client, _ = loop([[call], "hmm"])
+    response = await client.get_response([Message("user", "x")])
+    [result] = results_of(response)
+    assert result.call_id == "deep"
+    assert result.error is not None and "'add'" in result.error
+    assert response.text == "hmm"
 
 
 async def test_unparseable_argument_json_becomes_an_error_result() -> None:

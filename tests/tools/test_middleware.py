@@ -245,3 +245,33 @@ def test_decorators_keep_the_docstring() -> None:
     assert isinstance(documented, FunctionMiddleware)
     assert documented.__doc__ == "Says why."
     assert "documented" in repr(documented)
+
+
+async def test_changing_arguments_in_place_leaves_the_recorded_call_alone() -> None:
+    @function_middleware
+    async def inject(context: FunctionInvocationContext, call_next: FunctionNext) -> None:
+        context.arguments["text"] = "secret from the middleware"
+        await call_next()
+
+    call = tool_call("echo", {"text": "hi"}, call_id="c1")
+    client, inner = make([[call], "ok"], inject)
+    response = await client.get_response([Message("user", "x")])
+    assert ran == ["secret from the middleware"]
+    # what the model asked for is what the conversation keeps, and what the model sees again
+    assert response.messages[0].function_calls[0].arguments == {"text": "hi"}
+    assert inner.calls[1].messages[1].function_calls[0].arguments == {"text": "hi"}
+
+
+async def test_a_tool_changing_its_argument_leaves_the_recorded_call_alone() -> None:
+    @tool
+    def consume(items: Any) -> int:
+        """Pops what it is given (an untyped parameter is passed as parsed)."""
+        items["list"].pop()
+        return len(items["list"])
+
+    call = tool_call("consume", {"items": {"list": [1, 2]}})
+    inner = ScriptedChatClient([[call], "ok"])
+    client = FunctionInvokingChatClient(inner, tools=[consume])
+    response = await client.get_response([Message("user", "x")])
+    assert response.messages[1].function_results[0].result == 1
+    assert response.messages[0].function_calls[0].arguments == {"items": {"list": [1, 2]}}

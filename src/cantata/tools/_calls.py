@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..core import (
     ApprovalRequired,
@@ -94,11 +95,20 @@ class CallRunner:
             raise
 
     async def _run_one(self, call: FunctionCallContent, approved: bool) -> CallOutcome:
+        try:
+            return await self._run_checked(call, approved)
+        except CancelledError:
+            raise
+        except Exception as exc:  # e.g. arguments nested too deep to parse: still a result
+            _log.debug("call %r to tool %r failed", call.call_id, call.name, exc_info=exc)
+            return error_outcome(call, error_text(exc, call.name))
+
+    async def _run_checked(self, call: FunctionCallContent, approved: bool) -> CallOutcome:
         tool = self._tools.get(call.name)
         if tool is None:
             return error_outcome(call, unknown_tool_text(call.name, list(self._tools)))
         try:
-            arguments = call.parse_arguments()
+            arguments = _copy_json(call.parse_arguments())
         except InvalidMessageError as exc:
             return error_outcome(call, f"{exc}; send the arguments as one JSON object")
         if tool.requires_approval and not approved:
@@ -149,6 +159,16 @@ class CallRunner:
             raise
         except Exception as exc:
             context.error = exc
+
+
+def _copy_json(value: Any) -> Any:
+    """A copy of parsed JSON arguments: middleware and tools may change what they are given
+    without changing the call recorded in the conversation (and stored by the caller)."""
+    if isinstance(value, dict):
+        return {k: _copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_json(v) for v in value]
+    return value
 
 
 async def _cancel_all(tasks: Sequence[asyncio.Future[CallOutcome]]) -> None:
