@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any
 
 import pytest
@@ -138,3 +139,50 @@ def test_docstring_descriptions_fill_in_but_annotations_win() -> None:
     assert properties["people"]["description"] == "how many guests."
     assert properties["when"]["description"] == "from the annotation"
     assert properties["note"]["description"] == "field"
+
+
+def test_a_return_annotation_that_cannot_be_resolved_does_not_matter() -> None:
+    # Under `from __future__ import annotations` every annotation is a string; the return
+    # type is not part of the schema, so a name only importable under TYPE_CHECKING (or a
+    # local class) there must not stop the tool from being built.
+    def f(x: int) -> OnlyForTypeCheckers:  # type: ignore[name-defined]  # noqa: F821
+        return None
+
+    sig = build_signature(f, "f")
+    assert sig.model.model_json_schema()["properties"]["x"]["type"] == "integer"
+
+
+def test_an_unresolvable_parameter_annotation_names_the_parameter() -> None:
+    def f(ok: int, broken: Nowhere) -> None:  # type: ignore[name-defined]  # noqa: F821
+        return None
+
+    with pytest.raises(ConfigurationError, match=r"'broken'.*Nowhere"):
+        build_signature(f, "f")
+
+
+def test_a_partial_keeps_the_annotations_of_its_function() -> None:
+    def scale(value: float, factor: Annotated[int, "how much"], unit: str = "m") -> str:
+        return f"{value * factor}{unit}"
+
+    sig = build_signature(functools.partial(scale, unit="cm"), "scale")
+    schema = sig.model.model_json_schema(by_alias=True)
+    assert schema["properties"]["value"]["type"] == "number"
+    assert schema["properties"]["factor"] == {
+        "type": "integer",
+        "description": "how much",
+        "title": "Factor",
+    }
+    assert schema["properties"]["unit"]["default"] == "cm"
+
+
+def test_a_decorated_function_resolves_names_in_its_own_module() -> None:
+    def wrapped(point: Annotated[ToolContext | None, "ctx"], n: int) -> None:
+        return None
+
+    @functools.wraps(wrapped)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        return wrapped(*args, **kwargs)
+
+    sig = build_signature(wrapper, "w")
+    assert sig.context_param == "point"
+    assert [param for _, param in sig.fields] == ["n"]

@@ -7,6 +7,7 @@ parameter name (``json``, ``schema``, ``_private``) works without clashing with
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import types
@@ -47,7 +48,7 @@ def build_signature(func: Callable[..., Any], tool_name: str) -> Signature:
         raise ConfigurationError(
             f"cannot read the signature of the function of tool {tool_name!r}: {exc}"
         ) from exc
-    hints = _type_hints(func, tool_name)
+    hints = _type_hints(func, tool_name, list(sig.parameters))
     docs = parameter_docs(inspect.getdoc(func))
     definitions: dict[str, Any] = {}
     names: list[tuple[str, str]] = []
@@ -88,18 +89,50 @@ def build_signature(func: Callable[..., Any], tool_name: str) -> Signature:
     return Signature(model, tuple(names), tuple(positional_only), context_param, accepts_extra)
 
 
-def _type_hints(func: Callable[..., Any], tool_name: str) -> dict[str, Any]:
-    target = func
-    call = getattr(func, "__call__", None)  # noqa: B004 - callable objects
-    if not inspect.isfunction(func) and not inspect.ismethod(func) and call is not None:
-        target = call
-    try:
-        return typing.get_type_hints(target, include_extras=True)
-    except Exception as exc:
-        raise ConfigurationError(
-            f"tool {tool_name!r}: cannot resolve the type annotations of its function: {exc}; "
-            "define the types it names at module level"
-        ) from exc
+def _type_hints(func: Callable[..., Any], tool_name: str, names: list[str]) -> dict[str, Any]:
+    """The resolved annotations of the parameters in `names`, one by one.
+
+    Only parameters are resolved: a return annotation (or one of a parameter a partial
+    already bound) is not part of the schema, so a name there that exists only for type
+    checkers must not stop the tool from being built.
+    """
+    target = _annotated_target(func)
+    annotations: dict[str, Any] = dict(getattr(target, "__annotations__", None) or {})
+    globalns: dict[str, Any] = getattr(target, "__globals__", None) or {}
+    hints: dict[str, Any] = {}
+    for name in names:
+        if name not in annotations:
+            continue
+        holder = _Annotations({name: annotations[name]})
+        try:
+            hints.update(typing.get_type_hints(holder, globalns=globalns, include_extras=True))
+        except Exception as exc:
+            raise ConfigurationError(
+                f"tool {tool_name!r}: cannot resolve the type annotation of parameter {name!r} "
+                f"({annotations[name]!r}): {exc}; define the types it names at module level"
+            ) from exc
+    return hints
+
+
+class _Annotations:
+    """Carries some annotations to `typing.get_type_hints` without the rest of a function."""
+
+    def __init__(self, annotations: dict[str, Any]) -> None:
+        self.__annotations__ = annotations
+
+
+def _annotated_target(func: Callable[..., Any]) -> Any:
+    """The function whose annotations describe `func`'s parameters: a partial's function,
+    a decorated function's original (as `inspect.signature` reads it), or the
+    ``__call__`` of a callable object."""
+    target: Any = func
+    while isinstance(target, functools.partial):
+        target = target.func
+    if not inspect.isfunction(target) and not inspect.ismethod(target):
+        call = getattr(target, "__call__", None)  # noqa: B004 - callable objects
+        if call is not None:
+            target = call
+    return inspect.unwrap(target)
 
 
 def _field_definition(
