@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
 from cantata.core import CancelledError, RuntimeStateError
 from cantata.runtime import (
     AgentId,
+    InterventionHandler,
     LocalRuntime,
     MessageContext,
     RoutedAgent,
@@ -200,3 +202,108 @@ async def test_wait_until_idle_waits_for_the_cascade_and_keeps_running() -> None
     await runtime.wait_until_idle()
     assert Cascade.handled[-1] == 0
     await runtime.close()
+
+
+@dataclass
+class StopNow:
+    pass
+
+
+class Stopper(RoutedAgent):
+    finished: list[str] = []
+    done = asyncio.Event()
+
+    @message_handler
+    async def on_stop(self, message: StopNow, ctx: MessageContext) -> str:
+        await self.runtime.stop()
+        Stopper.finished.append(str(self.id))
+        Stopper.done.set()
+        return "stopped"
+
+
+async def test_stop_from_inside_a_handler_does_not_wait_for_that_handler() -> None:
+    Stopper.finished = []
+    runtime = LocalRuntime(stop_grace=3600)
+    await runtime.register_factory("stopper", Stopper)
+    await runtime.start()
+    # With a grace of an hour, a stop waiting for its own handler would hang; the
+    # timeout only bounds a failure of this test.
+    reply = await asyncio.wait_for(runtime.send_message(StopNow(), AgentId("stopper", "a")), 30)
+    assert reply == "stopped" and Stopper.finished == ["stopper/a"]
+    assert runtime.state == "stopped"
+    await runtime.start()  # not stuck in "stopping"
+    await runtime.close()
+
+
+async def test_stop_from_an_event_handler_finishes_the_stop() -> None:
+    Stopper.finished = []
+    runtime = LocalRuntime(stop_grace=0.01)
+    await runtime.register_factory("stopper", Stopper)
+    await runtime.add_subscription(TypeSubscription("halt", "stopper"))
+    await runtime.start()
+    Stopper.done = asyncio.Event()
+    await runtime.publish_message(StopNow(), TopicId("halt", "a"))
+    await asyncio.wait_for(Stopper.done.wait(), 30)  # bounds a failure (a stuck stop) only
+    await asyncio.gather(*runtime._tasks)  # the drain task ends after its handler
+    assert Stopper.finished == ["stopper/a"]
+    assert runtime.state == "stopped" and runtime._pending == 0
+    await runtime.close()
+
+
+async def test_close_during_a_stop_waits_for_it_and_stays_closed() -> None:
+    runtime = await _runtime()
+    await runtime.start()
+    order: list[str] = []
+    wait = Wait(asyncio.Event(), asyncio.Event(), asyncio.Event())
+    call = asyncio.ensure_future(runtime.send_message(wait, AgentId("left", "a")))
+    await wait.started.wait()
+    stopping = asyncio.ensure_future(runtime.stop(grace=30))
+    closing = asyncio.ensure_future(runtime.close())
+    wait.release.set()
+    assert await call == "finished"
+    order.append("handler finished")
+    await asyncio.gather(stopping, closing)
+    order.extend(Cascade.closed)
+    assert order == ["handler finished", "left/a"]  # close hooks ran after the handler
+    assert runtime.state == "closed"
+    with pytest.raises(RuntimeStateError, match="closed"):
+        await runtime.start()
+
+
+class _Gate(InterventionHandler):
+    """Holds every message in its intervention until the gate opens."""
+
+    def __init__(self) -> None:
+        self.holding = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def on_send(self, message: Any, ctx: MessageContext, recipient: AgentId) -> Any:
+        self.holding.set()
+        await self.gate.wait()
+        return message
+
+    async def on_publish(self, message: Any, ctx: MessageContext) -> Any:
+        self.holding.set()
+        await self.gate.wait()
+        return message
+
+
+@pytest.mark.parametrize("kind", ["publish", "send"])
+async def test_a_message_held_by_an_intervention_is_not_delivered_after_stop(kind: str) -> None:
+    runtime = await _runtime()
+    gate = _Gate()
+    runtime.add_intervention(gate)
+    await runtime.start()
+    if kind == "publish":
+        pending = runtime.publish_message(Count(0), TopicId("ping", "k"))
+    else:
+        pending = runtime.send_message(Count(0), AgentId("left", "k"))
+    held = asyncio.ensure_future(pending)
+    await gate.holding.wait()
+    await runtime.stop()
+    gate.gate.set()
+    with pytest.raises(RuntimeStateError, match="stopped"):
+        await held
+    assert Cascade.handled == []
+    assert all(task.done() for task in runtime._tasks)
+    assert runtime._pending == 0

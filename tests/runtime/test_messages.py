@@ -308,3 +308,44 @@ async def test_serialize_messages_copies_values_and_refuses_unregistered_types()
     with pytest.raises(UnknownTypeError, match="Unregistered"):
         await runtime.send_message(Unregistered(1), AgentId("keeper", "a"))
     await runtime.stop()
+
+
+async def test_a_subscriber_whose_factory_fails_is_reported_and_does_not_block_the_others() -> None:
+    LOG.contexts.clear()
+    hooked: list[DeliveryFailed] = []
+    runtime = await _runtime(on_error=hooked.append)
+
+    def broken() -> Worker:
+        raise ValueError("no config for this tenant")
+
+    await runtime.register_factory("broken", broken)
+    for name in ("broken", "worker"):
+        await runtime.add_subscription(TypeSubscription("room", name))
+    await runtime.publish_message(Post("hello"), TopicId("room", "r"))
+    await runtime.stop_when_idle()
+    assert [(str(f.agent_id), type(f.error)) for f in hooked] == [("broken/r", ValueError)]
+    assert [agent for agent, _ in LOG.contexts] == ["worker/r"]
+
+
+@dataclass
+class Forward:
+    to: AgentId
+    inner: Hang
+
+
+class Forwarder(RoutedAgent):
+    @message_handler
+    async def on_forward(self, message: Forward, ctx: MessageContext) -> None:
+        await self.send_message(message.inner, message.to)
+
+
+async def test_a_timeout_cancels_the_tokens_of_the_requests_its_handler_is_waiting_on() -> None:
+    runtime = await _runtime()
+    await runtime.register_factory("forwarder", Forwarder)
+    hang = Hang(asyncio.Event(), asyncio.Event())
+    with pytest.raises(TimeoutError):
+        await runtime.send_message(
+            Forward(AgentId("worker", "a"), hang), AgentId("forwarder", "f"), timeout=0.02
+        )
+    assert hang.token_cancelled == [True]  # the inner handler's token says so too
+    await runtime.stop()

@@ -138,6 +138,9 @@ class Engine:
         self._state: State = "new"
         self._pending = 0
         self._idle: asyncio.Event | None = None
+        # `_idle` is set when no more than this many messages are in flight (a stop from
+        # inside a handler waits for everything but its own call chain).
+        self._idle_at = 0
         self._predicates: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._calls: set[CancellationToken] = set()
@@ -149,6 +152,7 @@ class Engine:
         ctx: MessageContext,
         timeout: float | None,  # noqa: ASYNC109
         outer: CancellationToken | None,
+        parent: MessageContext | None,
     ) -> Any:
         task = asyncio.current_task()
         if task is None:
@@ -163,11 +167,16 @@ class Engine:
             timer = loop.call_later(timeout, self._expire, call, token)
         if outer is not None:
             outer.add_callback(token.cancel)
+        # Cancelling the handler that sent this request cancels the request too: the
+        # handler it reaches sees its own token cancelled, not only a CancelledError.
+        inherited = None if parent is None else parent.cancellation_token
+        if inherited is not None:
+            inherited.add_callback(token.cancel)
         try:
             return await self._call(cell, message, ctx)
         except asyncio.CancelledError:
-            if not call.cancels:
-                raise
+            if not call.cancels or (inherited is not None and inherited.is_cancelled):
+                raise  # not ours, or the sending handler's: its own request reports it
             raise self._cancel_error(call, message, ctx, timeout) from None
         finally:
             call.active = False
@@ -178,6 +187,8 @@ class Engine:
                 timer.cancel()
             if outer is not None:
                 outer.remove_callback(token.cancel)
+            if inherited is not None:
+                inherited.remove_callback(token.cancel)
 
     @staticmethod
     def _expire(call: _Call, token: CancellationToken) -> None:
@@ -308,7 +319,7 @@ class Engine:
         self._pending -= 1
         if self._predicates:
             self._check_predicates()
-        if self._pending == 0 and self._idle is not None:
+        if self._pending <= self._idle_at and self._idle is not None:
             self._idle.set()
 
     def _check_predicates(self) -> None:

@@ -20,7 +20,6 @@ from ..core import (
     ConfigurationError,
     MessageDropped,
     RuntimeStateError,
-    Undeliverable,
     dumps,
     loads,
     new_id,
@@ -56,10 +55,11 @@ class LocalRuntime(Engine):
     registry, as a runtime across processes must: catches unregistered message types and
     handlers that share mutable messages, in tests, before they reach Ray).
 
-    A direct request to an idle agent runs its handler in the sender's task, so the
-    handler sees the sender's contextvars (and its own ones leak back: reset what you set).
-    A direct request that comes back to an agent whose handler is waiting on that same
-    call chain (A asks B, B asks A) runs within A's waiting turn instead of deadlocking.
+    A direct request runs its handler in the sender's task, in a copy of the sender's
+    context: the handler sees the sender's contextvars, and what it sets stays its own.
+    A direct request that comes back to an agent whose turn in progress is waiting on
+    that same call chain (A asks B, B asks A) runs within A's waiting turn instead of
+    deadlocking; any other message to A waits for A's turn to end.
     """
 
     def __init__(
@@ -92,6 +92,9 @@ class LocalRuntime(Engine):
         self._stop_grace = stop_grace
         self._events_token = CancellationToken()
         self._sweeper: asyncio.Task[None] | None = None
+        # Set while a stop (or close) is in progress, so a second caller waits for it.
+        self._stopping: asyncio.Future[None] | None = None
+        self._closing: asyncio.Future[None] | None = None
 
     # -- registration -----------------------------------------------------------------
 
@@ -222,6 +225,8 @@ class LocalRuntime(Engine):
         )
         if self._interventions:
             message = await self._intervene_send(message, ctx, recipient)
+            if self._state != "running":  # it stopped while the interventions ran
+                self._refuse(parent, f"send a {type(message).__name__} to {recipient}")
         if self._serialize:
             message = loads(dumps(message))
         cell = self._cells.get(recipient)
@@ -235,6 +240,7 @@ class LocalRuntime(Engine):
                 ctx,
                 self._default_timeout if timeout is None else timeout,
                 cancellation_token,
+                parent,
             )
         finally:
             self._done_one()
@@ -283,6 +289,9 @@ class LocalRuntime(Engine):
             message = await self._intervene_publish(message, ctx)
             if message is DROP:
                 return
+            if self._state != "running":  # it stopped while the interventions ran
+                self._refuse(parent, f"publish a {type(message).__name__} on {topic_id}")
+                return
         recipients = self._topic_cache.get(topic_id)
         if recipients is None:
             recipients = self._recipients(topic_id)
@@ -294,7 +303,7 @@ class LocalRuntime(Engine):
             if cell is None:
                 try:
                     cell = self._activate(agent_id)
-                except Undeliverable as exc:
+                except Exception as exc:  # no such type, or its factory failed
                     self._report(DeliveryFailed(agent_id, message, ctx._copy_for(agent_id), exc))
                     continue
             copy = loads(dumps(message)) if self._serialize else message
@@ -380,31 +389,64 @@ class LocalRuntime(Engine):
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop taking messages, let handlers in flight finish within `grace` seconds
-        (default `stop_grace`), then cancel what is left. Stopping twice does nothing.
+        (default `stop_grace`), then cancel what is left. Stopping twice does nothing;
+        a stop while another is in progress waits for it.
 
         While stopping, events already queued are still handled; a handler in flight may
         still send direct requests (it waits for them to finish), but what it publishes
         is dropped, so a cascade ends. Everyone else gets `RuntimeStateError`.
-        Called from inside a handler, it waits for that handler too (so for the whole
-        grace period); to stop on a condition a handler sees, use `stop_when`.
+        Called from inside a handler, it waits for every handler but the ones on its own
+        call chain (which could not finish before it returns), cancels the others after
+        the grace period, and returns to the calling handler, which then finishes its turn.
         """
+        if self._state == "stopping" and self._stopping is not None:
+            if _current.get() is None:  # a handler cannot wait for a stop that waits for it
+                await asyncio.shield(self._stopping)
+            return
         if self._state != "running":
             return
         self._state = "stopping"
-        if self._pending:
-            idle = self._idle = self._idle or asyncio.Event()
-            idle.clear()
-            try:
-                async with asyncio.timeout(self._stop_grace if grace is None else grace):
-                    while self._pending:
-                        await idle.wait()
-                        idle.clear()
-            except builtins.TimeoutError:
-                pass
-        await self._cancel_all()
-        self._state = "stopped"
+        done = self._stopping = asyncio.get_running_loop().create_future()
+        own = self._own_chain()
+        try:
+            if self._pending > len(own):
+                await self._wait_pending(len(own), self._stop_grace if grace is None else grace)
+            await self._cancel_all(own)
+        finally:
+            self._state = "stopped"
+            self._stopping = None
+            done.set_result(None)
 
-    async def _cancel_all(self) -> None:
+    def _own_chain(self) -> list[MessageContext]:
+        """The deliveries still in flight on the caller's chain (empty outside handlers):
+        the handler calling, and the ones waiting on its request, each one pending."""
+        chain = []
+        ctx = _current.get()
+        while ctx is not None:
+            if ctx.is_rpc:
+                if ctx.cancellation_token in self._calls:
+                    chain.append(ctx)
+            elif ctx.recipient is not None:
+                cell = self._cells.get(ctx.recipient)
+                if cell is not None and cell.turn is ctx:
+                    chain.append(ctx)
+            ctx = ctx._caller
+        return chain
+
+    async def _wait_pending(self, allowed: int, grace: float) -> None:
+        idle = self._idle = self._idle or asyncio.Event()
+        self._idle_at = allowed
+        try:
+            async with asyncio.timeout(grace):
+                while self._pending > allowed:
+                    idle.clear()
+                    await idle.wait()
+        except builtins.TimeoutError:
+            pass
+        finally:
+            self._idle_at = 0
+
+    async def _cancel_all(self, spare: list[MessageContext]) -> None:
         # Events still queued are dropped first, so cancelled drain tasks start no more.
         for cell in self._cells.values():
             mailbox = cell.mailbox
@@ -415,11 +457,15 @@ class LocalRuntime(Engine):
                 mailbox.clear()
                 mailbox.extend(waiting)
         self._events_token.cancel()
+        spared = {id(ctx.cancellation_token) for ctx in spare if ctx.is_rpc}
         for token in list(self._calls):
-            token.cancel()
-        tasks = [t for t in self._tasks if not t.done()]
+            if id(token) not in spared:
+                token.cancel()
+        current = asyncio.current_task()
+        tasks = [t for t in self._tasks if not t.done() and t is not current]
         if self._sweeper is not None:
-            tasks.append(self._sweeper)
+            if self._sweeper is not current:
+                tasks.append(self._sweeper)
             self._sweeper = None
         for task in tasks:
             task.cancel()
@@ -463,18 +509,28 @@ class LocalRuntime(Engine):
         await self.stop()
 
     async def close(self) -> None:
-        """Stop, then run every live agent's `close()` hook; the runtime cannot restart."""
+        """Stop, then run every live agent's `close()` hook; the runtime cannot restart.
+        A close while another is in progress waits for it (outside handlers)."""
+        if self._closing is not None:
+            if _current.get() is None:
+                await asyncio.shield(self._closing)
+            return
         if self._state == "closed":
             return
-        await self.stop()
-        self._state = "closed"
-        for agent_id, cell in list(self._cells.items()):
-            if cell.agent is not None:
-                try:
-                    await cell.agent.close()
-                except Exception:
-                    _log.exception("close() of agent %s failed", agent_id)
-        self._cells.clear()
+        done = self._closing = asyncio.get_running_loop().create_future()
+        try:
+            await self.stop()
+            self._state = "closed"
+            for agent_id, cell in list(self._cells.items()):
+                if cell.agent is not None:
+                    try:
+                        await cell.agent.close()
+                    except Exception:
+                        _log.exception("close() of agent %s failed", agent_id)
+            self._cells.clear()
+        finally:
+            self._state = "closed"
+            done.set_result(None)
 
     async def __aenter__(self) -> LocalRuntime:
         await self.start()
