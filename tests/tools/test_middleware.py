@@ -6,8 +6,14 @@ from typing import Any
 
 import pytest
 
-from cantata.core import FunctionResultContent, Message, ToolError, UsageError
-from cantata.models import ChatResponse, ChatResponseUpdate, ScriptedChatClient, tool_call
+from cantata.core import FunctionResultContent, Message, TextContent, ToolError, UsageError
+from cantata.models import (
+    ChatOptions,
+    ChatResponse,
+    ChatResponseUpdate,
+    ScriptedChatClient,
+    tool_call,
+)
 from cantata.tools import (
     ChatContext,
     ChatMiddleware,
@@ -275,3 +281,43 @@ async def test_a_tool_changing_its_argument_leaves_the_recorded_call_alone() -> 
     response = await client.get_response([Message("user", "x")])
     assert response.messages[1].function_results[0].result == 1
     assert response.messages[0].function_calls[0].arguments == {"items": {"list": [1, 2]}}
+
+
+async def test_options_changed_by_chat_middleware_hold_for_that_call_only() -> None:
+    @chat_middleware
+    async def tweak_first(context: ChatContext, call_next: ChatNext) -> None:
+        if len(context.messages) == 1:
+            context.options.temperature = 0.9
+            context.options.extra["tag"] = "first"
+            context.options.stop = ["END"]
+        await call_next()
+
+    options = ChatOptions(temperature=0.1, extra={"user": "ada"})
+    client, inner = make([[tool_call("echo", {"text": "a"})], "ok"], tweak_first)
+    await client.get_response([Message("user", "x")], options=options)
+
+    first, second = (c.options for c in inner.calls)
+    assert (first.temperature, first.extra, first.stop) == (
+        0.9,
+        {"user": "ada", "tag": "first"},
+        ["END"],
+    )
+    assert (second.temperature, second.extra, second.stop) == (0.1, {"user": "ada"}, None)
+    # the caller's options (an agent's defaults, say) are never changed
+    assert options == ChatOptions(temperature=0.1, extra={"user": "ada"})
+
+
+async def test_messages_changed_in_place_by_chat_middleware_change_that_call_only() -> None:
+    @chat_middleware
+    async def redact(context: ChatContext, call_next: ChatNext) -> None:
+        for message in context.messages:
+            message.contents = [TextContent("[redacted]")]
+            message.metadata["seen"] = True
+        await call_next()
+
+    history = [Message("user", "my card is 4111")]
+    client, inner = make(["ok"], redact)
+    await client.get_response(history)
+    assert inner.calls[0].messages[0].text == "[redacted]"
+    assert history[0].text == "my card is 4111"
+    assert history[0].metadata == {}

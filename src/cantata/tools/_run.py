@@ -246,8 +246,8 @@ class FunctionLoopRun:
         self._token.raise_if_cancelled()
         context = ChatContext(
             client=self._client,
-            messages=list(self._conversation),
-            options=options,
+            messages=[m.copy() for m in self._conversation],
+            options=_own_options(options),
             is_streaming=self._streaming,
             kwargs=self._kwargs,
             cancellation_token=self._token,
@@ -363,6 +363,17 @@ def _base_options(
     specs = [t.spec for t in tools.values()] + declared
     merged = dataclasses.replace(base, tools=specs or None)
     return merged, frozenset(spec.name for spec in declared)
+
+
+def _own_options(options: ChatOptions) -> ChatOptions:
+    """Options one model call may change freely: a chat middleware that sets a field or
+    adds to ``extra`` changes that call, not the next turns nor the caller's options."""
+    return dataclasses.replace(
+        options,
+        stop=list(options.stop) if options.stop is not None else None,
+        tools=list(options.tools) if options.tools is not None else None,
+        extra=dict(options.extra),
+    )
 
 
 def _require_response(context: ChatContext) -> ChatResponse:

@@ -46,9 +46,16 @@ class ChatContext:
     """One model call as middleware sees it. Set `response` and skip ``call_next`` to answer
     without the model; set `terminate` to end the loop after this call.
 
+    `messages` and `options` belong to this call: the messages are copies (a new list,
+    new contents lists and metadata dicts; the content objects themselves are shared, so
+    replace a content rather than editing it) and the options a copy, so changing them
+    changes this request only, never the conversation, the caller's messages or the next
+    turn.
+
     When `is_streaming`, ``call_next`` streams the model's updates to the caller as they
-    come and then sets `response`; replacing `response` afterwards changes what the loop
-    continues with, not the chunks already streamed.
+    come and then sets `response`; replacing `response` afterwards, or calling
+    ``call_next`` a second time (a retry), changes what the loop continues with, not the
+    chunks already streamed.
     """
 
     client: ChatClient
