@@ -8,17 +8,23 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from cantata.runtime import (
+    AgentEvicted,
     AgentId,
     InterventionHandler,
     LocalRuntime,
     MessageContext,
     RoutedAgent,
+    RuntimeEvent,
     TopicId,
     TypeSubscription,
     current_context,
     message_handler,
 )
+from cantata.stores import MemoryStore
 
 
 @dataclass
@@ -202,3 +208,120 @@ async def test_contextvars_a_handler_sets_do_not_leak_into_the_sender() -> None:
     assert _setting.get() == "sender's"
     assert current_context() is None
     await runtime.stop()
+
+
+@dataclass
+class Note:
+    tag: str
+    pauses: int
+    then: str | None = None  # a key to publish a follow-up to, from the handler
+
+
+class Recorder(RoutedAgent):
+    def __init__(self) -> None:
+        self.active = 0
+        self.overlaps = 0
+        self.handled: list[str] = []
+
+    @message_handler
+    async def on_note(self, message: Note, ctx: MessageContext) -> str:
+        self.active += 1
+        self.overlaps += self.active > 1
+        for _ in range(message.pauses):
+            await asyncio.sleep(0)
+        self.handled.append(message.tag)
+        self.active -= 1
+        if message.then is not None:
+            await self.publish_message(Note(f"{message.tag}>", 1), TopicId("notes", message.then))
+        return message.tag
+
+
+class _Arrival(InterventionHandler):
+    """Records the order in which messages reach each agent: a message reaches the agent
+    right after the interventions return, with no await in between."""
+
+    def __init__(self) -> None:
+        self.arrived: dict[str, list[str]] = {}
+
+    async def on_send(self, message: Any, ctx: MessageContext, recipient: AgentId) -> Any:
+        self.arrived.setdefault(recipient.key, []).append(message.tag)
+        return message
+
+    async def on_publish(self, message: Any, ctx: MessageContext) -> Any:
+        assert ctx.topic_id is not None
+        if ctx.sender != AgentId("rec", ctx.topic_id.source):  # never to the publisher
+            self.arrived.setdefault(ctx.topic_id.source, []).append(message.tag)
+        return message
+
+
+_keys = st.sampled_from(["a", "b", "c"])
+_op = st.tuples(
+    st.integers(0, 2),  # which task issues it
+    st.sampled_from(["send", "send-nowait", "publish", "evict"]),
+    _keys,
+    st.integers(0, 3),  # pauses of the sender before it, and of the handler
+    st.none() | _keys,  # the handler publishes a follow-up to this key
+)
+
+
+@settings(max_examples=120, deadline=None)
+@given(ops=st.lists(_op, max_size=24))
+async def test_random_interleavings_keep_each_agents_arrival_order(
+    ops: list[tuple[int, str, str, int, str | None]],
+) -> None:
+    arrival = _Arrival()
+    runtime = LocalRuntime(interventions=[arrival], store=MemoryStore())
+    await runtime.register_factory("rec", Recorder)
+    await runtime.add_subscription(TypeSubscription("notes", "rec"))
+    await runtime.start()
+    handled: dict[str, list[str]] = {}
+    overlaps = 0
+
+    def collect(event: RuntimeEvent) -> None:
+        nonlocal overlaps
+        if isinstance(event, AgentEvicted):
+            agent = evicted[event.agent_id]
+            handled.setdefault(event.agent_id.key, []).extend(agent.handled)
+            overlaps += agent.overlaps
+
+    evicted: dict[AgentId, Recorder] = {}
+    runtime.add_listener(collect)
+    original_evict = runtime.evict_idle
+
+    async def evict() -> None:
+        for agent_id in runtime.live_agents():
+            cell = runtime._cells[agent_id]
+            if isinstance(cell.agent, Recorder):
+                evicted[agent_id] = cell.agent
+        await original_evict()
+
+    spawned: list[asyncio.Future[Any]] = []
+
+    async def issue(task: int) -> None:
+        for n, (who, kind, key, pauses, then) in enumerate(ops):
+            if who != task:
+                continue
+            for _ in range(pauses):
+                await asyncio.sleep(0)
+            note = Note(f"{task}.{n}", pauses, then)
+            if kind == "send":
+                await runtime.send_message(note, AgentId("rec", key))
+            elif kind == "send-nowait":
+                spawned.append(
+                    asyncio.ensure_future(runtime.send_message(note, AgentId("rec", key)))
+                )
+            elif kind == "publish":
+                await runtime.publish_message(note, TopicId("notes", key))
+            else:
+                await evict()
+
+    await asyncio.wait_for(asyncio.gather(*(issue(t) for t in range(3)), *spawned), 30)
+    await asyncio.wait_for(asyncio.gather(*spawned), 30)
+    await asyncio.wait_for(runtime.stop_when_idle(), 30)  # bounds a failure (a hang) only
+    for agent_id in runtime.live_agents():
+        agent = runtime._cells[agent_id].agent
+        assert isinstance(agent, Recorder)
+        handled.setdefault(agent_id.key, []).extend(agent.handled)
+        overlaps += agent.overlaps
+    assert overlaps == 0
+    assert handled == {key: tags for key, tags in arrival.arrived.items() if tags}
