@@ -359,6 +359,23 @@ async def test_tool_calls_in_the_final_limit_answer_are_dropped() -> None:
     assert len(results_of(response)) == 1
 
 
+async def test_a_limit_answer_of_only_tool_calls_still_records_the_limit() -> None:
+    # a model that ignores tool_choice="none": its calls are dropped, nothing is left, and
+    # the caller must still learn that the run stopped at a limit
+    inner = ScriptedChatClient(
+        [[tool_call("add", {"a": 1, "b": 2})], [tool_call("add", {"a": 0, "b": 0})]]
+    )
+    client, _ = loop(inner, max_iterations=1)
+    seen: list[Message] = []
+    response = await client.get_response([Message("user", "x")], on_message=seen.append)
+    assert [m.role for m in response.messages] == ["assistant", "tool", "assistant"]
+    assert response.messages[-1].metadata["cantata.limit"] == "max_iterations"
+    assert response.messages[-1].function_calls == []
+    assert response.text == ""
+    assert response.finish_reason == "stop"
+    assert seen == response.messages
+
+
 async def test_required_tool_choice_becomes_auto_after_the_first_turn() -> None:
     client, inner = loop([[tool_call("add", {"a": 1, "b": 1})], "2"])
     await client.get_response([Message("user", "x")], options=ChatOptions(tool_choice="required"))

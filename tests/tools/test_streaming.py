@@ -184,6 +184,29 @@ async def test_a_streamed_limit_answer_drops_calls_and_keeps_the_limit_on_the_me
     assert rebuilt.finish_reason == "stop"
 
 
+async def test_a_streamed_limit_answer_of_only_calls_rebuilds_like_the_plain_one() -> None:
+    def script() -> list[Any]:
+        return [
+            [tool_call("add", {"a": 1, "b": 1}, call_id="c1")],
+            [tool_call("add", {"a": 0, "b": 0}, call_id="c2")],
+        ]
+
+    plain = FunctionInvokingChatClient(ScriptedChatClient(script()), tools=[add], max_iterations=1)
+    expected = await plain.get_response([Message("user", "x")])
+    client = FunctionInvokingChatClient(ScriptedChatClient(script()), tools=[add], max_iterations=1)
+    produced: list[Message] = []
+    updates = [
+        u
+        async for u in client.get_streaming_response(
+            [Message("user", "x")], on_message=produced.append
+        )
+    ]
+    rebuilt = ChatResponse.from_updates(updates)
+    assert shape(rebuilt.messages) == shape(expected.messages)
+    assert [m.message_id for m in rebuilt.messages] == [m.message_id for m in produced]
+    assert produced[-1].metadata["cantata.limit"] == "max_iterations"
+
+
 async def test_a_model_error_while_streaming_propagates() -> None:
     client = FunctionInvokingChatClient(ScriptedChatClient([ModelError("stream broke")]))
     with pytest.raises(ModelError, match="stream broke"):

@@ -211,10 +211,18 @@ class FunctionLoopRun:
             options = dataclasses.replace(options, tool_choice="none")
         async for update in self._call_model(options, drop_calls=True):
             yield update
+        messages = self._require_last().messages
+        if not messages:
+            # The model made only tool calls (ignoring tool_choice="none") and they were
+            # dropped; an empty answer still tells the caller the run stopped at a limit.
+            empty = Message("assistant", "")
+            self._conversation.append(empty)
+            messages = [empty]
+            for update in _updates_of(empty):
+                yield update
+        messages[-1].metadata[LIMIT_KEY] = limit
+        await self._emit_all(messages)
         response = self._require_last()
-        if response.messages:
-            response.messages[-1].metadata[LIMIT_KEY] = limit
-        await self._emit_all(response.messages)
         self._finish = "terminated" if self._chat_terminated else response.finish_reason or "stop"
 
     def _limit_reached(self, count_iterations: bool) -> LimitName | None:

@@ -31,8 +31,9 @@ class FunctionInvokingChatClient:
     outermost. Limits: ``max_iterations`` model calls that asked for tools,
     ``max_function_calls`` tool calls in all, ``max_consecutive_errors`` turns in a row in
     which every call failed; at a limit the model is asked once more with
-    ``tool_choice="none"`` (tool calls it makes anyway are dropped) and the limit's name
-    is recorded under ``"cantata.limit"`` in the last message's metadata.
+    ``tool_choice="none"`` (tool calls it makes anyway are dropped; when nothing else is
+    left the answer is an empty assistant message) and the limit's name is recorded under
+    ``"cantata.limit"`` in the last message's metadata.
 
     Finish reasons: the model's own (``"stop"``, ``"length"``...), ``"approval_required"``
     (the last message holds `FunctionApprovalRequestContent`s; answer with a user message
