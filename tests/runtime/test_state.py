@@ -260,3 +260,20 @@ async def test_eviction_into_sqlite_survives_a_new_runtime(tmp_path: Path) -> No
         await second.close()
     finally:
         await store.close()
+
+
+async def test_saved_state_includes_evicted_agents() -> None:
+    runtime = await _runtime(store=MemoryStore())
+    await runtime.send_message(Deposit(10), AgentId("account", "gone"))
+    await runtime.send_message(Deposit(3), AgentId("account", "here"))
+    assert await runtime.evict_idle() == 2
+    await runtime.send_message(Deposit(4), AgentId("account", "here"))  # live again: newer
+    # A snapshot does not depend on whether the sweeper happened to evict an agent.
+    data = await runtime.save_state()
+    await runtime.close()
+    assert sorted(data["agents"]) == ["account/gone", "account/here"]
+    fresh = await _runtime()  # no eviction store: everything comes from the snapshot
+    await fresh.load_state(data)
+    assert await fresh.send_message(Balance(), AgentId("account", "gone")) == 10
+    assert await fresh.send_message(Balance(), AgentId("account", "here")) == 7
+    await fresh.close()

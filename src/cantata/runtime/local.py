@@ -553,7 +553,8 @@ class LocalRuntime(Engine):
 
         Each agent is saved in its own turn, so no handler is half-way through. (Called
         from inside a handler, it reads agents as they are, since waiting for turns there
-        could deadlock.) Agents already evicted are in the eviction store, not here.
+        could deadlock.) Agents evicted to the runtime's store are included, read back
+        from it, so what a snapshot holds never depends on when the sweeper last ran.
         """
         in_handler = _current.get() is not None
         agents: dict[str, Any] = {}
@@ -568,6 +569,8 @@ class LocalRuntime(Engine):
                 agents[str(agent_id)] = encode_agent(await agent.save_state(), cell.handled)
             finally:
                 self._release(cell)
+        if self._store is not None:
+            await self._save_evicted(self._store, agents)
         data: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "agents": agents,
@@ -576,6 +579,16 @@ class LocalRuntime(Engine):
         if store is not None:
             await store.put(key, data)
         return data
+
+    async def _save_evicted(self, store: StateStore, agents: dict[str, Any]) -> None:
+        """Add the records of agents evicted to `store` (a live agent's newer state wins)."""
+        prefix = self._prefix
+        for key in await store.keys(prefix):
+            name = key[len(prefix) :]
+            if name not in agents:
+                record = await store.get(key)
+                if record is not None:
+                    agents[name] = record
 
     async def load_state(
         self, source: StateStore | Mapping[str, Any], *, key: str = "cantata.runtime.state"
