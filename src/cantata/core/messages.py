@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeAlias, cast, get_args
 
 from .errors import InvalidMessageError, SerializationError
 from .ids import new_id
-from .serialization import registry
+from .serialization import TYPE_KEY, registry
 
 __all__ = [
     "Content",
@@ -198,6 +198,24 @@ class Message:
         self.message_id = message_id or new_id()
         self.metadata: dict[str, Any] = metadata if metadata is not None else {}
 
+    @classmethod
+    def _trusted(
+        cls,
+        role: Role,
+        contents: list[Content],
+        author_name: str | None,
+        message_id: str,
+        metadata: dict[str, Any],
+    ) -> Message:
+        """Build from already-checked parts (the JSON decoder's fast path)."""
+        message = cls.__new__(cls)
+        message.role = role
+        message.contents = contents
+        message.author_name = author_name
+        message.message_id = message_id
+        message.metadata = metadata
+        return message
+
     @property
     def text(self) -> str:
         """The text contents joined; empty when there is none."""
@@ -296,10 +314,17 @@ def _dec_call(d: dict[str, Any]) -> FunctionCallContent:
     return FunctionCallContent(_req(d, "call_id", str), _req(d, "name", str), args)
 
 
+def _enc_content(c: Any) -> Any:
+    # Text is most of every conversation: skip the registry's generic dispatch for it.
+    if type(c) is TextContent:
+        return {"text": c.text, TYPE_KEY: "text"}
+    return _to(c)
+
+
 def _enc_message(m: Message) -> dict[str, Any]:
     out: dict[str, Any] = {
         "role": m.role,
-        "contents": [_to(c) for c in m.contents],
+        "contents": [_enc_content(c) for c in m.contents],
         "id": m.message_id,
     }
     if m.author_name is not None:
@@ -309,24 +334,33 @@ def _enc_message(m: Message) -> dict[str, Any]:
     return out
 
 
+def _dec_content(data: Any) -> Content:
+    if type(data) is dict:
+        decode = _CONTENT_DECODERS.get(data.get(TYPE_KEY))  # type: ignore[arg-type]
+        if decode is not None:
+            try:
+                content: Content = decode(data)
+            except SerializationError:
+                raise
+            except Exception as exc:
+                raise SerializationError(f"malformed message content: {exc}") from exc
+            return content
+    value = _from(data)  # raises the registry's own error for unknown tags
+    raise SerializationError(f"a message content cannot be a {type(value).__name__}")
+
+
 def _dec_message(d: dict[str, Any]) -> Message:
-    contents = [_from(c) for c in _req(d, "contents", list)]
-    for c in contents:
-        if type(c) not in _CONTENT_TYPES:
-            raise SerializationError(f"a message content cannot be a {type(c).__name__}")
-    metadata = _from(d.get("metadata", {}))
+    contents = [_dec_content(c) for c in _req(d, "contents", list)]
+    raw_metadata = d.get("metadata")
+    metadata = {} if raw_metadata is None else _from(raw_metadata)
     if not isinstance(metadata, dict):
         raise SerializationError("field 'metadata' must be an object")
-    try:
-        return Message(
-            _req(d, "role", str),
-            contents,
-            author_name=_opt_str(d, "author_name"),
-            message_id=_req(d, "id", str),
-            metadata=metadata,
-        )
-    except InvalidMessageError as exc:
-        raise SerializationError(str(exc)) from exc
+    role = _req(d, "role", str)
+    if role not in _ROLES:
+        raise SerializationError(f"role must be one of {sorted(_ROLES)}, got {role!r}")
+    return Message._trusted(
+        role, contents, _opt_str(d, "author_name"), _req(d, "id", str), metadata
+    )
 
 
 def _dec_data(d: dict[str, Any]) -> DataContent:
@@ -381,52 +415,48 @@ def _dec_approval_resp(d: dict[str, Any]) -> FunctionApprovalResponseContent:
     )
 
 
-registry.register(
-    TextContent,
-    name="text",
-    encode=lambda c: {"text": c.text},
-    decode=lambda d: TextContent(_req(d, "text", str)),
-)
-registry.register(FunctionCallContent, name="function_call", encode=_enc_call, decode=_dec_call)
-registry.register(
-    FunctionResultContent, name="function_result", encode=_enc_result, decode=_dec_result
-)
-registry.register(DataContent, name="data", encode=_enc_data, decode=_dec_data)
+def _dec_text(d: dict[str, Any]) -> TextContent:
+    return TextContent(_req(d, "text", str))
+
+
+def _dec_usage_content(d: dict[str, Any]) -> UsageContent:
+    usage = _from(_req(d, "usage", dict))
+    if type(usage) is not Usage:
+        raise SerializationError("field 'usage' must be a usage object")
+    return UsageContent(usage)
+
+
+# name -> (type, encode, decode); the same table feeds the registry and the fast path
+# that message decoding takes for its contents.
+_CONTENT_CODECS: dict[str, tuple[type, Any, Any]] = {
+    "text": (TextContent, lambda c: {"text": c.text}, _dec_text),
+    "function_call": (FunctionCallContent, _enc_call, _dec_call),
+    "function_result": (FunctionResultContent, _enc_result, _dec_result),
+    "data": (DataContent, _enc_data, _dec_data),
+    "usage_content": (UsageContent, lambda c: {"usage": _to(c.usage)}, _dec_usage_content),
+    "approval_request": (
+        FunctionApprovalRequestContent,
+        lambda c: {"request_id": c.request_id, "function_call": _to(c.function_call)},
+        _dec_approval_req,
+    ),
+    "approval_response": (
+        FunctionApprovalResponseContent,
+        lambda c: {
+            "request_id": c.request_id,
+            "function_call": _to(c.function_call),
+            "approved": c.approved,
+        },
+        _dec_approval_resp,
+    ),
+}
+_CONTENT_DECODERS: dict[str, Any] = {name: codec[2] for name, codec in _CONTENT_CODECS.items()}
+
+for _name, (_cls, _encode, _decode) in _CONTENT_CODECS.items():
+    registry.register(_cls, name=_name, encode=_encode, decode=_decode)
 registry.register(
     Usage,
     name="usage",
     encode=lambda u: {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens},
     decode=_dec_usage,
 )
-registry.register(
-    UsageContent,
-    name="usage_content",
-    encode=lambda c: {"usage": _to(c.usage)},
-    decode=lambda d: UsageContent(_usage(_from(_req(d, "usage", dict)))),
-)
-registry.register(
-    FunctionApprovalRequestContent,
-    name="approval_request",
-    encode=lambda c: {"request_id": c.request_id, "function_call": _to(c.function_call)},
-    decode=_dec_approval_req,
-)
-registry.register(
-    FunctionApprovalResponseContent,
-    name="approval_response",
-    encode=lambda c: {
-        "request_id": c.request_id,
-        "function_call": _to(c.function_call),
-        "approved": c.approved,
-    },
-    decode=_dec_approval_resp,
-)
 registry.register(Message, name="message", encode=_enc_message, decode=_dec_message)
-
-
-def _usage(value: Any) -> Usage:
-    if type(value) is not Usage:
-        raise SerializationError("field 'usage' must be a usage object")
-    return value
-
-
-_CONTENT_TYPES: frozenset[type] = frozenset(get_args(Content))
