@@ -225,24 +225,21 @@ async def test_numbers_round_trip(store: StateStore) -> None:
 # -- corruption -------------------------------------------------------------------------
 
 
-async def test_a_corrupted_value_names_its_key(backend: Any) -> None:
-    if backend.raw_put is None:
-        pytest.skip("the memory store keeps Python data, which cannot be corrupted")
-    store = await backend.store().open()
+async def test_a_corrupted_value_names_its_key(durable: Any) -> None:
+    # Durable backends only: the memory store keeps Python data, which cannot be corrupted.
+    store = await durable.store().open()
     await store.put("victim", {"ok": True})
-    backend.raw_put("victim", '{"ok": tru')
+    durable.raw_put("victim", '{"ok": tru')
     with pytest.raises(StoreCorruptionError, match="'victim'"):
         await store.get("victim")
     await store.put("victim", 1)  # rewriting repairs it
     assert await store.get("victim") == 1
 
 
-async def test_a_corrupted_entry_names_its_log(backend: Any) -> None:
-    if backend.raw_append is None:
-        pytest.skip("the memory store keeps Python data, which cannot be corrupted")
-    store = await backend.store().open()
+async def test_a_corrupted_entry_names_its_log(durable: Any) -> None:
+    store = await durable.store().open()
     await store.append("victim-log", [1, 2])
-    backend.raw_append("victim-log", "[[")
+    durable.raw_append("victim-log", "[[")
     with pytest.raises(StoreCorruptionError, match="entry 0 of log 'victim-log'"):
         await store.read("victim-log")
     assert await store.read("victim-log", 1) == [2]
