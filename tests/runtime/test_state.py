@@ -277,3 +277,30 @@ async def test_saved_state_includes_evicted_agents() -> None:
     assert await fresh.send_message(Balance(), AgentId("account", "gone")) == 10
     assert await fresh.send_message(Balance(), AgentId("account", "here")) == 7
     await fresh.close()
+
+
+@dataclass
+class Reload:
+    data: dict[str, Any]
+
+
+class Restorer(Account):
+    @message_handler
+    async def on_reload(self, message: Reload, ctx: MessageContext) -> int:
+        # Its own turn is in progress: it must not wait for it (that would never end).
+        await self.runtime.load_state(message.data)
+        assert await self.runtime.get_agent(self.id) is self
+        return self.total
+
+
+async def test_a_handler_may_load_state_that_includes_its_own_agent() -> None:
+    runtime = LocalRuntime()
+    await runtime.register_factory("restorer", Restorer)
+    await runtime.start()
+    me = AgentId("restorer", "me")
+    await runtime.send_message(Deposit(5), me)
+    data = await runtime.save_state()
+    await runtime.send_message(Deposit(1), me)
+    # The timeout only bounds a failure of this test (waiting for its own turn).
+    assert await runtime.send_message(Reload(data), me, timeout=30) == 5
+    await runtime.close()

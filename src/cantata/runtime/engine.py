@@ -74,11 +74,15 @@ def _within(ctx: MessageContext, turn: MessageContext) -> bool:
     Only the turn's own chain may re-enter; a request from anywhere else, including a
     task an earlier turn left behind, waits for its turn.
     """
-    caller = ctx._caller
-    while caller is not None:
-        if caller is turn:
+    return _holds(ctx._caller, turn)
+
+
+def _holds(ctx: MessageContext | None, turn: MessageContext) -> bool:
+    """Whether `ctx` is `turn` or a request down `turn`'s chain of requests."""
+    while ctx is not None:
+        if ctx is turn:
             return True
-        caller = caller._caller
+        ctx = ctx._caller
     return False
 
 
@@ -447,12 +451,21 @@ class Engine:
             elif not item.done():
                 item.set_exception(exc)
 
-    async def _acquire(self, agent_id: AgentId) -> tuple[Cell, BaseAgent]:
-        """Take `agent_id`'s turn (creating the agent if needed); release with `_release`."""
+    async def _acquire(self, agent_id: AgentId) -> tuple[Cell, BaseAgent, bool]:
+        """Take `agent_id`'s turn (creating the agent if needed) for the runtime's own
+        work on it; release it with `_release` when the third value (held) is True.
+
+        Called by a handler whose own call chain holds that turn (an agent loading its
+        own state), it does not wait for the turn, which would never come, and holds
+        nothing.
+        """
         cell = self._cells.get(agent_id)
         if cell is None:
             cell = self._activate(agent_id)
         if cell.busy:
+            turn, agent = cell.turn, cell.agent
+            if turn is not None and agent is not None and _holds(_current.get(), turn):
+                return cell, agent, False
             await self._wait_turn(cell)
         else:
             cell.busy = True
@@ -460,4 +473,4 @@ class Engine:
         if agent is None:
             self._release(cell)
             raise Undeliverable(f"agent {agent_id} could not be created")
-        return cell, agent
+        return cell, agent, True

@@ -333,8 +333,9 @@ class LocalRuntime(Engine):
 
     async def get_agent(self, agent_id: AgentId) -> BaseAgent:
         """The live instance at `agent_id`, created (or reactivated) if needed."""
-        cell, agent = await self._acquire(agent_id)
-        self._release(cell)
+        cell, agent, held = await self._acquire(agent_id)
+        if held:
+            self._release(cell)
         return agent
 
     # -- interventions ----------------------------------------------------------------
@@ -564,11 +565,12 @@ class LocalRuntime(Engine):
                     state = await cell.agent.save_state()
                     agents[str(agent_id)] = encode_agent(state, cell.handled)
                 continue
-            cell, agent = await self._acquire(agent_id)
+            cell, agent, held = await self._acquire(agent_id)
             try:
                 agents[str(agent_id)] = encode_agent(await agent.save_state(), cell.handled)
             finally:
-                self._release(cell)
+                if held:
+                    self._release(cell)
         if self._store is not None:
             await self._save_evicted(self._store, agents)
         data: dict[str, Any] = {
@@ -614,12 +616,13 @@ class LocalRuntime(Engine):
             if sub.id not in self._subs:
                 await self.add_subscription(sub)
         for agent_id, state, handled in agents:
-            cell, agent = await self._acquire(agent_id)
+            cell, agent, held = await self._acquire(agent_id)
             try:
                 await restore(agent, state, agent_id)
                 cell.restore_handled(handled, self._window)
             finally:
-                self._release(cell)
+                if held:
+                    self._release(cell)
 
     async def evict_idle(self, older_than: float = 0.0) -> int:
         """Save and remove agents idle for at least `older_than` seconds; returns how many.
