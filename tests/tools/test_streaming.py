@@ -239,4 +239,46 @@ async def test_stopping_early_closes_the_model_stream() -> None:
         assert update.text == "more "
         break
     await stream.aclose()
-    await asyncio.wait_for(closed.wait(), 5)
+    # closed by the time aclose returns, in the caller's task: not left to the event loop
+    # to finalize some time later (or never, if the loop shuts down first)
+    assert closed.is_set()
+
+
+async def test_cancelling_the_consumer_while_the_stream_closes_still_cancels_it() -> None:
+    closing = asyncio.Event()
+    release = asyncio.Event()
+    after_close: list[str] = []
+
+    class SlowToClose(GatedClient):
+        async def get_streaming_response(
+            self,
+            messages: Sequence[Message],
+            *,
+            options: ChatOptions | None = None,
+            cancellation_token: CancellationToken | None = None,
+        ) -> AsyncIterator[ChatResponseUpdate]:
+            try:
+                while True:
+                    yield ChatResponseUpdate([TextContent("more ")], message_id="m")
+                    await asyncio.sleep(0)
+            finally:
+                closing.set()
+                await release.wait()  # cleanup that takes a while (closing a connection)
+
+    client = FunctionInvokingChatClient(SlowToClose())
+
+    async def consume() -> None:
+        stream = client.get_streaming_response([Message("user", "x")])
+        assert isinstance(stream, AsyncGenerator)
+        async for _ in stream:
+            break
+        await stream.aclose()
+        after_close.append("went on as if not cancelled")
+
+    consumer = asyncio.ensure_future(consume())
+    await closing.wait()
+    consumer.cancel()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await consumer
+    assert after_close == []

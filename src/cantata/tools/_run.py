@@ -8,7 +8,7 @@ import dataclasses
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypeVar
 
 from ..core import (
     CancellationToken,
@@ -105,11 +105,13 @@ class FunctionLoopRun:
 
     async def steps(self) -> AsyncIterator[ChatResponseUpdate]:
         if self._approvals:
-            async for update in self._resume():
-                yield update
+            async with closing(self._resume()) as updates:
+                async for update in updates:
+                    yield update
         while self._finish is None:
-            async for update in self._turn():
-                yield update
+            async with closing(self._turn()) as updates:
+                async for update in updates:
+                    yield update
         if self._streaming:
             last = self._produced[-1].message_id if self._produced else None
             yield ChatResponseUpdate(
@@ -121,8 +123,9 @@ class FunctionLoopRun:
             )
 
     async def _turn(self) -> AsyncIterator[ChatResponseUpdate]:
-        async for update in self._call_model(self._request_options()):
-            yield update
+        async with closing(self._call_model(self._request_options())) as updates:
+            async for update in updates:
+                yield update
         response = self._require_last()
         await self._emit_all(response.messages)
         calls = response.function_calls
@@ -137,11 +140,13 @@ class FunctionLoopRun:
             return
         self._iterations += 1
         outcomes = await self._run_within_budget(calls)
-        async for update in self._deliver(outcomes):
-            yield update
-        if self._finish is None:
-            async for update in self._after_calls(outcomes):
+        async with closing(self._deliver(outcomes)) as updates:
+            async for update in updates:
                 yield update
+        if self._finish is None:
+            async with closing(self._after_calls(outcomes)) as updates:
+                async for update in updates:
+                    yield update
 
     async def _resume(self) -> AsyncIterator[ChatResponseUpdate]:
         """Run the calls a person approved; rejected ones get an error result."""
@@ -155,11 +160,13 @@ class FunctionLoopRun:
         missing = missing_call_message(self._conversation, self._approvals)
         if missing is not None:
             self._conversation.append(missing)
-        async for update in self._deliver(ordered):
-            yield update
-        if self._finish is None:
-            async for update in self._after_calls(ordered, count_iterations=False):
+        async with closing(self._deliver(ordered)) as updates:
+            async for update in updates:
                 yield update
+        if self._finish is None:
+            async with closing(self._after_calls(ordered, count_iterations=False)) as updates:
+                async for update in updates:
+                    yield update
 
     async def _run_within_budget(self, calls: list[FunctionCallContent]) -> list[CallOutcome]:
         limit = self._settings.max_function_calls
@@ -209,8 +216,9 @@ class FunctionLoopRun:
         options = self._request_options()
         if options.tools:
             options = dataclasses.replace(options, tool_choice="none")
-        async for update in self._call_model(options, drop_calls=True):
-            yield update
+        async with closing(self._call_model(options, drop_calls=True)) as updates:
+            async for update in updates:
+                yield update
         messages = self._require_last().messages
         if not messages:
             # The model made only tool calls (ignoring tool_choice="none") and they were
@@ -261,8 +269,9 @@ class FunctionLoopRun:
             cancellation_token=self._token,
         )
         if self._streaming:
-            async for update in self._stream_chain(context, drop_calls):
-                yield update
+            async with closing(self._stream_chain(context, drop_calls)) as updates:
+                async for update in updates:
+                    yield update
         else:
             await self._chat_chain(context)
         response = _require_response(context)
@@ -285,14 +294,16 @@ class FunctionLoopRun:
         sink = self._sink
         fallback_id = new_id()
         updates: list[ChatResponseUpdate] = []
-        async for update in context.client.get_streaming_response(
+        stream = context.client.get_streaming_response(
             context.messages, options=context.options, cancellation_token=context.cancellation_token
-        ):
-            if update.message_id is None:
-                update = dataclasses.replace(update, message_id=fallback_id)
-            updates.append(update)
-            if sink is not None:
-                sink(update)
+        )
+        async with closing(stream) as chunks:
+            async for update in chunks:
+                if update.message_id is None:
+                    update = dataclasses.replace(update, message_id=fallback_id)
+                updates.append(update)
+                if sink is not None:
+                    sink(update)
         context.response = ChatResponse.from_updates(updates)
 
     async def _stream_chain(
@@ -327,10 +338,15 @@ class FunctionLoopRun:
                 yield update
             await task
         finally:
-            if not task.done():
+            if not task.done():  # the caller stopped early or was cancelled
                 task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
+                try:
                     await task
+                except asyncio.CancelledError:
+                    # the task's own cancellation is expected; ours (the caller cancelled
+                    # while the model stream was closing) must go on
+                    if _cancelling():
+                        raise
         self._sink = None
         if not streamed:  # a middleware answered without the model
             response = _require_response(context)
@@ -371,6 +387,32 @@ def _base_options(
     specs = [t.spec for t in tools.values()] + declared
     merged = dataclasses.replace(base, tools=specs or None)
     return merged, frozenset(spec.name for spec in declared)
+
+
+T = TypeVar("T")
+
+
+@contextlib.asynccontextmanager
+async def closing(stream: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
+    """Close `stream` when the block ends, however it ends.
+
+    ``async for`` never closes what it iterates: when a caller stops reading the loop's
+    stream early, each nested generator would be left to the event loop to finalize
+    later, in another task (or never, if the loop shuts down first). Closing every level
+    here stops the model stream and cancels running work in the caller's own task, before
+    ``aclose()`` returns, so a cancellation of the caller reaches it too.
+    """
+    try:
+        yield stream
+    finally:
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _own_options(options: ChatOptions) -> ChatOptions:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..core import CancellationToken, ConfigurationError, Message
 from ..models import ChatClient, ChatOptions, ChatResponse, ChatResponseUpdate
-from ._run import FunctionLoopRun, LimitName, LoopSettings
+from ._run import FunctionLoopRun, LimitName, LoopSettings, closing
 from .middleware import ChatMiddleware, FunctionMiddleware
 from .tool import FunctionTool
 
@@ -140,8 +140,9 @@ class FunctionInvokingChatClient:
         run = self._run(
             messages, options, cancellation_token, tools, on_message, tool_kwargs, False
         )
-        async for _ in run.steps():
-            pass
+        async with closing(run.steps()) as updates:
+            async for _ in updates:
+                pass
         return run.response()
 
     async def get_streaming_response(
@@ -158,8 +159,9 @@ class FunctionInvokingChatClient:
         the id of its message, so `ChatResponse.from_updates` rebuilds the messages.
         Message metadata (such as ``"cantata.limit"``) does not travel in updates."""
         run = self._run(messages, options, cancellation_token, tools, on_message, tool_kwargs, True)
-        async for update in run.steps():
-            yield update
+        async with closing(run.steps()) as updates:
+            async for update in updates:
+                yield update
 
 
 def merge_tools(
