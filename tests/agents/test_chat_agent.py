@@ -12,10 +12,12 @@ from pydantic import BaseModel
 from cantata.agents import (
     AGENT_ID_KEY,
     AgentResponseUpdate,
+    AgentRunContext,
     ChatAgent,
     LocalThread,
     ServiceThread,
     TruncatingReducer,
+    agent_middleware,
 )
 from cantata.core import (
     AgentError,
@@ -26,6 +28,7 @@ from cantata.core import (
     FunctionCallContent,
     FunctionResultContent,
     Message,
+    ModelError,
     ThreadError,
     Usage,
 )
@@ -346,6 +349,69 @@ async def test_cancelled_token_stops_before_anything_is_stored() -> None:
     with pytest.raises(CancelledError):
         await agent.run("hi", thread=thread, cancellation_token=token)
     assert await thread.get_messages() == [] and client.calls == []
+
+
+def _dangling_calls(messages: Sequence[Message]) -> set[str]:
+    issued = {c.call_id for m in messages for c in m.function_calls}
+    answered = {r.call_id for m in messages for r in m.function_results}
+    return issued - answered
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_a_run_that_fails_between_call_and_result_leaves_no_dangling_call(
+    streaming: bool,
+) -> None:
+    token = CancellationToken()
+
+    @tool
+    def stop(x: int) -> int:
+        """Cancels the run from inside the tool call."""
+        token.cancel()
+        return x
+
+    client = ScriptedChatClient([[tool_call("stop", {"x": 1}, call_id="c1")], "later"])
+    agent = ChatAgent(client, name="a", tools=[stop])
+    thread = agent.create_thread()
+    with pytest.raises(CancelledError):
+        if streaming:
+            await agent.run_stream("go", thread=thread, cancellation_token=token).get_response()
+        else:
+            await agent.run("go", thread=thread, cancellation_token=token)
+    stored = await thread.get_messages()
+    assert [m.text for m in stored] == ["go"]
+    assert _dangling_calls(stored) == set()
+    assert (await agent.run("again", thread=thread)).text == "later"
+    assert _dangling_calls(client.calls[-1].messages) == set()
+
+
+async def test_a_retrying_agent_middleware_records_the_input_once() -> None:
+    @agent_middleware
+    async def retry(context: AgentRunContext, call_next):  # type: ignore[no-untyped-def]
+        try:
+            await call_next()
+        except ModelError:
+            await call_next()
+
+    calls = 0
+
+    def flaky(messages: list[Message], options: ChatOptions) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise ModelError("temporarily down")
+        return "fine"
+
+    agent = ChatAgent(ScriptedChatClient(flaky), name="a", middleware=[retry])
+    for streaming in (False, True):
+        thread = RecordingThread()
+        if streaming:
+            calls = 0
+            response = await agent.run_stream("hi", thread=thread).get_response()
+        else:
+            response = await agent.run("hi", thread=thread)
+        assert response.text == "fine"
+        assert [m.text for m in await thread.get_messages()] == ["hi", "fine"]
+        assert len(thread.notified) == len(set(thread.notified)) == 2
 
 
 async def test_serialized_thread_continues_exactly_where_it_stopped() -> None:

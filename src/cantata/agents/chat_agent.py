@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 from ..core import CancellationToken, ConfigurationError, Message
-from ..models import ChatClient, ChatOptions, ChatResponse
+from ..models import ChatClient, ChatOptions, ChatResponse, ChatResponseUpdate
 from ..tools import (
     ChatContext,
     ChatMiddleware,
@@ -154,14 +154,18 @@ class ChatAgent(Agent):
         )
 
     async def _prepare(
-        self, ctx: AgentRunContext
+        self, ctx: AgentRunContext, seen: dict[str, Message]
     ) -> tuple[AgentThread, list[Message], ChatOptions, list[FunctionTool]]:
         if ctx.cancellation_token is not None:
             ctx.cancellation_token.raise_if_cancelled()
         thread = self._thread_for_run(ctx.thread)
         instructions = self._render_instructions(ctx.arguments)
         call_tools = [*self._call_tools, *_as_tools(ctx.tools or (), owner=self.name)]
-        incoming = self._incoming(ctx.messages)
+        # An agent middleware may call `call_next` more than once (to retry); the input that
+        # an earlier attempt recorded is not recorded again.
+        incoming = [m for m in self._incoming(ctx.messages) if m.message_id not in seen]
+        for m in incoming:
+            seen[m.message_id] = m
         await thread.on_new_message(incoming)
         history = await thread.get_messages()
         if self._reduce_before_loop and self.history_reducer is not None:
@@ -186,19 +190,23 @@ class ChatAgent(Agent):
         ctx = self._context(
             messages, thread, arguments, options, tools, cancellation_token, kwargs, False
         )
+        seen: dict[str, Message] = {}  # every message this run recorded, by id
         if not self._agent_middleware:
-            return await self._run_core(ctx, on_intermediate)
+            return await self._run_core(ctx, on_intermediate, seen)
 
         async def final(inner: AgentRunContext) -> None:
-            inner.response = await self._run_core(inner, on_intermediate)
+            inner.response = await self._run_core(inner, on_intermediate, seen)
 
         return await run_chain(self._agent_middleware, ctx, final)
 
     async def _run_core(
-        self, ctx: AgentRunContext, on_intermediate: IntermediateCallback | None
+        self,
+        ctx: AgentRunContext,
+        on_intermediate: IntermediateCallback | None,
+        seen: dict[str, Message],
     ) -> AgentResponse:
-        thread, request, opts, call_tools = await self._prepare(ctx)
-        recorder = Recorder(thread, self, on_intermediate)
+        thread, request, opts, call_tools = await self._prepare(ctx, seen)
+        recorder = Recorder(thread, self, on_intermediate, seen)
         response = await self._loop.get_response(
             request,
             options=opts,
@@ -239,13 +247,16 @@ class ChatAgent(Agent):
         ctx = self._context(
             messages, thread, arguments, options, tools, cancellation_token, kwargs, True
         )
+        seen: dict[str, Message] = {}  # every message this run recorded, by id
         if not self._agent_middleware:
-            return self._stream_core(ctx, on_intermediate)
+            return self._stream_core(ctx, on_intermediate, seen)
         result: list[AgentResponse] = []
 
         async def updates() -> AsyncIterator[AgentResponseUpdate]:
             chain = stream_chain(
-                self._agent_middleware, ctx, lambda inner: self._stream_core(inner, on_intermediate)
+                self._agent_middleware,
+                ctx,
+                lambda inner: self._stream_core(inner, on_intermediate, seen),
             )
             async for update in chain:
                 yield update
@@ -255,14 +266,17 @@ class ChatAgent(Agent):
         return AgentResponseStream(updates(), lambda: result[-1])
 
     def _stream_core(
-        self, ctx: AgentRunContext, on_intermediate: IntermediateCallback | None
+        self,
+        ctx: AgentRunContext,
+        on_intermediate: IntermediateCallback | None,
+        seen: dict[str, Message],
     ) -> AgentResponseStream:
         result: list[AgentResponse] = []
 
         async def updates() -> AsyncIterator[AgentResponseUpdate]:
-            used, request, opts, call_tools = await self._prepare(ctx)
-            recorder = Recorder(used, self, on_intermediate)
-            seen = []
+            used, request, opts, call_tools = await self._prepare(ctx, seen)
+            recorder = Recorder(used, self, on_intermediate, seen)
+            chunks: list[ChatResponseUpdate] = []
             stream = self._loop.get_streaming_response(
                 request,
                 options=opts,
@@ -273,7 +287,7 @@ class ChatAgent(Agent):
             )
             try:
                 async for update in stream:
-                    seen.append(update)
+                    chunks.append(update)
                     if not update.contents:
                         continue
                     yield AgentResponseUpdate(
@@ -288,7 +302,7 @@ class ChatAgent(Agent):
                 close = getattr(stream, "aclose", None)
                 if close is not None:  # stop the loop now when the caller stops early
                     await close()
-            response = ChatResponse.from_updates(seen, response_format=opts.response_format)
+            response = ChatResponse.from_updates(chunks, response_format=opts.response_format)
             result.append(await self._finish(recorder, used, response))
 
         return AgentResponseStream(updates(), lambda: result[-1])
