@@ -349,3 +349,19 @@ async def test_a_timeout_cancels_the_tokens_of_the_requests_its_handler_is_waiti
         )
     assert hang.token_cancelled == [True]  # the inner handler's token says so too
     await runtime.stop()
+
+
+async def test_requests_that_give_up_waiting_leave_nothing_in_a_busy_agents_mailbox() -> None:
+    runtime = await _runtime()
+    hang = Hang(asyncio.Event(), asyncio.Event())
+    busy = asyncio.ensure_future(runtime.send_message(hang, AgentId("worker", "a")))
+    await hang.started.wait()
+    for _ in range(50):
+        with pytest.raises(TimeoutError):
+            await runtime.send_message(Relay(), AgentId("worker", "a"), timeout=0)
+    assert not runtime._cells[AgentId("worker", "a")].mailbox  # bounded by live waiters
+    busy.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await busy
+    assert await runtime.send_message(Relay(), AgentId("worker", "a")) == "done"
+    await runtime.stop()

@@ -304,3 +304,33 @@ async def test_a_handler_may_load_state_that_includes_its_own_agent() -> None:
     # The timeout only bounds a failure of this test (waiting for its own turn).
     assert await runtime.send_message(Reload(data), me, timeout=30) == 5
     await runtime.close()
+
+
+class Farewell(Account):
+    gate: asyncio.Event
+    closing: asyncio.Event
+    heard: list[str] = []
+
+    @message_handler
+    async def on_text(self, message: str, ctx: MessageContext) -> None:
+        Farewell.heard.append(message)
+
+    async def close(self) -> None:
+        Farewell.closing.set()
+        await Farewell.gate.wait()
+        await self.publish_message(f"bye from {self.id.key}", TopicId("bye", "k"))
+
+
+async def test_stop_when_idle_waits_for_the_close_hook_of_an_agent_being_evicted() -> None:
+    Farewell.gate, Farewell.closing, Farewell.heard = asyncio.Event(), asyncio.Event(), []
+    runtime = LocalRuntime(store=MemoryStore())
+    await runtime.register_factory("farewell", Farewell)
+    await runtime.add_subscription(TypeSubscription("bye", "farewell"))
+    await runtime.start()
+    await runtime.send_message(Deposit(1), AgentId("farewell", "x"))
+    evicting = asyncio.ensure_future(runtime.evict_idle())
+    await Farewell.closing.wait()
+    stopping = asyncio.ensure_future(runtime.stop_when_idle())
+    Farewell.gate.set()
+    await asyncio.gather(evicting, stopping)
+    assert Farewell.heard == ["bye from x"]

@@ -10,6 +10,7 @@ record (`Cell`) and its instance.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import time
@@ -228,13 +229,19 @@ class Engine:
 
     async def _wait_turn(self, cell: Cell) -> None:
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if cell.mailbox is None:
-            cell.mailbox = deque()
-        cell.mailbox.append(turn)
+        mailbox = cell.mailbox
+        if mailbox is None:
+            mailbox = cell.mailbox = deque()
+        mailbox.append(turn)
         try:
             await turn
         except BaseException:
-            if turn.done() and not turn.cancelled() and turn.exception() is None:
+            if not turn.done() or turn.cancelled():
+                # Gave up waiting (timeout, cancellation): leave no dead entry behind, or
+                # a busy agent's mailbox grows with every caller that times out.
+                with contextlib.suppress(ValueError):
+                    mailbox.remove(turn)
+            elif turn.exception() is None:
                 self._release(cell)  # the turn was handed over just as we were cancelled
             raise
 

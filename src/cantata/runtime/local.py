@@ -657,10 +657,13 @@ class LocalRuntime(Engine):
                 if self._cells.get(agent_id) is cell:
                     self._release(cell)
             evicted += 1
+            self._pending += 1  # its close hook may still send: not idle until it is done
             try:
                 await agent.close()
             except Exception:
                 _log.exception("close() of evicted agent %s failed", agent_id)
+            finally:
+                self._done_one()
             if self._listeners:
                 self._report(AgentEvicted(agent_id))
         return evicted
