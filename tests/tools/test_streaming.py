@@ -7,6 +7,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from cantata.core import (
     CancellationToken,
@@ -14,6 +15,7 @@ from cantata.core import (
     FunctionResultContent,
     Message,
     ModelError,
+    ModelOutputError,
     TextContent,
     Usage,
 )
@@ -24,7 +26,7 @@ from cantata.models import (
     ScriptedChatClient,
     tool_call,
 )
-from cantata.tools import FunctionInvokingChatClient, tool
+from cantata.tools import ChatContext, ChatNext, FunctionInvokingChatClient, chat_middleware, tool
 
 
 @tool
@@ -282,3 +284,42 @@ async def test_cancelling_the_consumer_while_the_stream_closes_still_cancels_it(
     with pytest.raises(asyncio.CancelledError):
         await consumer
     assert after_close == []
+
+
+class Verdict(BaseModel):
+    total: int
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_chat_middleware_sees_the_structured_value_in_both_modes(streaming: bool) -> None:
+    values: list[Any] = []
+
+    @chat_middleware
+    async def observe(context: ChatContext, call_next: ChatNext) -> None:
+        await call_next()
+        assert context.response is not None
+        values.append(context.response.value)
+
+    script = [[tool_call("add", {"a": 1, "b": 2}, call_id="c1")], '{"total": 3}']
+    client = FunctionInvokingChatClient(
+        ScriptedChatClient(script, chunk_size=4), tools=[add], middleware=[observe]
+    )
+    options = ChatOptions(response_format=Verdict)
+    messages = [Message("user", "x")]
+    if streaming:
+        [_ async for _ in client.get_streaming_response(messages, options=options)]
+    else:
+        await client.get_response(messages, options=options)
+    assert values == [None, Verdict(total=3)]
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_an_answer_that_does_not_fit_the_format_fails_in_both_modes(streaming: bool) -> None:
+    client = FunctionInvokingChatClient(ScriptedChatClient(["not json"]), tools=[add])
+    options = ChatOptions(response_format=Verdict)
+    messages = [Message("user", "x")]
+    with pytest.raises(ModelOutputError, match="Verdict"):
+        if streaming:
+            [_ async for _ in client.get_streaming_response(messages, options=options)]
+        else:
+            await client.get_response(messages, options=options)

@@ -304,7 +304,11 @@ class FunctionLoopRun:
                 updates.append(update)
                 if sink is not None:
                     sink(update)
-        context.response = ChatResponse.from_updates(updates)
+        # parsed here as every client's get_response does, so middleware sees the value
+        # (and a misfit fails) the same way streamed or not
+        context.response = ChatResponse.from_updates(
+            updates, response_format=context.options.response_format
+        )
 
     async def _stream_chain(
         self, context: ChatContext, drop_calls: bool
