@@ -96,10 +96,12 @@ class FunctionInvokingChatClient:
 
     @property
     def tools(self) -> tuple[FunctionTool, ...]:
+        """The tools offered on every request (a call's ``tools=`` are added to them)."""
         return self._tools
 
     @property
     def middleware(self) -> tuple[ChatMiddleware | FunctionMiddleware, ...]:
+        """The chat middleware, then the function middleware, each outermost first."""
         return (*self._chat_middleware, *self._function_middleware)
 
     def _run(

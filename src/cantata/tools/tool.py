@@ -94,10 +94,12 @@ class FunctionTool:
 
     @property
     def name(self) -> str:
+        """The name the model calls the tool by (unique among a run's tools)."""
         return self._name
 
     @property
     def description(self) -> str:
+        """What the model is told the tool does; it decides when the model calls it."""
         return self._description
 
     @property
@@ -113,14 +115,17 @@ class FunctionTool:
 
     @property
     def func(self) -> Callable[..., Any]:
+        """The Python function the tool runs, unchanged."""
         return self._func
 
     @property
     def approval_mode(self) -> ApprovalMode:
+        """Whether each call waits for a person's approval before it runs."""
         return self._approval_mode
 
     @property
     def requires_approval(self) -> bool:
+        """True when every call stops the loop with an approval request first."""
         return self._approval_mode == "always_require"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
