@@ -398,3 +398,25 @@ async def test_agent_chains_checkpoint_conversations_by_reference() -> None:
     assert middle.messages[0].get("conversation") is not None
     resumed = await build().resume(middle.checkpoint_id, checkpoint_store=probe)
     assert resumed.outputs == result.outputs
+
+
+async def test_state_and_executor_state_set_to_none_survive_a_resume() -> None:
+    @executor
+    async def clear(value: int, ctx: WorkflowContext[int]) -> None:
+        ctx.set_state("k", None)
+        ctx.set_executor_state(None)
+        await ctx.send_message(value + 1)
+
+    @executor
+    async def show(value: int, ctx: WorkflowContext[None, Any]) -> None:
+        await ctx.yield_output((value, ctx.get_state("k", "unset")))
+
+    store = InMemoryCheckpointStore()
+    wf = WorkflowBuilder(clear).add_edge(clear, show).build()
+    full = await wf.run(1, checkpoint_store=store)
+    assert full.outputs == [(2, None)]
+    first = (await store.list_checkpoints(run_id=full.run_id))[0]
+    resumed = await wf.resume(first.checkpoint_id, checkpoint_store=store)
+    assert resumed.outputs == full.outputs
+    assert resumed.run._state.state == {"k": None}
+    assert resumed.run._state.executor_states == {"clear": None}

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 __all__ = ["restore_run", "save_checkpoint"]
 
 _RESTING = frozenset({"in_progress", "idle", "idle_with_pending_requests"})
+NONE_REF = "none"
+"""The reference of a value that is None. A store cannot tell a null value from a missing
+one, so None is never written; generated references are 32 hex digits, never this."""
 OUTPUTS = "outputs"  # not a valid log key ("<owner>/<name>"), so it never collides
 
 
@@ -50,14 +53,10 @@ async def save_checkpoint(workflow: Workflow, run: RunState, store: CheckpointSt
     values: dict[str, Any] = {}
     state_refs = dict(run.state_refs)
     for key in run.dirty_state:
-        ref = new_id()
-        values[ref] = to_json(run.state[key])
-        state_refs[key] = ref
+        state_refs[key] = _write_value(run.state[key], values)
     executor_refs = dict(run.executor_refs)
     for eid in run.dirty_executors:
-        ref = new_id()
-        values[ref] = to_json(run.executor_states[eid])
-        executor_refs[eid] = ref
+        executor_refs[eid] = _write_value(run.executor_states[eid], values)
     appends: dict[str, tuple[int, list[Any]]] = {}
     previous = {k: list(v) for k, v in run.segments.items()}
     for key, entries in run.logs.items():
@@ -101,6 +100,18 @@ async def save_checkpoint(workflow: Workflow, run: RunState, store: CheckpointSt
     run.saved[OUTPUTS] = len(run.outputs)
     run.checkpoint_id = checkpoint.checkpoint_id
     return checkpoint.checkpoint_id
+
+
+def _write_value(value: Any, values: dict[str, Any]) -> str:
+    if value is None:
+        return NONE_REF
+    ref = new_id()
+    values[ref] = to_json(value)
+    return ref
+
+
+async def _read_value(store: CheckpointStore, ref: str) -> Any:
+    return None if ref == NONE_REF else from_json(await store.read_value(ref))
 
 
 def _delivery(run: RunState, d: Delivery) -> dict[str, Any]:
@@ -172,10 +183,10 @@ async def _rebuild(
     if ckpt.status in _RESTING:
         run.status = ckpt.status  # type: ignore[assignment]  # checked just above
     for key, ref in ckpt.state_refs.items():
-        run.state[key] = from_json(await store.read_value(ref))
+        run.state[key] = await _read_value(store, ref)
     for eid, ref in ckpt.executor_refs.items():
         _known(workflow, eid, ckpt)
-        run.executor_states[eid] = from_json(await store.read_value(ref))
+        run.executor_states[eid] = await _read_value(store, ref)
     run.state_refs = dict(ckpt.state_refs)
     run.executor_refs = dict(ckpt.executor_refs)
     for key, segments in ckpt.logs.items():
