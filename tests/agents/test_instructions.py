@@ -42,3 +42,18 @@ def test_rendering_does_not_change_the_arguments() -> None:
     arguments = {"name": "kept"}
     assert template.render(arguments) == "changed"
     assert arguments == {"name": "kept"}
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{{ 1 / n }}",
+        "{{ range(10 ** 9) | list }}",
+        "{{ n.bit_length(1, 2) }}",
+        "{{ text | int(1, 2, 3) }}",
+    ],
+)
+def test_any_rendering_failure_is_a_configuration_error_naming_the_agent(source: str) -> None:
+    template = InstructionTemplate(source, owner="helper")
+    with pytest.raises(ConfigurationError, match="helper"):
+        template.render({"n": 0, "text": "x"})

@@ -55,9 +55,13 @@ class InstructionTemplate:
                 f"instructions of agent `{self.owner}` need an argument that was not given "
                 f"({exc.message}); pass it in `arguments=` to the agent or to the call"
             ) from exc
-        except TemplateError as exc:
+        except Exception as exc:
+            # Also what the template's own expressions raise (``{{ 1 / 0 }}``, a range the
+            # sandbox finds too large, an argument's failing method): the caller gets one
+            # typed error naming the agent, never a bare ZeroDivisionError from deep inside.
             raise ConfigurationError(
-                f"instructions of agent `{self.owner}` failed to render: {exc}"
+                f"instructions of agent `{self.owner}` failed to render: "
+                f"{type(exc).__name__}: {exc}"
             ) from exc
 
 
