@@ -307,3 +307,27 @@ async def test_a_message_held_by_an_intervention_is_not_delivered_after_stop(kin
     assert Cascade.handled == []
     assert all(task.done() for task in runtime._tasks)
     assert runtime._pending == 0
+
+
+@dataclass
+class Conduct:
+    pass
+
+
+class Conductor(RoutedAgent):
+    @message_handler
+    async def on_conduct(self, message: Conduct, ctx: MessageContext) -> int:
+        await self.publish_message(Count(5), TopicId("ping", "k"))
+        # Idle means: everything but this handler's own call chain is done.
+        await self.runtime.stop_when_idle()
+        return len(Cascade.handled)
+
+
+async def test_stop_when_idle_from_inside_a_handler_waits_for_the_rest_then_stops() -> None:
+    runtime = await _runtime()
+    await runtime.register_factory("conductor", Conductor)
+    await runtime.start()
+    # The timeout only bounds a failure of this test (waiting for its own handler).
+    handled = await asyncio.wait_for(runtime.send_message(Conduct(), AgentId("conductor", "c")), 30)
+    assert handled == 12  # both sides hear the first event, then it alternates down to 0
+    assert runtime.state == "stopped"

@@ -95,6 +95,7 @@ class LocalRuntime(Engine):
         # Set while a stop (or close) is in progress, so a second caller waits for it.
         self._stopping: asyncio.Future[None] | None = None
         self._closing: asyncio.Future[None] | None = None
+        self._thresholds: list[int] = []  # of the `_wait_pending` calls in progress
 
     # -- registration -----------------------------------------------------------------
 
@@ -434,18 +435,22 @@ class LocalRuntime(Engine):
             ctx = ctx._caller
         return chain
 
-    async def _wait_pending(self, allowed: int, grace: float) -> None:
+    async def _wait_pending(self, allowed: int, grace: float | None) -> None:
+        """Wait until at most `allowed` messages are in flight, or `grace` seconds pass."""
         idle = self._idle = self._idle or asyncio.Event()
-        self._idle_at = allowed
+        self._thresholds.append(allowed)
+        self._idle_at = max(self._thresholds)
         try:
             async with asyncio.timeout(grace):
                 while self._pending > allowed:
                     idle.clear()
                     await idle.wait()
         except builtins.TimeoutError:
-            pass
+            if grace is None:
+                raise
         finally:
-            self._idle_at = 0
+            self._thresholds.remove(allowed)
+            self._idle_at = max(self._thresholds, default=0)
 
     async def _cancel_all(self, spare: list[MessageContext]) -> None:
         # Events still queued are dropped first, so cancelled drain tasks start no more.
@@ -477,18 +482,22 @@ class LocalRuntime(Engine):
 
     async def wait_until_idle(self) -> None:
         """Wait until no message is queued or being handled (cascades included); the
-        runtime keeps running, so this suits step-by-step drivers such as workflows."""
+        runtime keeps running, so this suits step-by-step drivers such as workflows.
+
+        Called from inside a handler, it waits for everything but that handler's own
+        call chain (which cannot finish while it waits).
+        """
         if self._state not in ("running", "stopping"):
             raise RuntimeStateError(
                 f"wait_until_idle needs a running runtime (it is {self._state})"
             )
-        idle = self._idle = self._idle or asyncio.Event()
-        while self._pending:
-            idle.clear()
-            await idle.wait()
+        own = len(self._own_chain()) if _current.get() is not None else 0
+        if self._pending > own:
+            await self._wait_pending(own, None)
 
     async def stop_when_idle(self) -> None:
-        """Wait until no message is queued or being handled (cascades included), then stop."""
+        """Wait until no message is queued or being handled (cascades included), then stop.
+        From inside a handler, its own call chain does not count (see `wait_until_idle`)."""
         if self._state != "running":
             raise RuntimeStateError(f"stop_when_idle needs a running runtime (it is {self._state})")
         await self.wait_until_idle()
