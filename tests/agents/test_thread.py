@@ -198,9 +198,10 @@ async def test_restoring_into_the_wrong_store_kind_names_both_kinds() -> None:
         )
 
 
-async def test_unknown_schema_version_is_refused() -> None:
+@pytest.mark.parametrize("version", [THREAD_SCHEMA_VERSION + 1, 0, None, True, 1.0, "1"])
+async def test_unknown_schema_version_is_refused(version: Any) -> None:
     data = await LocalThread().serialize()
-    data["schema_version"] = THREAD_SCHEMA_VERSION + 1
+    data["schema_version"] = version
     with pytest.raises(SchemaVersionError, match="schema_version"):
         await LocalThread.deserialize(data)
 
@@ -211,7 +212,9 @@ async def test_thread_of_another_kind_is_refused() -> None:
         await LocalThread.deserialize(data)
 
 
-@pytest.mark.parametrize("bad", ["not json", "[]", b"\xff", "{}", '{"schema_version": 1}'])
+@pytest.mark.parametrize(
+    "bad", ["not json", "[]", b"\xff", "{}", '{"schema_version": 1}', "[" * 100_000]
+)
 async def test_malformed_serialized_thread_raises_serialization_error(bad: Any) -> None:
     with pytest.raises(SerializationError):
         await LocalThread.deserialize(bad)

@@ -265,14 +265,14 @@ def load_thread_data(data: Any, kind: str) -> dict[str, Any]:
     if isinstance(data, str | bytes | bytearray):
         try:
             data = json.loads(data)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
             raise SerializationError(f"serialized thread is not valid JSON: {exc}") from exc
     if type(data) is not dict:
         raise SerializationError(
             f"a serialized thread must be a JSON object, got {type(data).__name__}"
         )
     version = data.get("schema_version")
-    if version != THREAD_SCHEMA_VERSION:
+    if type(version) is not int or version != THREAD_SCHEMA_VERSION:  # True == 1.0 == 1
         raise SchemaVersionError(
             f"thread schema_version {version!r} is not supported (this cantata reads version "
             f"{THREAD_SCHEMA_VERSION}); upgrade cantata or re-create the thread"
