@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -321,3 +322,47 @@ async def test_messages_changed_in_place_by_chat_middleware_change_that_call_onl
     assert inner.calls[0].messages[0].text == "[redacted]"
     assert history[0].text == "my card is 4111"
     assert history[0].metadata == {}
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_chat_middleware_may_hand_call_next_a_new_context(streaming: bool) -> None:
+    seen: list[str | None] = []
+
+    @chat_middleware
+    async def outer(context: ChatContext, call_next: ChatNext) -> None:
+        await call_next()
+        seen.append(context.response.text if context.response else None)
+
+    @chat_middleware
+    async def with_system(context: ChatContext, call_next: ChatNext) -> None:
+        system = Message("system", "be brief")
+        await call_next(dataclasses.replace(context, messages=[system, *context.messages]))
+
+    client, inner = make(["ok"], outer, with_system)
+    if streaming:
+        updates = [u async for u in client.get_streaming_response([Message("user", "x")])]
+        response = ChatResponse.from_updates(updates)
+    else:
+        response = await client.get_response([Message("user", "x")])
+    assert [m.role for m in inner.calls[0].messages] == ["system", "user"]
+    assert response.text == "ok"
+    assert seen == ["ok"]  # the outer middleware sees the answer on its own context
+
+
+async def test_function_middleware_may_hand_call_next_a_new_context() -> None:
+    @function_middleware
+    async def louder(context: FunctionInvocationContext, call_next: FunctionNext) -> None:
+        await call_next(dataclasses.replace(context, arguments={"text": "LOUD"}))
+
+    @function_middleware
+    async def stop_after(context: FunctionInvocationContext, call_next: FunctionNext) -> None:
+        await call_next()
+        context.terminate = True
+
+    client, _ = make(
+        [[tool_call("echo", {"text": "a"}, call_id="c1")], "never"], louder, stop_after
+    )
+    response = await client.get_response([Message("user", "x")])
+    # the tool's result (not None) and the inner middleware's terminate reach the loop
+    assert response.messages[1].contents == [FunctionResultContent("c1", "LOUD")]
+    assert response.finish_reason == "terminated"

@@ -3,8 +3,10 @@
 A middleware can observe a call, change its context (rewrite messages, options or
 arguments), skip ``call_next`` and set the outcome itself (short-circuit), or set
 ``context.terminate = True`` so the function loop stops after the current step. The first
-middleware listed is the outermost. ``call_next()`` may be awaited with no argument, or
-with the context.
+middleware listed is the outermost. ``call_next()`` may be awaited with no argument, with
+the context, or with a new one (``dataclasses.replace(context, ...)``): the rest of the
+chain then runs with the new context, and what it decides (the response, or the result
+and error, and ``terminate``) is copied back to the context the middleware was given.
 """
 
 from __future__ import annotations
@@ -167,8 +169,27 @@ def compose(
             return
 
         async def call_next(next_context: C | None = None, /) -> None:
-            await run(index + 1, context if next_context is None else next_context)
+            if next_context is None or next_context is context:
+                await run(index + 1, context)
+                return
+            await run(index + 1, next_context)
+            _adopt_outcome(context, next_context)
 
         await middleware[index].process(context, call_next)
 
     return functools.partial(run, 0)
+
+
+def _adopt_outcome(context: object, inner: object) -> None:
+    """A middleware handed ``call_next`` a new context (say, ``dataclasses.replace(context,
+    messages=...)``): what the rest of the chain decided is copied back to the context the
+    middleware itself was given, which is the one its callers (and the loop) read."""
+    if isinstance(context, ChatContext) and isinstance(inner, ChatContext):
+        context.response = inner.response
+        context.terminate = inner.terminate
+    elif isinstance(context, FunctionInvocationContext) and isinstance(
+        inner, FunctionInvocationContext
+    ):
+        context.result = inner.result
+        context.error = inner.error
+        context.terminate = inner.terminate
