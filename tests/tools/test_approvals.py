@@ -200,3 +200,35 @@ def test_a_missing_call_message_is_recreated_for_the_model() -> None:
     missing = missing_call_message([Message("user", "q")], [answer])
     assert missing is not None and missing.function_calls == [call]
     assert missing_call_message([Message("assistant", [call])], [answer]) is None
+
+
+async def test_an_approval_runs_even_when_an_earlier_turn_used_the_same_call_id() -> None:
+    # some servers (and hand-written scripts) number call ids per response: "call_0" again
+    listing = tool_call("list_files", call_id="call_0")
+    delete = tool_call("delete_file", {"path": "a.txt"}, call_id="call_0")
+    client, _ = make([[listing], [delete], "deleted it"])
+    history = [Message("user", "clean up")]
+    first = await client.get_response(history)
+    assert first.finish_reason == "approval_required"
+    [request] = approvals_in(first)
+    history += [*first.messages, Message("user", [request.create_response(True)])]
+
+    second = await client.get_response(history)
+    assert deleted == ["a.txt"]
+    assert second.messages[0].contents == [FunctionResultContent("call_0", "deleted a.txt")]
+    assert second.text == "deleted it"
+
+
+def test_pending_responses_count_only_results_after_the_call() -> None:
+    first = tool_call("f", call_id="c1")
+    again = tool_call("g", call_id="c1")
+    answer = FunctionApprovalResponseContent("c1", again, approved=True)
+    history = [
+        Message("assistant", [first]),
+        Message("tool", [FunctionResultContent("c1", 1)]),
+        Message("assistant", [again]),
+        Message("user", [answer]),
+    ]
+    assert pending_responses(history) == [answer]
+    answered = [*history[:3], Message("tool", [FunctionResultContent("c1", 2)]), history[3]]
+    assert pending_responses(answered) == []

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from ..core import (
     FunctionApprovalRequestContent,
     FunctionApprovalResponseContent,
+    FunctionCallContent,
     FunctionResultContent,
     Message,
 )
@@ -33,10 +34,22 @@ def model_view(messages: Sequence[Message]) -> list[Message]:
 
 
 def pending_responses(messages: Sequence[Message]) -> list[FunctionApprovalResponseContent]:
-    """The approval responses in a trailing user message whose calls have no result yet."""
+    """The approval responses in a trailing user message whose calls have no result yet.
+
+    A result answers a call only if it comes after the last message that made a call with
+    that id: servers that number call ids per response reuse them across turns.
+    """
     if not messages or messages[-1].role != "user":
         return []
-    answered = {c.call_id for m in messages for c in m.contents if type(c) is FunctionResultContent}
+    made_at: dict[str, int] = {}
+    result_at: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        for c in message.contents:
+            if type(c) is FunctionCallContent:
+                made_at[c.call_id] = index
+            elif type(c) is FunctionResultContent:
+                result_at[c.call_id] = index
+    answered = {cid for cid, index in result_at.items() if index > made_at.get(cid, -1)}
     out: list[FunctionApprovalResponseContent] = []
     for content in messages[-1].contents:
         if type(content) is not FunctionApprovalResponseContent:
