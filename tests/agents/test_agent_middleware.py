@@ -9,6 +9,7 @@ from cantata.agents import (
     AgentResponse,
     AgentRunContext,
     ChatAgent,
+    LocalThread,
     agent_middleware,
 )
 from cantata.core import AgentError, Message
@@ -78,6 +79,32 @@ async def test_middleware_can_answer_without_running_the_agent() -> None:
     assert [u.text async for u in stream] == ["from cache"]
     assert stream.response.text == "from cache"
     assert client.calls == []
+
+
+async def test_an_answer_from_middleware_is_recorded_and_carries_the_thread() -> None:
+    earlier = LocalThread()  # the thread a cached response came with is never written
+
+    @agent_middleware
+    async def cached(context: AgentRunContext, call_next):  # type: ignore[no-untyped-def]
+        if context.messages[-1].text == "hi":
+            context.response = AgentResponse([Message("assistant", "hello")], thread=earlier)
+        else:
+            await call_next()
+
+    client = ScriptedChatClient(["fine", "fine"])
+    agent = ChatAgent(client, name="a", middleware=[cached])
+    for streaming in (False, True):
+        if streaming:
+            first = await agent.run_stream("hi").get_response()
+        else:
+            first = await agent.run("hi")
+        thread = first.thread
+        assert isinstance(thread, LocalThread) and thread is not earlier
+        assert [m.text for m in await thread.get_messages()] == ["hi", "hello"]
+        assert first.messages[0].author_name == "a"
+        await agent.run("and you?", thread=thread)
+        assert [m.text for m in client.calls[-1].messages] == ["hi", "hello", "and you?"]
+    assert await earlier.get_messages() == []
 
 
 async def test_middleware_that_neither_continues_nor_answers_is_an_error() -> None:

@@ -194,10 +194,33 @@ class ChatAgent(Agent):
         if not self._agent_middleware:
             return await self._run_core(ctx, on_intermediate, seen)
 
+        ran = False
+
         async def final(inner: AgentRunContext) -> None:
+            nonlocal ran
+            ran = True
             inner.response = await self._run_core(inner, on_intermediate, seen)
 
-        return await run_chain(self._agent_middleware, ctx, final)
+        response = await run_chain(self._agent_middleware, ctx, final)
+        return response if ran else await self._record_answer(ctx, response, seen)
+
+    async def _record_answer(
+        self, ctx: AgentRunContext, response: AgentResponse, seen: dict[str, Message]
+    ) -> AgentResponse:
+        """A middleware answered without running the agent: the thread still gets the input
+        and that answer, and the response carries the thread, so the caller continues the
+        conversation as after any other run (instead of on a thread that lacks this turn, or
+        on none at all)."""
+        thread = self._thread_for_run(ctx.thread)  # never a thread the answer came with
+        incoming = [m for m in self._incoming(ctx.messages) if m.message_id not in seen]
+        for m in incoming:
+            seen[m.message_id] = m
+        await thread.on_new_message(incoming)
+        response.messages = await Recorder(thread, self, None, seen).drain(response.messages)
+        response.thread = thread
+        if response.agent_id is None:
+            response.agent_id = self.id
+        return response
 
     async def _run_core(
         self,
@@ -251,17 +274,21 @@ class ChatAgent(Agent):
         if not self._agent_middleware:
             return self._stream_core(ctx, on_intermediate, seen)
         result: list[AgentResponse] = []
+        ran = False
+
+        def open_core(inner: AgentRunContext) -> AgentResponseStream:
+            nonlocal ran
+            ran = True
+            return self._stream_core(inner, on_intermediate, seen)
 
         async def updates() -> AsyncIterator[AgentResponseUpdate]:
-            chain = stream_chain(
-                self._agent_middleware,
-                ctx,
-                lambda inner: self._stream_core(inner, on_intermediate, seen),
-            )
-            async for update in chain:
+            async for update in stream_chain(self._agent_middleware, ctx, open_core):
                 yield update
-            if ctx.response is not None:
-                result.append(ctx.response)
+            response = ctx.response
+            if response is not None:
+                if not ran:
+                    response = await self._record_answer(ctx, response, seen)
+                result.append(response)
 
         return AgentResponseStream(updates(), lambda: result[-1])
 
