@@ -232,3 +232,34 @@ def test_pending_responses_count_only_results_after_the_call() -> None:
     assert pending_responses(history) == [answer]
     answered = [*history[:3], Message("tool", [FunctionResultContent("c1", 2)]), history[3]]
     assert pending_responses(answered) == []
+
+
+async def test_an_approved_call_whose_tool_is_gone_gets_an_error_result() -> None:
+    call = tool_call("delete_file", {"path": "a.txt"}, call_id="d1")
+    inner = ScriptedChatClient(["the tool is gone"])
+    client = FunctionInvokingChatClient(inner, tools=[list_files])  # delete_file removed
+    history = [
+        Message("user", "clean up"),
+        Message("assistant", [call]),
+        Message("assistant", [FunctionApprovalRequestContent("d1", call)]),
+        Message("user", [FunctionApprovalResponseContent("d1", call, approved=True)]),
+    ]
+    response = await client.get_response(history)
+    [result] = response.messages[0].function_results
+    assert result.call_id == "d1"
+    assert result.error is not None and "no tool named 'delete_file'" in result.error
+    assert response.text == "the tool is gone"
+    assert [m.role for m in inner.calls[0].messages] == ["user", "assistant", "tool"]
+
+
+async def test_an_approved_call_with_invalid_arguments_gets_an_error_result() -> None:
+    call = tool_call("delete_file", {"path": ["not", "a", "path"]}, call_id="d1")
+    client, _ = make(["fixing it"])
+    history = [
+        Message("assistant", [call]),
+        Message("user", [FunctionApprovalResponseContent("d1", call, approved=True)]),
+    ]
+    response = await client.get_response(history)
+    [result] = response.messages[0].function_results
+    assert result.error is not None and "invalid arguments for tool 'delete_file'" in result.error
+    assert deleted == []

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from cantata.core import CancellationToken, CancelledError, FunctionResultContent
-from cantata.models import tool_call
-from cantata.tools import FunctionTool, tool
+from cantata.core import CancellationToken, CancelledError, FunctionResultContent, Message
+from cantata.models import ScriptedChatClient, tool_call
+from cantata.tools import FunctionInvokingChatClient, FunctionTool, tool
 from cantata.tools._calls import CallRunner
 
 
@@ -79,3 +79,52 @@ async def test_an_already_cancelled_token_runs_nothing() -> None:
     token.cancel()
     with pytest.raises(CancelledError):
         await runner(token).run_turn([tool_call("guarded")], approved=True)
+
+
+class Abort(BaseException):
+    """Not an Exception: must never become an error result."""
+
+
+@pytest.mark.parametrize("kind", [KeyboardInterrupt, Abort])
+@pytest.mark.parametrize("sync", [True, False])
+def test_base_exceptions_from_a_tool_escape_the_run(kind: type[BaseException], sync: bool) -> None:
+    # a fresh event loop: a KeyboardInterrupt leaves the loop it is raised in
+    def raise_it() -> None:
+        raise kind()
+
+    async def raise_it_async() -> None:
+        raise kind()
+
+    stop = FunctionTool("stop", func=raise_it if sync else raise_it_async)
+    client = FunctionInvokingChatClient(
+        ScriptedChatClient([[tool_call("stop")], "never"]), tools=[stop]
+    )
+    with pytest.raises(kind):
+        asyncio.run(client.get_response([Message("user", "x")]))
+
+
+async def test_asyncio_cancellation_raised_inside_a_tool_is_not_an_error_result() -> None:
+    @tool
+    async def cancelled_inside() -> None:
+        """Awaits something that was cancelled."""
+        raise asyncio.CancelledError
+
+    client = FunctionInvokingChatClient(
+        ScriptedChatClient([[tool_call("cancelled_inside")], "never"]), tools=[cancelled_inside]
+    )
+    with pytest.raises(asyncio.CancelledError):
+        await client.get_response([Message("user", "x")])
+
+
+async def test_an_exception_from_a_sync_tool_in_its_thread_is_an_error_result() -> None:
+    @tool
+    def broken(n: int) -> float:
+        """Divides by zero in a worker thread."""
+        return n / 0
+
+    [outcome] = await CallRunner(
+        {"broken": broken}, (), kwargs={}, token=CancellationToken(), concurrent=True
+    ).run_turn([tool_call("broken", {"n": 1}, call_id="b")])
+    assert outcome.result == FunctionResultContent(
+        "b", error="tool 'broken' failed: ZeroDivisionError: division by zero"
+    )

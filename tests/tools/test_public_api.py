@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import inspect
+from pathlib import Path
 
 import cantata.tools
 
@@ -53,3 +55,23 @@ def test_public_methods_and_properties_have_docstrings() -> None:
             if not (inspect.getdoc(member) or "").strip():
                 missing.append(f"{name}.{attribute}")
     assert missing == []
+
+
+ALLOWED_LAYERS = {"core", "stores", "runtime", "models"}
+
+
+def test_tools_imports_only_the_layers_above_it() -> None:
+    package = Path(cantata.tools.__file__).parent
+    found: list[str] = []
+    for path in sorted(package.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                if node.level == 2 and node.module:
+                    names.append(node.module.split(".")[0])
+                elif node.level == 0 and (node.module or "").startswith("cantata."):
+                    names.append((node.module or "").split(".")[1])
+            elif isinstance(node, ast.Import):
+                names += [a.name.split(".")[1] for a in node.names if a.name.startswith("cantata.")]
+            found += [f"{path.name}: {n}" for n in names if n not in ALLOWED_LAYERS]
+    assert found == []
