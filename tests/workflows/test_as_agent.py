@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
+import pytest
+
 from cantata.agents import Agent, ChatAgent
-from cantata.core import FunctionResultContent, Message, register
+from cantata.core import FunctionResultContent, Message, WorkflowError, register
 from cantata.models import ScriptedChatClient
 from cantata.workflows import (
     REQUEST_INFO,
@@ -84,3 +87,38 @@ async def test_a_workflow_agent_nests_inside_another_workflow() -> None:
 
     outer = WorkflowBuilder(inner, name="outer").add_edge(inner, done).build()
     assert (await outer.run("quiet")).outputs == ["QUIET"]
+
+
+async def test_a_wrong_answer_is_refused_and_the_run_keeps_waiting() -> None:
+    agent = WorkflowBuilder(Asker("asker")).build().as_agent(name="asker")
+    thread = agent.create_thread()
+    first = await agent.run("x", thread=thread)
+    [call] = first.messages[-1].function_calls
+    wrong = Message("tool", [FunctionResultContent(call.call_id, result=42)])
+    with pytest.raises(WorkflowError, match="must be a str, not a int"):
+        await agent.run(wrong, thread=thread)
+    assert len(await thread.get_messages()) == 2  # the refused answer is not kept
+    right = Message("tool", [FunctionResultContent(call.call_id, result="yes")])
+    assert (await agent.run(right, thread=thread)).text == "sure about x? -> yes"
+
+
+async def test_closing_the_agent_stream_early_cancels_the_workflow_run() -> None:
+    entered, cancelled = asyncio.Event(), asyncio.Event()
+
+    @executor
+    async def talk(messages: list[Message], ctx: WorkflowContext[None, str]) -> None:
+        await ctx.yield_output("first")
+        entered.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    stream = WorkflowBuilder(talk).build().as_agent(name="talker").run_stream("go")
+    async for update in stream:
+        assert update.text == "first"
+        await entered.wait()
+        break
+    await stream.aclose()
+    assert cancelled.is_set()

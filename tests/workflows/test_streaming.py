@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -100,4 +101,59 @@ async def test_closing_a_stream_early_cancels_the_run() -> None:
             await entered.wait()
             break
     await stream.aclose()
+    assert cancelled.is_set()
+
+
+def _forever(entered: asyncio.Event, cancelled: asyncio.Event) -> Any:
+    @executor
+    async def forever(value: int, ctx: WorkflowContext[None, int]) -> None:
+        await ctx.yield_output(value)
+        entered.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    return forever
+
+
+async def test_breaking_out_of_a_stream_cancels_the_run() -> None:
+    entered, cancelled = asyncio.Event(), asyncio.Event()
+    before = asyncio.all_tasks()
+    stream = WorkflowBuilder(_forever(entered, cancelled)).build().run_stream(1)
+    async for event in stream:
+        if isinstance(event, OutputEvent):
+            await entered.wait()
+            break
+    async with asyncio.timeout(30):  # a guard against a hang, not a measure
+        await cancelled.wait()
+        # the stream's closing task, and nothing else of the run, is left: it finishes
+        await asyncio.gather(*(asyncio.all_tasks() - before - {asyncio.current_task()}))
+    assert not asyncio.all_tasks() - before - {asyncio.current_task()}
+
+
+async def test_a_stream_used_as_a_context_manager_cancels_the_run_on_exit() -> None:
+    entered, cancelled = asyncio.Event(), asyncio.Event()
+    async with WorkflowBuilder(_forever(entered, cancelled)).build().run_stream(1) as stream:
+        async for event in stream:
+            if isinstance(event, OutputEvent):
+                await entered.wait()
+                break
+    assert cancelled.is_set()
+
+
+async def test_a_consumer_cancelled_while_waiting_cancels_the_run() -> None:
+    entered, cancelled = asyncio.Event(), asyncio.Event()
+    stream = WorkflowBuilder(_forever(entered, cancelled)).build().run_stream(1)
+
+    async def consume() -> None:
+        async for _ in stream:
+            pass
+
+    task = asyncio.ensure_future(consume())
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
     assert cancelled.is_set()

@@ -86,8 +86,8 @@ class WorkflowAgent(Agent):
 
     def _begin(
         self, incoming: list[Message], thread: AgentThread
-    ) -> tuple[WorkflowRun | None, Mapping[str, Any], Any]:
-        """The waiting run and answers to send it, or the input of a new run."""
+    ) -> tuple[WorkflowRun | None, Any]:
+        """The waiting run, its answers taken, or the input of a new run."""
         answers = {
             c.call_id: c.result
             for m in incoming
@@ -96,9 +96,11 @@ class WorkflowAgent(Agent):
         }
         run = self._waiting.get(thread)
         if run is not None and answers:
+            # checked before the run leaves the thread: a wrong answer keeps it waiting
+            run._accept(answers)
             del self._waiting[thread]
-            return run, answers, None
-        return None, {}, self._input(incoming)
+            return run, None
+        return None, self._input(incoming)
 
     def _finish(
         self, result: WorkflowRunResult, thread: AgentThread, new: list[Any]
@@ -128,11 +130,11 @@ class WorkflowAgent(Agent):
         """Run the workflow on the conversation; its outputs are the answer."""
         thread = self._thread_for_run(thread)
         incoming = self._incoming(messages)
-        await thread.on_new_message(incoming)
-        run, answers, start = self._begin(incoming, thread)
+        run, start = self._begin(incoming, thread)
+        await thread.on_new_message(incoming)  # only once taken: a refused answer is not kept
         if run is not None:
             before = len(run.outputs)
-            result = await run.send_responses(answers, cancellation_token=cancellation_token)
+            result = await run._drive_collect(cancellation_token=cancellation_token)
         else:
             before = 0
             result = await self.workflow.run(
@@ -160,19 +162,20 @@ class WorkflowAgent(Agent):
         async def updates() -> AsyncIterator[AgentResponseUpdate]:
             used = self._thread_for_run(thread)
             incoming = self._incoming(messages)
+            run, start = self._begin(incoming, used)
             await used.on_new_message(incoming)
-            run, answers, start = self._begin(incoming, used)
             if run is not None:
-                stream = run.send_responses_stream(answers, cancellation_token=cancellation_token)
+                stream = run._drive_stream(cancellation_token=cancellation_token)
             else:
                 stream = self.workflow.run_stream(
                     start, kwargs=kwargs, cancellation_token=cancellation_token
                 )
             new: list[Any] = []
-            async for event in stream:
-                update = self._update(event, new)
-                if update is not None:
-                    yield update
+            async with stream:  # a consumer that stops early cancels the run at once
+                async for event in stream:
+                    update = self._update(event, new)
+                    if update is not None:
+                        yield update
             produced = self._finish(stream.result, used, new)
             await used.on_new_message(produced)
             final.append(AgentResponse(produced, thread=used, agent_id=self.id))

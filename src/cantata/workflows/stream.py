@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ..core import WorkflowError
@@ -25,6 +25,10 @@ class WorkflowEventStream:
     The run starts on the first iteration. After the iteration ends, `result` holds the
     `WorkflowRunResult`; `await get_result()` drains what is left and returns it. A failed
     run yields its failure events, then the iteration raises the `WorkflowError`.
+
+    A consumer that stops early (``break``, an exception, its task cancelled) cancels the
+    run: nothing keeps running unseen. ``async with`` (or `aclose()`) does it at once; a
+    plain ``break`` does it when the loop's iterator is dropped, right after.
     """
 
     def __init__(self, produce: Producer) -> None:
@@ -45,8 +49,33 @@ class WorkflowEventStream:
         finally:
             self._queue.put_nowait(_END)
 
-    def __aiter__(self) -> WorkflowEventStream:
+    def __aiter__(self) -> AsyncIterator[WorkflowEvent]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[WorkflowEvent]:
+        # An async generator, so that asyncio closes it when an `async for` is left early:
+        # its `finally` then cancels the run.
+        try:
+            while True:
+                try:
+                    event = await self.__anext__()
+                except StopAsyncIteration:
+                    return
+                yield event
+        finally:
+            if not self._done:
+                await self.aclose()
+
+    async def __aenter__(self) -> WorkflowEventStream:
         return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
     async def __anext__(self) -> WorkflowEvent:
         if self._done:
@@ -79,9 +108,10 @@ class WorkflowEventStream:
         return self.result
 
     async def aclose(self) -> None:
-        """Stop the run early (it ends cancelled)."""
+        """Stop the run early (it ends cancelled) and wait until it has stopped."""
         self._done = True
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            # wait() does not raise the task's cancellation, yet lets the caller's through
+            await asyncio.wait([task])
