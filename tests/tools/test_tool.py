@@ -298,3 +298,17 @@ async def test_fuzzed_arguments_either_run_or_raise_a_typed_error(
         except ToolArgumentsError as exc:
             assert exc.errors
             assert target.name in str(exc)
+
+
+def test_generator_functions_are_refused_with_what_to_do() -> None:
+    # called, a generator function returns a generator without running its body: the
+    # model would read "<generator object ...>" and the tool would never have run
+    def numbers(n: int) -> Any:
+        yield from range(n)
+
+    async def stream(n: int) -> Any:
+        yield n
+
+    for func in (numbers, stream):
+        with pytest.raises(ConfigurationError, match=r"generator.*return a list"):
+            tool(func)

@@ -82,6 +82,11 @@ class FunctionTool:
             )
         if not callable(func):
             raise ConfigurationError(f"tool {name!r}: func must be callable, got {func!r}")
+        if _is_generator_callable(func):
+            raise ConfigurationError(
+                f"tool {name!r}: {func!r} is a generator function; calling it would not run "
+                "its body, so the model would never get its values: return a list instead"
+            )
         self._name = name
         self._description = description
         self._func = func
@@ -233,6 +238,17 @@ def tool(
         return FunctionTool(tool_name, text, func=target, approval_mode=approval_mode)
 
     return make if func is None else make(func)
+
+
+def _is_generator_callable(func: Callable[..., Any]) -> bool:
+    while isinstance(func, functools.partial):
+        func = func.func
+    call = getattr(func, "__call__", None)  # noqa: B004 - callable objects
+    return any(
+        inspect.isgeneratorfunction(f) or inspect.isasyncgenfunction(f)
+        for f in (func, call)
+        if f is not None
+    )
 
 
 def _is_async_callable(func: Callable[..., Any]) -> bool:
