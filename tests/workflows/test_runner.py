@@ -395,3 +395,26 @@ async def test_synchronous_handlers_send_and_yield_without_await() -> None:
 
     wf = WorkflowBuilder(split).add_edge(split, upper).add_edge(upper, show).build()
     assert (await wf.run("a b")).outputs == ["got a b", "A", "B"]
+
+
+async def test_a_cancelled_run_keeps_its_messages_and_can_be_continued() -> None:
+    token = CancellationToken()
+    entered = asyncio.Event()
+    hold = {"wait": True}
+
+    @executor
+    async def slow(value: int, ctx: WorkflowContext[int]) -> None:
+        if hold["wait"]:
+            entered.set()
+            await asyncio.Event().wait()  # until cancelled
+        await ctx.send_message(value * 10)
+
+    wf = WorkflowBuilder(slow).add_edge(slow, collect).build()
+    task = asyncio.ensure_future(wf.run(4, cancellation_token=token))
+    await entered.wait()
+    token.cancel()
+    result = await task
+    assert result.status == "cancelled"
+    hold["wait"] = False
+    done = await result.run.continue_run()
+    assert done.status == "idle" and done.outputs == [40]

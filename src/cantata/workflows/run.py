@@ -74,6 +74,7 @@ class WorkflowRun:
 
     def _accept(self, responses: Mapping[str, Any]) -> None:
         """Check every answer (known request, right type) before taking any of them."""
+        self._check_idle()
         requests = self._state.requests
         for request_id, answer in responses.items():
             request = requests.get(request_id)
@@ -91,6 +92,13 @@ class WorkflowRun:
                 )
         for request_id, answer in responses.items():
             self._state.answers.append((requests.pop(request_id), answer))
+
+    def _check_idle(self) -> None:
+        if self._busy:
+            raise WorkflowError(
+                f"run {self.run_id!r} is already being driven; wait for that call to return "
+                "before answering or continuing it (nothing was taken)"
+            )
 
     async def send_responses(
         self, responses: Mapping[str, Any], *, cancellation_token: CancellationToken | None = None
@@ -128,10 +136,7 @@ class WorkflowRun:
         cancellation_token: CancellationToken | None,
         resumed_from: str | None,
     ) -> RunStatus:
-        if self._busy:
-            raise WorkflowError(
-                f"run {self.run_id!r} is already being driven; wait for that call to return"
-            )
+        self._check_idle()
         self._busy = True
         token = cancellation_token or CancellationToken()
         try:

@@ -157,16 +157,27 @@ class Runner:
             self._invocation(batches, request.executor_id, sink).answers.append((request, answer))
         for d in run.pending:
             self._invocation(batches, d.target, sink).items.append((d.message, d.sources))
+        answers, pending = run.answers, run.pending
         run.answers = []
         run.pending = []
         sink(SuperstepStartedEvent(run.superstep, list(batches)))
         invocations = list(batches.values())
         results: list[StepResult] = []
         assert self.dispatch is not None, "the placement sets dispatch before driving"
-        for inv, outcome in zip(invocations, await self.dispatch(invocations), strict=True):
-            if isinstance(outcome, BaseException):
-                raise _tag(outcome, inv.executor_id)
-            results.append(outcome)
+        try:
+            for inv, outcome in zip(invocations, await self.dispatch(invocations), strict=True):
+                if isinstance(outcome, BaseException):
+                    raise _tag(outcome, inv.executor_id)
+                results.append(outcome)
+        except BaseException:
+            # Nothing of a failed or cancelled superstep is committed, so the run stays as it
+            # was at the boundary (as its last checkpoint has it): its messages can be
+            # delivered again (`continue_run`) and its answered requests answered again.
+            run.superstep -= 1
+            run.pending = pending
+            for request, _ in answers:
+                run.requests[request.request_id] = request
+            raise
         self._commit(results, sink)
         checkpoint_id = None
         if self._store is not None:
