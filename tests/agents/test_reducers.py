@@ -47,19 +47,32 @@ async def test_keeps_the_last_n_messages() -> None:
 
 
 async def test_cut_inside_a_tool_exchange_drops_the_orphaned_result() -> None:
-    messages = [Message("user", "q"), *_exchange("c", calls=2), Message("assistant", "done")]
-    # last 3 = [tool c1 result, tool c2 result... ] -> would start with orphaned results
-    kept = await TruncatingReducer(keep_last=3).reduce(messages)
+    messages = [
+        Message("user", "q"),
+        *_exchange("c", calls=2),
+        Message("assistant", "done"),
+        Message("user", "next"),
+    ]
+    # last 4 = [tool c1 result, tool c2 result, ...] -> would start with orphaned results
+    kept = await TruncatingReducer(keep_last=4).reduce(messages)
     assert _valid(kept)
     assert kept[0].role != "tool"
-    assert [m.text for m in kept] == ["done"]
+    assert [m.text for m in kept] == ["done", "next"]
 
 
 async def test_when_only_tool_results_remain_the_call_is_kept_with_them() -> None:
-    messages = [Message("user", "q"), *_exchange("c", calls=2)]
+    messages = [Message("assistant", "no user message here"), *_exchange("c", calls=2)]
     kept = await TruncatingReducer(keep_last=1).reduce(messages)
     assert _valid(kept) and kept
     assert kept[0].function_calls and len(kept) == 3
+
+
+async def test_the_newest_user_message_is_kept_through_a_long_tool_loop() -> None:
+    messages = [Message("user", "old"), Message("assistant", "ok"), Message("user", "task")]
+    for i in range(5):
+        messages += _exchange(f"c{i}-")
+    kept = await TruncatingReducer(keep_last=2).reduce(messages)
+    assert kept[0].text == "task" and kept == messages[2:]
 
 
 async def test_leading_system_messages_are_kept_and_not_counted() -> None:
@@ -77,8 +90,14 @@ def test_keep_last_must_be_positive() -> None:
 def _conversations(draw: st.DrawFn) -> list[Message]:
     out: list[Message] = []
     for index in range(draw(st.integers(0, 12))):
-        if draw(st.booleans()):
+        kind = draw(st.sampled_from(["exchange", "delayed", "text"]))
+        if kind == "exchange":
             out.extend(_exchange(f"c{index}-", calls=draw(st.integers(1, 3))))
+        elif kind == "delayed":  # a result that arrives after other messages (approvals)
+            call = FunctionCallContent(f"d{index}", "f", {})
+            out.append(Message("assistant", [call]))
+            out.append(Message(draw(st.sampled_from(["user", "assistant"])), f"{index}"))
+            out.append(Message("tool", [FunctionResultContent(f"d{index}", "r")]))
         else:
             out.append(Message(draw(st.sampled_from(["user", "assistant"])), str(index)))
     return out
@@ -96,6 +115,9 @@ async def test_truncation_never_separates_calls_from_results(
     assert kept == messages[len(messages) - len(kept) :]
     if messages:
         assert kept, "something must be kept"
+    users = [m for m in messages if m.role == "user"]
+    if users:
+        assert any(m is users[-1] for m in kept), "the newest user message must be kept"
 
 
 # --- summarizing ---------------------------------------------------------------------
@@ -135,6 +157,17 @@ async def test_a_summary_is_reused_and_extended_incrementally() -> None:
     assert "first summary" in second[1].text
     assert "m3" in second[-1].text and "m0" not in second[-1].text
     assert "second summary" in reduced[0].text
+
+
+async def test_the_newest_user_message_is_never_summarized_away() -> None:
+    summarizer = ScriptedChatClient(["earlier things"])
+    reducer = SummarizingReducer(summarizer, keep_last=2, threshold=0)
+    messages = [Message("user", "old"), Message("assistant", "ok"), Message("user", "task")]
+    for i in range(4):
+        messages += _exchange(f"c{i}-")
+    reduced = await reducer.reduce(messages)
+    assert [m.text for m in reduced[1:3]] == ["task", ""]
+    assert reduced[1:] == messages[2:]
 
 
 async def test_summary_cut_keeps_tool_exchanges_whole() -> None:

@@ -70,9 +70,30 @@ def _leading_system(messages: Sequence[Message]) -> int:
     return count
 
 
+def _last_user(messages: Sequence[Message]) -> int | None:
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].role == "user":
+            return index
+    return None
+
+
+def _cut(body: Sequence[Message], keep_last: int) -> int:
+    """Where to cut `body` to keep about `keep_last` messages: never between a tool call and
+    its result, and never after the newest user message (a request without the question it
+    answers would leave the model guessing, e.g. in a long tool loop on a small window)."""
+    start = safe_start(body, len(body) - keep_last)
+    if start >= len(body):
+        start = _widen(body, len(body) - keep_last)
+    last_user = _last_user(body)
+    if last_user is not None and start > last_user:
+        start = _widen(body, last_user)
+    return start
+
+
 class TruncatingReducer:
     """Keeps the last `keep_last` messages (leading system messages are kept too and not
-    counted), moving the cut so that no tool result is separated from its call.
+    counted), moving the cut so that no tool result is separated from its call and the
+    newest user message is always kept.
 
     When the cut lands inside a tool exchange, the exchange is dropped whole rather than
     split; only if that would leave nothing is the whole exchange kept instead.
@@ -91,20 +112,26 @@ class TruncatingReducer:
         body = messages[head:]
         if len(body) <= self.keep_last:
             return list(messages)
-        start = safe_start(body, len(body) - self.keep_last)
-        if start >= len(body):
-            start = _back_to_call(body, len(body) - self.keep_last)
-        return [*messages[:head], *body[start:]]
+        return [*messages[:head], *body[_cut(body, self.keep_last) :]]
 
 
-def _back_to_call(body: Sequence[Message], start: int) -> int:
-    """Move `start` back to the message that issued the calls answered after it."""
-    wanted = {r.call_id for m in body[start:] for r in m.function_results}
-    i = start
-    while i > 0 and wanted:
-        i -= 1
-        wanted.difference_update(_call_ids(body[i]))
-    return i
+def _widen(body: Sequence[Message], start: int) -> int:
+    """Move `start` back until every tool result kept has its call kept too."""
+    while True:
+        issued: set[str] = set()
+        wanted: set[str] = set()
+        for message in body[start:]:
+            wanted.update(r.call_id for r in message.function_results if r.call_id not in issued)
+            issued.update(_call_ids(message))
+        if not wanted:
+            return start
+        i = start
+        while i > 0 and wanted:
+            i -= 1
+            wanted.difference_update(_call_ids(body[i]))
+        if i == start or i == 0:
+            return i
+        start = i  # the messages taken back in may hold results of still earlier calls
 
 
 _SUMMARY_PROMPT = (
@@ -150,9 +177,7 @@ class SummarizingReducer:
         body = messages[head:]
         if len(body) <= self.keep_last + self.threshold:
             return list(messages)
-        cut = safe_start(body, len(body) - self.keep_last)
-        if cut >= len(body):
-            cut = _back_to_call(body, len(body) - self.keep_last)
+        cut = _cut(body, self.keep_last)
         if cut == 0:
             return list(messages)
         summary = await self._summary(body[:cut])
