@@ -263,3 +263,17 @@ async def test_an_approved_call_with_invalid_arguments_gets_an_error_result() ->
     [result] = response.messages[0].function_results
     assert result.error is not None and "invalid arguments for tool 'delete_file'" in result.error
     assert deleted == []
+
+
+async def test_a_call_waiting_for_approval_does_not_use_up_the_call_budget() -> None:
+    delete = tool_call("delete_file", {"path": "a.txt"}, call_id="d1")
+    listing = tool_call("list_files", call_id="l1")
+    inner = ScriptedChatClient([[delete, listing]])
+    client = FunctionInvokingChatClient(
+        inner, tools=[delete_file, list_files], max_function_calls=1
+    )
+    response = await client.get_response([Message("user", "clean up")])
+    # nothing ran before list_files, so it is within a budget of one call
+    assert response.messages[1].contents == [FunctionResultContent("l1", ["a.txt", "b.txt"])]
+    assert [r.function_call for r in approvals_in(response)] == [delete]
+    assert response.finish_reason == "approval_required"

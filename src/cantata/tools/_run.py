@@ -62,6 +62,7 @@ class FunctionLoopRun:
         streaming: bool,
     ) -> None:
         self._client = client
+        self._tools = tools
         self._approvals = pending_responses(messages)
         self._conversation = model_view(messages)
         self._settings = settings
@@ -169,16 +170,31 @@ class FunctionLoopRun:
                     yield update
 
     async def _run_within_budget(self, calls: list[FunctionCallContent]) -> list[CallOutcome]:
+        """Run the calls the budget allows, in order; the rest get an error result. A call
+        to a tool that needs approval takes no budget: it will not run in this turn."""
         limit = self._settings.max_function_calls
         budget = len(calls) if limit is None else max(0, limit - self._function_calls)
-        outcomes = await self._runner.run_turn(calls[:budget])
-        for call in calls[budget:]:
-            outcomes.append(
-                error_outcome(
-                    call, f"not run: this run reached its limit of {limit} function calls"
-                )
-            )
-        self._function_calls += sum(1 for o in outcomes[:budget] if not o.needs_approval)
+        allowed: list[FunctionCallContent] = []
+        over: set[int] = set()
+        for index, call in enumerate(calls):
+            tool = self._tools.get(call.name)
+            if tool is not None and tool.requires_approval:
+                allowed.append(call)
+            elif budget > 0:
+                allowed.append(call)
+                budget -= 1
+            else:
+                over.add(index)
+        ran = iter(await self._runner.run_turn(allowed))
+        outcomes = [
+            error_outcome(call, f"not run: this run reached its limit of {limit} function calls")
+            if index in over
+            else next(ran)
+            for index, call in enumerate(calls)
+        ]
+        self._function_calls += sum(
+            1 for i, o in enumerate(outcomes) if i not in over and not o.needs_approval
+        )
         return outcomes
 
     async def _deliver(self, outcomes: list[CallOutcome]) -> AsyncIterator[ChatResponseUpdate]:
