@@ -117,3 +117,20 @@ async def test_specialist_errors_reach_the_model_as_tool_errors() -> None:
     (result,) = [r for m in response.messages for r in m.function_results]
     assert result.is_error and "ran out of turns" in (result.error or "")
     assert response.text == "sorry"
+
+
+async def test_a_specialist_waiting_for_approval_is_an_error_result_not_an_empty_answer() -> None:
+    @tool(approval_mode="always_require")
+    def remove(path: str) -> str:
+        """Remove a file."""
+        return "gone"
+
+    specialist = ChatAgent(
+        ScriptedChatClient([[tool_call("remove", {"path": "/x"})]]), name="ops", tools=[remove]
+    )
+    triage_client = ScriptedChatClient([[tool_call("ops", {"task": "delete /x"})], "sorry"])
+    triage = ChatAgent(triage_client, name="triage", tools=[specialist])
+    response = await triage.run("please delete /x")
+    (result,) = [r for m in response.messages for r in m.function_results]
+    assert result.is_error and "approval_required" in (result.error or "")
+    assert "remove" in (result.error or "")

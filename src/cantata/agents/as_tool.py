@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
-from ..core import ConfigurationError
+from ..core import ConfigurationError, ToolError
 from ..tools import FunctionTool, ToolContext
 from .response import AgentResponse
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["agent_as_tool"]
 
 _CONTEXT = "_tool_context"
+_UNANSWERABLE = frozenset({"approval_required", "tool_calls"})
 
 
 def agent_as_tool(
@@ -59,6 +60,18 @@ def agent_as_tool(
                 if inspect.isawaitable(result):
                     await result
             response = stream.response
+        if response.finish_reason in _UNANSWERABLE:
+            # The specialist stopped to wait for something only its caller could give; as a
+            # tool its thread is gone after this call, so its empty text would read to the
+            # calling model as an answer. Say what happened instead.
+            pending = ", ".join(
+                sorted({c.function_call.name for c in response.user_input_requests})
+            )
+            raise ToolError(
+                f"agent `{agent.name}` stopped before answering (finish reason "
+                f"{response.finish_reason!r}{f', waiting on {pending}' if pending else ''}): "
+                "a tool call of an agent used as a tool cannot be approved or run by the caller"
+            )
         return response.text
 
     annotation = Annotated[str, Field(description=text)]
