@@ -7,7 +7,15 @@ from typing import Any
 
 import pytest
 
-from cantata.core import FunctionResultContent, Message, TextContent, ToolError, UsageError
+from cantata.core import (
+    CancellationToken,
+    CancelledError,
+    FunctionResultContent,
+    Message,
+    TextContent,
+    ToolError,
+    UsageError,
+)
 from cantata.models import (
     ChatOptions,
     ChatResponse,
@@ -24,6 +32,7 @@ from cantata.tools import (
     FunctionMiddleware,
     FunctionNext,
     ToolArgumentsError,
+    ToolContext,
     chat_middleware,
     function_middleware,
     tool,
@@ -366,3 +375,29 @@ async def test_function_middleware_may_hand_call_next_a_new_context() -> None:
     # the tool's result (not None) and the inner middleware's terminate reach the loop
     assert response.messages[1].contents == [FunctionResultContent("c1", "LOUD")]
     assert response.finish_reason == "terminated"
+
+
+async def test_a_cancellation_a_middleware_caught_still_cancels_the_run() -> None:
+    token = CancellationToken()
+
+    @tool
+    def cancel_run(ctx: ToolContext) -> None:
+        """Cancels the run from inside."""
+        ctx.cancellation_token.cancel()
+        ctx.cancellation_token.raise_if_cancelled()
+
+    @function_middleware
+    async def catch_all(context: FunctionInvocationContext, call_next: FunctionNext) -> None:
+        try:
+            await call_next()
+        except Exception as exc:  # a common pattern; it catches cantata's CancelledError too
+            context.error = exc
+
+    inner = ScriptedChatClient([[tool_call("cancel_run")], "never"])
+    client = FunctionInvokingChatClient(inner, tools=[cancel_run], middleware=[catch_all])
+    seen: list[Message] = []
+    with pytest.raises(CancelledError):
+        await client.get_response(
+            [Message("user", "x")], cancellation_token=token, on_message=seen.append
+        )
+    assert [m.role for m in seen] == ["assistant"]  # no error result was produced
