@@ -5,7 +5,8 @@ contents, order, finish reason, usage), and in both modes `on_message` must see 
 the returned messages, once each, in order. Scripts mix text, tool calls that succeed,
 fail, have bad arguments or name unknown tools, calls that need approval, model errors,
 and turns with and without usage; limits are random and small, so forced final answers
-are covered too.
+are covered too; middleware answers some model calls itself, ends the loop, or answers
+tool calls without running the tool.
 """
 
 from __future__ import annotations
@@ -26,7 +27,16 @@ from cantata.core import (
     Usage,
 )
 from cantata.models import ChatResponse, ScriptedChatClient, ScriptedTurn
-from cantata.tools import FunctionInvokingChatClient, tool
+from cantata.tools import (
+    ChatContext,
+    ChatNext,
+    FunctionInvocationContext,
+    FunctionInvokingChatClient,
+    FunctionNext,
+    chat_middleware,
+    function_middleware,
+    tool,
+)
 
 
 @tool
@@ -120,6 +130,7 @@ async def run(
     script: list[Any],
     limits: dict[str, Any],
     verdicts: list[bool],
+    plan: dict[str, Any],
     *,
     chunk_size: int | None,
 ) -> tuple[list[Any], list[Message]]:
@@ -128,6 +139,7 @@ async def run(
     client = FunctionInvokingChatClient(
         ScriptedChatClient(materialize(script), chunk_size=chunk_size or 8),
         tools=[add, explode, guarded],
+        middleware=middleware_for(plan),
         **limits,
     )
     seen: list[Message] = []
@@ -152,6 +164,43 @@ async def run(
     return rounds, seen
 
 
+def middleware_for(plan: dict[str, Any]) -> list[Any]:
+    """Middleware by plan: answer some model calls without the model, end the loop after
+    one, answer calls to `add` without running it."""
+    model_calls = 0
+
+    @chat_middleware
+    async def steer(context: ChatContext, call_next: ChatNext) -> None:
+        nonlocal model_calls
+        model_calls += 1
+        if model_calls in plan["canned"]:
+            usage = Usage(1, 1) if model_calls % 2 else None
+            context.response = ChatResponse(
+                [Message("assistant", f"canned {model_calls}")], usage=usage, finish_reason="stop"
+            )
+        else:
+            await call_next()
+        context.terminate = model_calls == plan["terminate_at"]
+
+    @function_middleware
+    async def block_add(context: FunctionInvocationContext, call_next: FunctionNext) -> None:
+        if context.function.name == "add" and plan["block_add"]:
+            context.result = "blocked"
+            return
+        await call_next()
+
+    return [steer, block_add]
+
+
+plans = st.fixed_dictionaries(
+    {
+        "canned": st.sets(st.integers(1, 5), max_size=2),
+        "terminate_at": st.none() | st.integers(1, 5),
+        "block_add": st.booleans(),
+    }
+)
+
+
 limit_settings = st.fixed_dictionaries(
     {
         "max_iterations": st.integers(1, 4),
@@ -167,13 +216,18 @@ limit_settings = st.fixed_dictionaries(
     script=st.lists(turns(), min_size=1, max_size=6),
     limits=limit_settings,
     verdicts=st.lists(st.booleans(), min_size=1, max_size=3),
+    plan=plans,
     chunk_size=st.integers(1, 7),
 )
 async def test_streaming_and_plain_runs_produce_the_same_messages(
-    script: list[Any], limits: dict[str, Any], verdicts: list[bool], chunk_size: int
+    script: list[Any],
+    limits: dict[str, Any],
+    verdicts: list[bool],
+    plan: dict[str, Any],
+    chunk_size: int,
 ) -> None:
-    expected, plain_seen = await run(script, limits, verdicts, chunk_size=None)
-    rebuilt, streamed_seen = await run(script, limits, verdicts, chunk_size=chunk_size)
+    expected, plain_seen = await run(script, limits, verdicts, plan, chunk_size=None)
+    rebuilt, streamed_seen = await run(script, limits, verdicts, plan, chunk_size=chunk_size)
 
     assert shape(streamed_seen) == shape(plain_seen)
     assert len(rebuilt) == len(expected)
