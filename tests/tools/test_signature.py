@@ -186,3 +186,13 @@ def test_a_decorated_function_resolves_names_in_its_own_module() -> None:
     sig = build_signature(wrapper, "w")
     assert sig.context_param == "point"
     assert [param for _, param in sig.fields] == ["n"]
+
+
+def test_args_whose_types_hold_parentheses_are_still_read() -> None:
+    doc = """Plot points.
+
+    Args:
+        points (list(tuple(int, int))): where to draw.
+        style (str): how.
+    """
+    assert parameter_docs(doc) == {"points": "where to draw.", "style": "how."}

@@ -228,16 +228,36 @@ def parameter_docs(doc: str | None) -> dict[str, str]:
         indent = len(line) - len(line.lstrip())
         if indent == 0:
             break  # the next section
-        match = _ITEM.match(line.strip())
+        item = _item(line.strip())
         if item_indent is None:
             item_indent = indent
-        if match and indent == item_indent:
-            current = match.group(1)
-            out[current] = match.group(2).strip()
+        if item is not None and indent == item_indent:
+            current = item[0]
+            out[current] = item[1]
         elif current is not None:
             out[current] = f"{out[current]} {line.strip()}".strip()
     return out
 
 
 _SECTION = re.compile(r"^(Args|Arguments|Parameters|Params):\s*$")
-_ITEM = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_NAME = re.compile(r"^\*{0,2}(\w+)\s*")
+
+
+def _item(line: str) -> tuple[str, str] | None:
+    """``name (type): text`` -> (name, text); the type may nest parentheses."""
+    match = _NAME.match(line)
+    if match is None:
+        return None
+    rest = line[match.end() :]
+    if rest.startswith("("):
+        depth = 0
+        for index, char in enumerate(rest):
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            if depth == 0:
+                rest = rest[index + 1 :].lstrip()
+                break
+        else:
+            return None
+    if not rest.startswith(":"):
+        return None
+    return match.group(1), rest[1:].strip()
