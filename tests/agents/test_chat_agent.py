@@ -244,7 +244,8 @@ async def test_history_reducer_applies_to_every_model_call_of_the_loop() -> None
     await agent.run("1+2", thread=thread)
     first, second = ([m.role for m in c.messages] for c in client.calls)
     assert first == ["system", "assistant", "user"]
-    assert second == ["system", "assistant", "tool"]  # the call stays with its result
+    # the call stays with its result, and the question they answer stays too
+    assert second == ["system", "user", "assistant", "tool"]
     assert len(await thread.get_messages()) == 6
 
 
