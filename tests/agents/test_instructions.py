@@ -57,3 +57,14 @@ def test_any_rendering_failure_is_a_configuration_error_naming_the_agent(source:
     template = InstructionTemplate(source, owner="helper")
     with pytest.raises(ConfigurationError, match="helper"):
         template.render({"n": 0, "text": "x"})
+
+
+@pytest.mark.parametrize(
+    "source", ["{% set _ = items.append(1) %}", "{{ cfg.update(k=1) }}", "{{ items.pop() }}"]
+)
+def test_a_template_cannot_change_its_arguments(source: str) -> None:
+    items, cfg = [0], {"a": 1}
+    template = InstructionTemplate(source, owner="helper")
+    with pytest.raises(ConfigurationError, match="helper"):
+        template.render({"items": items, "cfg": cfg})
+    assert items == [0] and cfg == {"a": 1}

@@ -1,7 +1,8 @@
 """Instructions as templates: Jinja2 in a sandbox, rendered on every call.
 
 Why a sandbox: arguments often come from users or other agents, and a template must not
-reach Python internals through them. Why strict: a missing argument is a bug that should
+reach Python internals through them, nor change the arguments it is given (which would
+leak from one call into the next). Why strict: a missing argument is a bug that should
 say its name, not a silently empty prompt.
 """
 
@@ -11,13 +12,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateError, UndefinedError
-from jinja2.sandbox import SandboxedEnvironment
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..core import ConfigurationError
 
 __all__ = ["InstructionTemplate", "merge_arguments"]
 
-_ENV = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+# Immutable: a template calling ``items.append(...)`` on an argument would change the
+# agent's default arguments (or the caller's objects) and leak into every later call.
+_ENV = ImmutableSandboxedEnvironment(
+    undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True
+)
 
 
 class InstructionTemplate:
