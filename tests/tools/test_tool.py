@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import threading
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, Optional, Union
 
 import pytest
 from hypothesis import given, settings
@@ -312,3 +313,70 @@ def test_generator_functions_are_refused_with_what_to_do() -> None:
     for func in (numbers, stream):
         with pytest.raises(ConfigurationError, match=r"generator.*return a list"):
             tool(func)
+
+
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Address(BaseModel):
+    """Where someone lives."""
+
+    city: str
+    zip: str | None = None
+
+
+class Person(BaseModel):
+    name: str
+    addresses: list[Address] = []
+
+
+@tool
+def register(
+    person: Person,
+    color: Color = Color.RED,
+    mode: Literal["fast", "safe"] = "safe",
+    limit: Optional[int] = None,  # noqa: UP045 - the spelling under test
+    key: Union[int, str] = 0,  # noqa: UP007 - the spelling under test
+    tags: list[str] | None = None,
+    scores: dict[str, float] | None = None,
+) -> str:
+    """Register a person.
+
+    Args:
+        person: who.
+        color: favourite colour.
+    """
+    return f"{person.name} {color.value} {mode} {limit} {key!r} {tags} {scores}"
+
+
+def test_schemas_of_common_annotation_forms() -> None:
+    schema = register.parameters
+    props = schema["properties"]
+    assert schema["required"] == ["person"]
+    assert props["person"] == {"$ref": "#/$defs/Person", "description": "who."}
+    assert schema["$defs"]["Address"]["description"] == "Where someone lives."
+    assert props["color"]["default"] == "red"
+    assert schema["$defs"]["Color"] == {"enum": ["red", "blue"], "type": "string"}
+    assert props["mode"] == {"default": "safe", "enum": ["fast", "safe"], "type": "string"}
+    assert props["limit"] == {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None}
+    assert props["key"]["anyOf"] == [{"type": "integer"}, {"type": "string"}]
+    assert props["tags"]["anyOf"][0] == {"items": {"type": "string"}, "type": "array"}
+    assert props["scores"]["anyOf"][0] == {
+        "additionalProperties": {"type": "number"},
+        "type": "object",
+    }
+
+
+async def test_arguments_of_common_annotation_forms_are_converted() -> None:
+    arguments = {
+        "person": {"name": "Ada", "addresses": [{"city": "London"}]},
+        "color": "blue",
+        "limit": 3,
+        "key": "k",
+        "scores": {"x": 1},
+    }
+    assert await register.invoke(arguments) == "Ada blue safe 3 'k' None {'x': 1.0}"
+    with pytest.raises(ToolArgumentsError, match="mode"):
+        await register.invoke({"person": {"name": "Ada"}, "mode": "reckless"})
