@@ -74,8 +74,22 @@ async def test_failing_source_does_not_build_a_response() -> None:
     stream = AgentResponseStream(broken(), lambda: AgentResponse([]))
     with pytest.raises(RuntimeError, match="model died"):
         await stream.get_response()
-    with pytest.raises(AgentError):
+    with pytest.raises(AgentError, match=r"failed.*model died"):
         _ = stream.response
+    with pytest.raises(AgentError, match=r"failed.*model died"):  # not "iterate it to the end"
+        await stream.get_response()
+
+
+async def test_a_stream_closed_early_says_so_when_its_response_is_read() -> None:
+    async def endless() -> AsyncIterator[AgentResponseUpdate]:
+        while True:
+            yield AgentResponseUpdate([TextContent("x")])
+
+    stream = AgentResponseStream(endless(), lambda: AgentResponse([]))
+    await stream.__anext__()
+    await stream.aclose()
+    with pytest.raises(AgentError, match="closed before the run ended"):
+        await stream.get_response()
 
 
 def test_response_round_trips_through_the_registry_without_its_thread() -> None:

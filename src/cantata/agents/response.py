@@ -130,7 +130,7 @@ class AgentResponseStream:
     The stream is single-use: iterate it once (or call `get_response`).
     """
 
-    __slots__ = ("_finalize", "_finished", "_response", "_source")
+    __slots__ = ("_finalize", "_finished", "_response", "_source", "_stopped")
 
     def __init__(
         self,
@@ -141,11 +141,14 @@ class AgentResponseStream:
         self._finalize = finalize
         self._response: AgentResponse | None = None
         self._finished = False
+        self._stopped: str | None = None  # why the stream ended without a response
 
     @property
     def response(self) -> AgentResponse:
         """The aggregated response; raises `AgentError` before the stream has ended."""
         if self._response is None:
+            if self._stopped is not None:  # iterating again would not help: say so
+                raise AgentError(f"the stream has no response: {self._stopped}")
             raise AgentError(
                 "the stream has not ended yet: iterate it to the end, or "
                 "`await stream.get_response()`, before reading `stream.response`"
@@ -164,8 +167,9 @@ class AgentResponseStream:
             self._finished = True
             self._response = self._finalize()
             raise
-        except BaseException:
+        except BaseException as exc:
             self._finished = True
+            self._stopped = f"the run failed ({type(exc).__name__}: {exc})"
             raise
 
     async def get_response(self) -> AgentResponse:
@@ -176,6 +180,8 @@ class AgentResponseStream:
 
     async def aclose(self) -> None:
         """Stop the run early; the thread keeps the messages completed so far."""
+        if not self._finished:
+            self._stopped = "it was closed before the run ended"
         self._finished = True
         aclose = getattr(self._source, "aclose", None)
         if aclose is not None:
