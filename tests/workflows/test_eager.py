@@ -1,4 +1,4 @@
-"""gather_eager: results in order, exceptions as values, waiting coroutines still finish."""
+"""gather_eager: results in order, exceptions as values, a failure cancels what still runs."""
 
 from __future__ import annotations
 
@@ -22,25 +22,56 @@ async def test_eager_and_task_coroutines_finish_in_order() -> None:
         await gate.wait()
         return name
 
-    async def boom() -> str:
-        raise ValueError("boom")
-
     async def opener() -> None:
-        await asyncio.sleep(0)
         gate.set()
 
     results = await gather_eager(
         [
             (instant("a"), True),
             (waits("b"), True),  # eager, but it waits: it must continue in a task
-            (boom(), True),
             (waits("c"), False),
             (opener(), False),
         ]
     )
-    assert results[:2] == ["a", "b"] and results[3] == "c"
-    assert isinstance(results[2], ValueError)
+    assert results == ["a", "b", "c", None]
     assert order[:2] == ["a", "b starts"]  # eager ones ran at once, in the caller's task
+
+
+@pytest.mark.parametrize("eager_failure", [True, False])
+async def test_a_failure_cancels_what_still_runs_and_starts_nothing_more(
+    eager_failure: bool,
+) -> None:
+    cancelled: list[str] = []
+    started: list[str] = []
+
+    async def forever(name: str) -> str:
+        started.append(name)
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(name)
+            raise
+        return name
+
+    async def boom() -> str:
+        raise ValueError("boom")
+
+    async def instant() -> str:
+        return "instant"
+
+    results = await gather_eager(
+        [
+            (forever("eager"), True),
+            (forever("task"), False),
+            (boom(), eager_failure),
+            (instant(), True),
+        ]
+    )
+    assert isinstance(results[2], ValueError)
+    assert isinstance(results[0], asyncio.CancelledError) and "eager" in cancelled
+    assert isinstance(results[1], asyncio.CancelledError)
+    assert set(started) - set(cancelled) == set()  # whatever started was cancelled
+    assert results[3] == "instant" or isinstance(results[3], asyncio.CancelledError)
 
 
 async def test_cancelling_the_caller_cancels_what_still_runs() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -418,3 +419,52 @@ async def test_a_cancelled_run_keeps_its_messages_and_can_be_continued() -> None
     hold["wait"] = False
     done = await result.run.continue_run()
     assert done.status == "idle" and done.outputs == [40]
+
+
+@pytest.mark.parametrize("placement", ["run", "executor"])
+@pytest.mark.parametrize("sync_failure", [True, False])
+async def test_a_failure_cancels_the_executors_still_running_in_its_superstep(
+    placement: str, sync_failure: bool
+) -> None:
+    cancelled = asyncio.Event()
+
+    @executor
+    def start(value: int) -> int:
+        return value
+
+    if sync_failure:
+
+        @executor(id="boom")
+        def boom_sync(value: int) -> None:
+            raise ValueError("boom")
+
+        boom: Any = boom_sync
+    else:
+
+        @executor(id="boom")
+        async def boom_async(value: int) -> None:
+            raise ValueError("boom")
+
+        boom = boom_async
+
+    started = asyncio.Event()
+
+    @executor
+    async def hang(value: int) -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()  # would never end
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    wf = (
+        WorkflowBuilder(start, placement=placement)  # type: ignore[arg-type]
+        .add_fan_out_edges(start, [hang, boom])
+        .build()
+    )
+    async with asyncio.timeout(20):  # a guard against the hang this test is about
+        with pytest.raises(WorkflowError, match="executor 'boom' failed: ValueError: boom"):
+            await wf.run(1)
+    assert cancelled.is_set() or not started.is_set()  # cancelled, or never started
+    assert asyncio.all_tasks() == {asyncio.current_task()}  # nothing left running

@@ -164,7 +164,8 @@ def _executor_dispatch(runtime: AgentRuntime, workflow: Workflow, run_id: str) -
         return result
 
     async def each(invocations: list[Invocation]) -> list[Outcome]:
-        return await asyncio.gather(*[one(inv) for inv in invocations], return_exceptions=True)
+        # like the run placement: a failure cancels the invocations still running
+        return await gather_eager([(one(inv), False) for inv in invocations])
 
     return each
 

@@ -165,10 +165,11 @@ class Runner:
         results: list[StepResult] = []
         assert self.dispatch is not None, "the placement sets dispatch before driving"
         try:
-            for inv, outcome in zip(invocations, await self.dispatch(invocations), strict=True):
-                if isinstance(outcome, BaseException):
-                    raise _tag(outcome, inv.executor_id)
-                results.append(outcome)
+            outcomes = await self.dispatch(invocations)
+            failure = _first_failure(invocations, outcomes)
+            if failure is not None:
+                raise failure
+            results.extend(outcomes)  # type: ignore[arg-type]  # no exception among them
         except BaseException:
             # Nothing of a failed or cancelled superstep is committed, so the run stays as it
             # was at the boundary (as its last checkpoint has it): its messages can be
@@ -275,6 +276,21 @@ def _wrap(exc: BaseException) -> WorkflowError:
     error = WorkflowError(f"{where} failed: {type(exc).__name__}: {exc}")
     error.executor_id = executor_id  # type: ignore[attr-defined]
     return error
+
+
+def _first_failure(
+    invocations: list[Invocation], outcomes: list[StepResult | BaseException]
+) -> BaseException | None:
+    """The error to fail the superstep with: the first that is not a cancellation (siblings
+    of a failed executor are cancelled, and the run must fail with the cause, not end
+    cancelled), else the first cancellation."""
+    cancelled: BaseException | None = None
+    for inv, outcome in zip(invocations, outcomes, strict=True):
+        if isinstance(outcome, CancelledError | asyncio.CancelledError):
+            cancelled = cancelled or outcome
+        elif isinstance(outcome, BaseException):
+            return _tag(outcome, inv.executor_id)
+    return cancelled
 
 
 def _tag(exc: BaseException, executor_id: str) -> BaseException:
