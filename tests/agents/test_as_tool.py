@@ -109,11 +109,20 @@ async def test_stream_callback_sees_the_specialists_updates() -> None:
     assert "".join(u.text for u in updates) == "drafted: a poem"
 
 
-async def test_specialist_errors_reach_the_model_as_tool_errors() -> None:
+@pytest.mark.parametrize("inner_streams", [False, True])
+@pytest.mark.parametrize("outer_streams", [False, True])
+async def test_specialist_errors_reach_the_model_as_tool_errors(
+    inner_streams: bool, outer_streams: bool
+) -> None:
     failing = ChatAgent(ScriptedChatClient([]), name="broken")  # runs out of turns
+    seen: list[Any] = []
+    specialist = failing.as_tool(stream_callback=seen.append if inner_streams else None)
     triage_client = ScriptedChatClient([[tool_call("broken", {"task": "x"})], "sorry"])
-    triage = ChatAgent(triage_client, name="triage", tools=[failing])
-    response = await triage.run("go")
+    triage = ChatAgent(triage_client, name="triage", tools=[specialist])
+    if outer_streams:
+        response = await triage.run_stream("go").get_response()
+    else:
+        response = await triage.run("go")
     (result,) = [r for m in response.messages for r in m.function_results]
     assert result.is_error and "ran out of turns" in (result.error or "")
     assert response.text == "sorry"
@@ -134,3 +143,17 @@ async def test_a_specialist_waiting_for_approval_is_an_error_result_not_an_empty
     (result,) = [r for m in response.messages for r in m.function_results]
     assert result.is_error and "approval_required" in (result.error or "")
     assert "remove" in (result.error or "")
+
+
+async def test_a_failing_stream_callback_is_an_error_result() -> None:
+    def explode(update: Any) -> None:
+        raise ValueError("callback broke")
+
+    specialist = ChatAgent(ScriptedChatClient(["fine"]), name="spec").as_tool(
+        stream_callback=explode
+    )
+    triage_client = ScriptedChatClient([[tool_call("spec", {"task": "x"})], "sorry"])
+    response = await ChatAgent(triage_client, name="triage", tools=[specialist]).run("go")
+    (result,) = [r for m in response.messages for r in m.function_results]
+    assert result.is_error and "callback broke" in (result.error or "")
+    assert response.text == "sorry"
