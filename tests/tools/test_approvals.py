@@ -277,3 +277,24 @@ async def test_a_call_waiting_for_approval_does_not_use_up_the_call_budget() -> 
     assert response.messages[1].contents == [FunctionResultContent("l1", ["a.txt", "b.txt"])]
     assert [r.function_call for r in approvals_in(response)] == [delete]
     assert response.finish_reason == "approval_required"
+
+
+async def test_an_approval_request_left_unanswered_leaves_no_dangling_call_for_the_model() -> None:
+    # the person typed something else instead of answering: every chat API refuses a request
+    # holding a call without a result, so the model is told the call did not run
+    delete = tool_call("delete_file", {"path": "a.txt"}, call_id="d1")
+    client, inner = make([[delete], "ok, I won't"])
+    history = [Message("user", "clean up")]
+    first = await client.get_response(history)
+    history += [*first.messages, Message("user", "never mind")]
+
+    second = await client.get_response(history)
+    assert deleted == []
+    sent = inner.calls[-1].messages
+    assert [m.role for m in sent] == ["user", "assistant", "tool", "user"]
+    [result] = sent[2].function_results
+    assert result.call_id == "d1"
+    assert result.error is not None and "not run" in result.error
+    # only the model's view changed: the run produced just the answer
+    assert [m.role for m in second.messages] == ["assistant"]
+    assert len(history) == 4

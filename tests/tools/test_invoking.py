@@ -560,3 +560,32 @@ async def test_concurrent_runs_of_one_client_stay_independent() -> None:
     )
     assert (first.text, second.text) == ("said hello ada", "said hello bob")
     assert len(first.messages) == len(second.messages) == 3
+
+
+async def test_calls_a_caller_left_unanswered_get_a_result_in_the_models_view() -> None:
+    declared = ToolSpec("client_side", "The caller runs this.", {"type": "object"})
+    call = tool_call("client_side", {"x": 1}, call_id="cs1")
+    client, inner = loop([[call], "fine"])
+    options = ChatOptions(tools=[declared])
+    first = await client.get_response([Message("user", "x")], options=options)
+    assert first.finish_reason == "tool_calls"
+    # the caller did not answer the call and asked something else
+    history = [Message("user", "x"), *first.messages, Message("user", "skip that")]
+    await client.get_response(history, options=options)
+    sent = inner.calls[-1].messages
+    assert [m.role for m in sent] == ["user", "assistant", "tool", "user"]
+    assert sent[2].function_results[0].call_id == "cs1"
+    assert sent[2].function_results[0].error is not None
+
+
+async def test_calls_answered_later_in_the_history_are_left_alone() -> None:
+    call = tool_call("add", {"a": 1, "b": 1}, call_id="c1")
+    history = [
+        Message("user", "x"),
+        Message("assistant", [call]),
+        Message("tool", [FunctionResultContent("c1", 2)]),
+        Message("user", "and now?"),
+    ]
+    client, inner = loop(["still 2"])
+    await client.get_response(history)
+    assert inner.calls[0].messages == history

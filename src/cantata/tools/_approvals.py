@@ -33,6 +33,51 @@ def model_view(messages: Sequence[Message]) -> list[Message]:
     return out
 
 
+UNANSWERED_TEXT = (
+    "not run: this call got no result (its run ended before it ran, or its approval was "
+    "never answered)"
+)
+
+
+def close_open_calls(view: list[Message], pending: set[str]) -> list[Message]:
+    """The view with an error result for every call that has none and will get none in this
+    run (`pending`: the ids of calls a person just answered).
+
+    A call without a result happens when a run ended early (a middleware terminated it, the
+    caller did not answer a call it declared, a person typed a new message instead of
+    answering an approval request). Every chat API refuses a request holding such a call,
+    so one early end would break every later request; the model is told the call did not
+    run instead. Only the model's view changes, never the caller's messages.
+    """
+    result_at: dict[str, int] = {}
+    for index, message in enumerate(view):
+        for result in message.function_results:
+            result_at[result.call_id] = index
+    out: list[Message] = []
+    index, count = 0, len(view)
+    while index < count:
+        message = view[index]
+        out.append(message)
+        index += 1
+        open_calls = [
+            c
+            for c in message.function_calls
+            if result_at.get(c.call_id, -1) < index and c.call_id not in pending
+        ]
+        if not open_calls:
+            continue
+        while index < count and view[index].role == "tool":
+            out.append(view[index])
+            index += 1
+        out.append(
+            Message(
+                "tool",
+                [FunctionResultContent(c.call_id, error=UNANSWERED_TEXT) for c in open_calls],
+            )
+        )
+    return out
+
+
 def pending_responses(messages: Sequence[Message]) -> list[FunctionApprovalResponseContent]:
     """The approval responses in a trailing user message whose calls have no result yet.
 

@@ -21,7 +21,13 @@ from ..core import (
     new_id,
 )
 from ..models import ChatClient, ChatOptions, ChatResponse, ChatResponseUpdate
-from ._approvals import insert_results, missing_call_message, model_view, pending_responses
+from ._approvals import (
+    close_open_calls,
+    insert_results,
+    missing_call_message,
+    model_view,
+    pending_responses,
+)
 from ._calls import CallOutcome, CallRunner, error_outcome
 from ._results import REJECTED_TEXT
 from .middleware import ChatContext, ChatMiddleware, FunctionMiddleware, compose
@@ -64,7 +70,9 @@ class FunctionLoopRun:
         self._client = client
         self._tools = tools
         self._approvals = pending_responses(messages)
-        self._conversation = model_view(messages)
+        self._conversation = close_open_calls(
+            model_view(messages), {r.function_call.call_id for r in self._approvals}
+        )
         self._settings = settings
         self._token = token
         self._on_message = on_message
