@@ -16,6 +16,7 @@ from cantata.agents import (
     StateStoreMessageStore,
 )
 from cantata.core import (
+    InvalidMessageError,
     Message,
     SchemaVersionError,
     SerializationError,
@@ -269,3 +270,10 @@ async def test_service_thread_serializes_its_id_only() -> None:
     }
     restored = await RecordingServiceThread.deserialize(data, server={})
     assert restored.id == "conv-7" and restored.state == "created"
+
+
+async def test_only_messages_are_recorded() -> None:
+    thread = LocalThread()
+    with pytest.raises(InvalidMessageError, match="str"):
+        await thread.on_new_message([Message("user", "a"), "b"])  # type: ignore[list-item]
+    assert await thread.get_messages() == []

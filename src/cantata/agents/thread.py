@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any, Literal, TypeAlias
 
 from ..core import (
+    InvalidMessageError,
     Message,
     SchemaVersionError,
     SerializationError,
@@ -91,6 +92,12 @@ class AgentThread(ABC):
         """Record new messages of the conversation, creating the thread first if needed."""
         self._check_usable("add messages to")
         batch = [messages] if isinstance(messages, Message) else list(messages)
+        for item in batch:
+            if not isinstance(item, Message):  # stored, it would fail only when restored
+                raise InvalidMessageError(
+                    f"thread of kind `{type(self).__name__}` records messages, got "
+                    f"{type(item).__name__} {item!r:.60}; wrap text in Message('user', ...)"
+                )
         if self._state == "new":
             await self.create()
         if batch:
