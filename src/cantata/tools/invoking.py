@@ -41,6 +41,11 @@ class FunctionInvokingChatClient:
     ended the run), ``"tool_calls"`` (the model called a tool the caller declared in
     ``options.tools`` without a function: nothing of that turn ran, the caller handles it).
     A ``tool_choice`` of ``"required"`` or a tool name applies to the first request only.
+
+    A call in ``messages`` that never got a result (an approval request answered with a new
+    message instead, a terminated run, a declared call the caller did not answer) is shown
+    to the model with a "not run" error result: chat APIs refuse a request holding a call
+    without its result. The caller's messages are not changed.
     """
 
     def __init__(
