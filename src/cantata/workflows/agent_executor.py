@@ -65,6 +65,21 @@ class AgentExecutorState:
     """Request ids the agent waits on before it runs again."""
     seeded: bool = False
 
+    def __post_init__(self) -> None:
+        # Read back from checkpoints: damaged data must fail here (as a CheckpointError),
+        # not later in the agent as an AttributeError.
+        if (
+            not isinstance(self.cache, list)
+            or not all(isinstance(m, Message) for m in self.cache)
+            or not isinstance(self.waiting, list)
+            or not all(isinstance(r, str) for r in self.waiting)
+            or not isinstance(self.seeded, bool)
+        ):
+            raise TypeError(
+                "an AgentExecutorState needs cache: list[Message], waiting: list[str] and "
+                "seeded: bool"
+            )
+
 
 class AgentExecutor(Executor):
     """Runs an agent on what it receives and sends an `AgentExecutorResponse` downstream.

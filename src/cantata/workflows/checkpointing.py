@@ -12,7 +12,7 @@ import datetime as _dt
 import operator
 from typing import TYPE_CHECKING, Any
 
-from ..core import CheckpointError, SerializationError, from_json, new_id, to_json
+from ..core import CheckpointError, Message, SerializationError, from_json, new_id, to_json
 from ._agent_messages import CONVERSATION, AgentExecutorResponse
 from .checkpoint import WorkflowCheckpoint
 from .context import PendingRequest
@@ -197,6 +197,7 @@ async def _rebuild(
         run.logs[key] = entries
         run.segments[key] = list(segments)
         run.saved[key] = len(entries)
+    _check_message_logs(workflow, run, ckpt)
     run.outputs = await _read_segments(store, ckpt.outputs)
     run.segments[OUTPUTS] = list(ckpt.outputs)
     run.saved[OUTPUTS] = len(run.outputs)
@@ -219,6 +220,22 @@ async def _rebuild(
         rtype = workflow.executors[eid]._response_type_for(data)
         run.requests[item["request_id"]] = PendingRequest(item["request_id"], eid, data, rtype)
     return run
+
+
+def _check_message_logs(workflow: Workflow, run: RunState, ckpt: WorkflowCheckpoint) -> None:
+    """Agent executors' conversations and threads must hold messages: damaged ones are
+    refused here rather than given to a model."""
+    from .agent_executor import AgentExecutor
+
+    for ex in workflow.executors.values():
+        if not isinstance(ex, AgentExecutor):
+            continue
+        for key in (f"{ex.id}/{CONVERSATION}", f"*/{ex._thread_key}"):
+            if not all(isinstance(m, Message) for m in run.logs.get(key, ())):
+                raise CheckpointError(
+                    f"checkpoint {ckpt.checkpoint_id!r} is damaged: log {key!r} of agent "
+                    f"executor {ex.id!r} holds entries that are not messages"
+                )
 
 
 async def _read_segments(store: CheckpointStore, segments: list[tuple[str, int]]) -> list[Any]:
