@@ -12,7 +12,7 @@ from cantata.agents import (
     LocalThread,
     agent_middleware,
 )
-from cantata.core import AgentError, Message
+from cantata.core import AgentError, Message, ModelError
 from cantata.models import ChatOptions, ScriptedChatClient, tool_call
 from cantata.tools import chat_middleware, tool
 
@@ -105,6 +105,25 @@ async def test_an_answer_from_middleware_is_recorded_and_carries_the_thread() ->
         await agent.run("and you?", thread=thread)
         assert [m.text for m in client.calls[-1].messages] == ["hi", "hello", "and you?"]
     assert await earlier.get_messages() == []
+
+
+async def test_a_fallback_answer_after_a_failed_run_is_recorded_once() -> None:
+    @agent_middleware
+    async def fallback(context: AgentRunContext, call_next):  # type: ignore[no-untyped-def]
+        try:
+            await call_next()
+        except ModelError:
+            context.response = AgentResponse([Message("assistant", "try again later")])
+
+    agent = ChatAgent(ScriptedChatClient([]), name="a", middleware=[fallback])  # always fails
+    for streaming in (False, True):
+        thread = agent.create_thread()
+        if streaming:
+            response = await agent.run_stream("hi", thread=thread).get_response()
+        else:
+            response = await agent.run("hi", thread=thread)
+        assert response.thread is thread
+        assert [m.text for m in await thread.get_messages()] == ["hi", "try again later"]
 
 
 async def test_middleware_that_neither_continues_nor_answers_is_an_error() -> None:

@@ -194,23 +194,25 @@ class ChatAgent(Agent):
         if not self._agent_middleware:
             return await self._run_core(ctx, on_intermediate, seen)
 
-        ran = False
+        completed = False  # did a run of the agent itself reach its end?
 
         async def final(inner: AgentRunContext) -> None:
-            nonlocal ran
-            ran = True
+            nonlocal completed
             inner.response = await self._run_core(inner, on_intermediate, seen)
+            completed = True
 
         response = await run_chain(self._agent_middleware, ctx, final)
-        return response if ran else await self._record_answer(ctx, response, seen)
+        return response if completed else await self._record_answer(ctx, response, seen)
 
     async def _record_answer(
         self, ctx: AgentRunContext, response: AgentResponse, seen: dict[str, Message]
     ) -> AgentResponse:
-        """A middleware answered without running the agent: the thread still gets the input
-        and that answer, and the response carries the thread, so the caller continues the
-        conversation as after any other run (instead of on a thread that lacks this turn, or
-        on none at all)."""
+        """A middleware answered without a completed run of the agent (it skipped
+        ``call_next``, or caught its failure and answered instead): the thread still gets
+        the input and that answer, and the response carries the thread, so the caller
+        continues the conversation as after any other run (instead of on a thread that
+        lacks this turn, or on none at all). What a failed attempt recorded is not repeated.
+        """
         thread = self._thread_for_run(ctx.thread)  # never a thread the answer came with
         incoming = [m for m in self._incoming(ctx.messages) if m.message_id not in seen]
         for m in incoming:
@@ -274,19 +276,19 @@ class ChatAgent(Agent):
         if not self._agent_middleware:
             return self._stream_core(ctx, on_intermediate, seen)
         result: list[AgentResponse] = []
-        ran = False
+        opened: list[AgentResponseStream] = []
 
         def open_core(inner: AgentRunContext) -> AgentResponseStream:
-            nonlocal ran
-            ran = True
-            return self._stream_core(inner, on_intermediate, seen)
+            stream = self._stream_core(inner, on_intermediate, seen)
+            opened.append(stream)
+            return stream
 
         async def updates() -> AsyncIterator[AgentResponseUpdate]:
             async for update in stream_chain(self._agent_middleware, ctx, open_core):
                 yield update
             response = ctx.response
             if response is not None:
-                if not ran:
+                if not any(stream.has_response for stream in opened):
                     response = await self._record_answer(ctx, response, seen)
                 result.append(response)
 

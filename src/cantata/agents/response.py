@@ -155,6 +155,11 @@ class AgentResponseStream:
             )
         return self._response
 
+    @property
+    def has_response(self) -> bool:
+        """True once the stream ended with a response (not before, not on failure)."""
+        return self._response is not None
+
     def __aiter__(self) -> AsyncIterator[AgentResponseUpdate]:
         return self
 
