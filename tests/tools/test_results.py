@@ -5,9 +5,12 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import json
 import threading
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict
 
 from cantata.core import RetryTool, ToolError, dumps, loads
@@ -139,3 +142,43 @@ def test_non_string_dict_keys_become_strings_as_json_writes_them() -> None:
         "false": "c",
         "null": "d",
     }
+
+
+keys = st.text(max_size=3) | st.integers() | st.booleans() | st.none() | st.tuples(st.integers())
+leaves = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=5)
+    | st.binary(max_size=4)
+    | st.datetimes()
+    | st.sampled_from(list(Color))
+    | st.builds(Opaque)
+    | st.builds(Unprintable)
+    | st.builds(lambda: Holder("h", threading.Lock()))
+    | st.builds(City, name=st.text(max_size=3), founded=st.dates())
+)
+python_values = st.recursive(
+    leaves,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner, inner)
+        | st.dictionaries(keys, inner, max_size=3)
+        | st.frozensets(st.integers(), max_size=3)
+        | st.builds(
+            Trip,
+            st.lists(st.builds(City, name=st.just("x"), founded=st.dates()), max_size=2),
+            st.tuples(st.integers()),
+        )
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=python_values)
+def test_any_return_value_becomes_json_text_can_hold(value: Any) -> None:
+    data = jsonable(value)
+    json.dumps(data)  # plain JSON data: no exception, whatever the tool returned
+    assert dumps(loads(dumps(data))) == dumps(data)  # and it survives being stored
