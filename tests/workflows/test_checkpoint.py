@@ -420,3 +420,32 @@ async def test_state_and_executor_state_set_to_none_survive_a_resume() -> None:
     assert resumed.outputs == full.outputs
     assert resumed.run._state.state == {"k": None}
     assert resumed.run._state.executor_states == {"clear": None}
+
+
+async def test_a_requested_answer_type_is_still_checked_after_a_restore() -> None:
+    from cantata.core import WorkflowError
+    from cantata.workflows import Executor, handler, response_handler
+
+    flows_ = flows()
+
+    class Narrow(Executor):
+        @handler
+        async def ask(self, value: int, ctx: WorkflowContext[None, Any]) -> None:
+            await ctx.request_info(flows_.Question("how many?"), response_type=int)
+
+        @response_handler
+        async def got(
+            self, request: Any, answer: int | str, ctx: WorkflowContext[None, Any]
+        ) -> None:
+            await ctx.yield_output(answer)
+
+    store = InMemoryCheckpointStore()
+    wf = WorkflowBuilder(Narrow("narrow")).build()
+    first = await wf.run(1, checkpoint_store=store)
+    [request] = first.pending_requests
+    assert request.response_type is int
+    run = await wf.restore(first.checkpoint_id or "", checkpoint_store=store)
+    assert [r.response_type for r in run.pending_requests] == [int]
+    with pytest.raises(WorkflowError, match="must be a int, not a str"):
+        await run.send_responses({request.request_id: "three"})
+    assert (await run.send_responses({request.request_id: 3})).outputs == [3]

@@ -7,7 +7,9 @@ changed in the superstep, not the size of everything saved so far.
 
 Schema versions:
   1: first version (messages, fan-in buffers, state and executor refs, requests, log
-     segments, output segments, lineage).
+     segments, output segments, lineage). A request may carry ``response_type`` (a type
+     name) when it asked for another answer type than its handler's; records without it
+     read as before, so the version stayed.
 """
 
 from __future__ import annotations

@@ -12,7 +12,15 @@ import datetime as _dt
 import operator
 from typing import TYPE_CHECKING, Any
 
-from ..core import CheckpointError, Message, SerializationError, from_json, new_id, to_json
+from ..core import (
+    CheckpointError,
+    Message,
+    SerializationError,
+    from_json,
+    new_id,
+    registry,
+    to_json,
+)
 from ._agent_messages import CONVERSATION, AgentExecutorResponse
 from .checkpoint import WorkflowCheckpoint
 from .context import PendingRequest
@@ -79,10 +87,7 @@ async def save_checkpoint(workflow: Workflow, run: RunState, store: CheckpointSt
         },
         state_refs=state_refs,
         executor_refs=executor_refs,
-        requests=[
-            {"request_id": r.request_id, "executor_id": r.executor_id, "data": to_json(r.data)}
-            for r in run.requests.values()
-        ],
+        requests=[_request(workflow, r) for r in run.requests.values()],
         logs={k: v for k, v in run.segments.items() if k != OUTPUTS},
         outputs=run.segments.get(OUTPUTS, []),
         executor_ids=sorted(workflow.executors),
@@ -100,6 +105,35 @@ async def save_checkpoint(workflow: Workflow, run: RunState, store: CheckpointSt
     run.saved[OUTPUTS] = len(run.outputs)
     run.checkpoint_id = checkpoint.checkpoint_id
     return checkpoint.checkpoint_id
+
+
+_BUILTIN_TYPES: dict[str, type] = {
+    t.__name__: t
+    for t in (bool, int, float, str, bytes, list, dict, tuple, set, frozenset, type(None))
+}
+
+
+def _request(workflow: Workflow, r: PendingRequest) -> dict[str, Any]:
+    """A pending request as JSON, with the answer type it asked for when that is not the
+    one its response handler declares (a builtin or registered class; other annotations
+    fall back to the handler's on restore)."""
+    item = {"request_id": r.request_id, "executor_id": r.executor_id, "data": to_json(r.data)}
+    rtype = r.response_type
+    if rtype is not None and rtype != workflow.executors[r.executor_id]._response_type_for(r.data):
+        if isinstance(rtype, type) and _BUILTIN_TYPES.get(rtype.__name__) is rtype:
+            item["response_type"] = rtype.__name__
+        elif isinstance(rtype, type) and registry.is_registered(rtype):
+            item["response_type"] = registry.name_of(rtype)
+    return item
+
+
+def _response_type(workflow: Workflow, item: dict[str, Any], data: Any) -> Any:
+    name = item.get("response_type")
+    if name is None:
+        return workflow.executors[item["executor_id"]]._response_type_for(data)
+    if not isinstance(name, str):
+        raise CheckpointError(f"a request's response_type must be a type name, not {name!r}")
+    return _BUILTIN_TYPES.get(name) or registry.type_named(name)
 
 
 def _write_value(value: Any, values: dict[str, Any]) -> str:
@@ -217,7 +251,7 @@ async def _rebuild(
         eid = item["executor_id"]
         _known(workflow, eid, ckpt)
         data = from_json(item["data"])
-        rtype = workflow.executors[eid]._response_type_for(data)
+        rtype = _response_type(workflow, item, data)
         run.requests[item["request_id"]] = PendingRequest(item["request_id"], eid, data, rtype)
     return run
 

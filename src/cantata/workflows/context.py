@@ -241,7 +241,8 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
         """Ask for input; the run ends idle with this request pending until it is answered.
 
         The answer goes to this executor's `@response_handler` for the request's type, which
-        also fixes the answer's type unless `response_type` is given. Returns the request id.
+        also fixes the answer's type unless `response_type` is given (to survive a
+        checkpoint, that must be a builtin or registered class). Returns the request id.
         """
         declared = self._executor._response_type_for(request)
         if declared is None:
