@@ -331,7 +331,7 @@ async def test_deleted_thread_is_refused_by_the_agent() -> None:
         await agent.run("hi", thread=thread)
 
 
-@pytest.mark.parametrize("name", ["", "has space", "dot.name", "x" * 65, "é"])
+@pytest.mark.parametrize("name", ["", "has space", "dot.name", "x" * 65, "é", "calc\n"])
 def test_invalid_agent_names_are_refused(name: str) -> None:
     with pytest.raises(ConfigurationError, match="agent name"):
         ChatAgent(ScriptedChatClient([]), name=name)

@@ -38,7 +38,7 @@ AgentInput: TypeAlias = str | Message | Iterable[str | Message] | None
 IntermediateCallback: TypeAlias = Callable[[Message], Awaitable[None] | None]
 """Called with every intermediate message of a run (tool calls, tool results) as it happens."""
 
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 AGENT_ID_KEY = "agent_id"
 """The metadata key under which every message records the id of the agent it went through."""
 
@@ -64,7 +64,7 @@ class Agent(ABC):
         arguments: Mapping[str, Any] | None = None,
         id: str | None = None,
     ) -> None:
-        if not isinstance(name, str) or not _NAME.match(name):
+        if not isinstance(name, str) or not _NAME.fullmatch(name):  # match() allows a final \n
             raise ConfigurationError(
                 f"agent name {name!r} is not valid: use 1 to 64 letters, digits, '_' or '-' "
                 "(the name becomes a tool name when the agent is used as a tool)"
