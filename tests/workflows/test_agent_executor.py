@@ -330,3 +330,31 @@ async def test_a_fan_in_of_agents_feeds_one_summarizer() -> None:
     # each message once: the shared beginning of both conversations is not repeated
     assert calls(summary) == ["user:go | user:topic | user:L | user:R"]
     assert result.outputs == ["user:go | assistant:topic | assistant:L | assistant:R | assistant:S"]
+
+
+async def test_a_seeded_thread_shared_by_agents_of_one_superstep_is_seeded_once() -> None:
+    seed = LocalThread()
+    await seed.on_new_message([Message("user", "earlier")])
+    a = AgentExecutor(recording_agent("a", "A"), thread=seed)
+    b = AgentExecutor(recording_agent("b", "B"), thread=seed)
+
+    @executor
+    async def split(text: str, ctx: WorkflowContext[Message]) -> None:
+        await ctx.send_message(Message("user", text))
+
+    @executor
+    async def join(responses: list[AgentExecutorResponse], ctx: WorkflowContext[str]) -> None:
+        await ctx.send_message("again")
+
+    wf = (
+        WorkflowBuilder(split)
+        .add_fan_out_edges(split, [a, b])
+        .add_fan_in_edges([a, b], join)
+        .add_edge(join, a)
+        .build()
+    )
+    await wf.run("go")
+    # the second turn of `a` sees the seed once, the shared input once, then both replies
+    assert calls(a.agent)[-1] == (  # type: ignore[arg-type]
+        "user:earlier | user:go | assistant:A | assistant:B | user:again"
+    )

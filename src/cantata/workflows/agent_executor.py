@@ -64,6 +64,7 @@ class AgentExecutorState:
     waiting: list[str] = field(default_factory=list)
     """Request ids the agent waits on before it runs again."""
     seeded: bool = False
+    """Unused: a seeded thread is now read when the run starts. Kept so saved states load."""
 
     def __post_init__(self) -> None:
         # Read back from checkpoints: damaged data must fail here (as a CheckpointError),
@@ -219,6 +220,12 @@ class AgentExecutor(Executor):
         if not state.waiting and not self.turn_token:
             await self._run_agent(state, ctx, stream=None)
 
+    async def _initial_logs(self) -> dict[str, list[Any]]:
+        """A run's copy of the thread given as ``thread=`` (the definition's is not changed)."""
+        if self._seed_thread is None:
+            return {}
+        return {f"*/{self._thread_key}": list(await self._seed_thread.get_messages())}
+
     # -- the run -----------------------------------------------------------------------
 
     def _state(self, ctx: WorkflowContext[Any, Any]) -> AgentExecutorState:
@@ -245,11 +252,14 @@ class AgentExecutor(Executor):
         self, state: AgentExecutorState, ctx: WorkflowContext[Any, Any], *, stream: bool | None
     ) -> None:
         thread_log = ctx.log(self._thread_key, shared=True)
-        if self._seed_thread is not None and not state.seeded and len(thread_log) == 0:
-            thread_log.extend(await self._seed_thread.get_messages())
-        state.seeded = True
-        history = thread_log.entries
-        known = {m.message_id for m in history}
+        # Executors sharing the thread that ran in one superstep may each have added the
+        # same message: the model sees it once.
+        known: set[str] = set()
+        history: list[Message] = []
+        for m in thread_log.entries:
+            if m.message_id not in known:
+                known.add(m.message_id)
+                history.append(m)
         incoming = [m for m in state.cache if m.message_id not in known]
         if self.other_agents_as_user:
             incoming = as_user_messages(incoming, self.agent.name)

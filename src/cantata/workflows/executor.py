@@ -216,6 +216,14 @@ class Executor:
                 return h
         return None
 
+    async def _initial_logs(self) -> dict[str, list[Any]]:
+        """Logs every run starts with, by key (an agent executor's seeded thread).
+
+        Read once when a run starts, before its first superstep, so that executors sharing
+        a log seed it once even when they first run in the same superstep.
+        """
+        return {}
+
     def _response_type_for(self, request: Any) -> Any:
         """The answer type declared by the response handler for this request, or None."""
         for h in self._responses:

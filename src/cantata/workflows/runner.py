@@ -114,6 +114,8 @@ class Runner:
         sink(StatusEvent("in_progress"))
         steps = 0
         try:
+            if run.superstep == 0 and self.workflow._seeders:
+                await self._seed_logs()
             while run.pending or run.answers:
                 self._token.raise_if_cancelled()
                 if steps >= self.workflow.max_supersteps:
@@ -138,6 +140,14 @@ class Runner:
         run.status = "idle_with_pending_requests" if run.requests else "idle"
         sink(StatusEvent(run.status))
         return run.status
+
+    async def _seed_logs(self) -> None:
+        """Start a new run's logs with what its executors seed (the first one wins)."""
+        logs = self.run.logs
+        for ex in self.workflow._seeders:
+            for key, entries in (await ex._initial_logs()).items():
+                if key not in logs:
+                    logs[key] = list(entries)
 
     def _no_convergence(self) -> str:
         targets = sorted({d.target for d in self.run.pending})

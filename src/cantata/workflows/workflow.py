@@ -97,6 +97,9 @@ class Workflow:
         }
         self._targets: Mapping[str, frozenset[str]] = {k: frozenset(v) for k, v in targets.items()}
         self._fan_ins = tuple(g for g in groups if g.kind == "fan_in")
+        self._seeders = tuple(
+            ex for ex in executors.values() if type(ex)._initial_logs is not Executor._initial_logs
+        )
         from .placement import actor_types
 
         self._actor_types = actor_types(self)
