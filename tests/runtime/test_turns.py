@@ -325,3 +325,96 @@ async def test_random_interleavings_keep_each_agents_arrival_order(
         overlaps += agent.overlaps
     assert overlaps == 0
     assert handled == {key: tags for key, tags in arrival.arrived.items() if tags}
+
+
+@dataclass
+class ReadVar:
+    seen: list[str]
+
+
+class Reader(RoutedAgent):
+    @message_handler
+    async def on_read(self, message: ReadVar, ctx: MessageContext) -> None:
+        message.seen.append(_setting.get())
+        _setting.set("set by a subscriber")
+
+
+async def test_an_event_handler_sees_its_publishers_contextvars_and_keeps_its_own() -> None:
+    runtime = LocalRuntime()
+    await runtime.register_factory("reader", Reader)
+    await runtime.add_subscription(TypeSubscription("reads", "reader"))
+    await runtime.start()
+    seen: list[str] = []
+
+    async def publish(tenant: str) -> None:
+        _setting.set(tenant)
+        await runtime.publish_message(ReadVar(seen), TopicId("reads", "k"))
+
+    # Both events queue for one agent, so one drain task handles them in turn.
+    await asyncio.gather(publish("tenant-1"), publish("tenant-2"))
+    await runtime.stop_when_idle()
+    assert seen == ["tenant-1", "tenant-2"]
+
+
+@dataclass
+class Announce:
+    release: asyncio.Event
+
+
+@dataclass
+class Query:
+    pass
+
+
+class Registry(RoutedAgent):
+    def __init__(self) -> None:
+        self.active = 0
+        self.overlaps = 0
+
+    @message_handler
+    async def on_announce(self, message: Announce, ctx: MessageContext) -> None:
+        self.active += 1
+        await self.publish_message(Query(), TopicId("hello", "n"))  # creates a newcomer
+        await message.release.wait()
+        self.active -= 1
+
+    @message_handler
+    async def on_query(self, message: Query, ctx: MessageContext) -> str:
+        self.active += 1
+        self.overlaps += self.active > 1
+        self.active -= 1
+        return "config"
+
+
+class _QueryArrival(InterventionHandler):
+    def __init__(self) -> None:
+        self.arrived = asyncio.Event()
+
+    async def on_send(self, message: Any, ctx: MessageContext, recipient: AgentId) -> Any:
+        if isinstance(message, Query):
+            self.arrived.set()
+        return message
+
+
+async def test_a_factory_creating_an_agent_for_a_publisher_cannot_reenter_its_turn() -> None:
+    arrival = _QueryArrival()
+    runtime = LocalRuntime(interventions=[arrival])
+    registry = AgentId("registry", "r")
+
+    async def newcomer() -> Recorder:
+        # Created by the registry's event, but not part of the registry's call chain.
+        assert await runtime.send_message(Query(), registry) == "config"
+        return Recorder()
+
+    await runtime.register_factory("registry", Registry)
+    await runtime.register_factory("newcomer", newcomer)
+    await runtime.add_subscription(TypeSubscription("hello", "newcomer"))
+    await runtime.start()
+    announce = Announce(asyncio.Event())
+    announcing = asyncio.ensure_future(runtime.send_message(announce, registry))
+    await arrival.arrived.wait()
+    announce.release.set()
+    await announcing
+    await runtime.stop_when_idle()
+    agent = runtime._cells[registry].agent
+    assert isinstance(agent, Registry) and agent.overlaps == 0

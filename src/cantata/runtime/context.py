@@ -8,7 +8,7 @@ correlation id without the handler passing anything along.
 
 from __future__ import annotations
 
-from contextvars import ContextVar
+from contextvars import Context, ContextVar
 from typing import Any
 
 from ..core import CancellationToken
@@ -30,6 +30,7 @@ class MessageContext:
 
     __slots__ = (
         "_caller",
+        "_context",
         "cancellation_token",
         "causation_id",
         "correlation_id",
@@ -70,6 +71,9 @@ class MessageContext:
         # The context of the handler awaiting this direct request, if any: the runtime
         # walks this chain to let a call come back to an agent that is waiting on it.
         self._caller = caller
+        # The publisher's contextvars, for the handlers of a broadcast event: each runs in
+        # its own copy, as a direct request's handler runs in a copy of its sender's.
+        self._context: Context | None = None
 
     def _copy_for(self, recipient: AgentId) -> MessageContext:
         # One copy per subscriber of a broadcast; slot by slot is cheaper than __init__.
@@ -85,6 +89,7 @@ class MessageContext:
         copy.is_rpc = self.is_rpc
         copy.is_redelivery = False
         copy._caller = None
+        copy._context = self._context
         return copy
 
     def to_dict(self) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import logging
 import time
 import types
 from collections import deque
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from contextvars import Context, copy_context
 from typing import Any, Literal, cast
 
@@ -87,36 +87,40 @@ def _holds(ctx: MessageContext | None, turn: MessageContext) -> bool:
     return False
 
 
-@types.coroutine
-def _isolated(awaitable: Awaitable[Any], context: Context) -> Generator[Any, Any, Any]:
-    """Await `awaitable` in the current task, every step of it inside `context`.
+def _steps(awaitable: Awaitable[Any]) -> Any:
+    """The coroutine (or iterator) to step a handler's awaitable with."""
+    if type(awaitable) is types.CoroutineType or hasattr(awaitable, "send"):
+        return awaitable
+    return awaitable.__await__()
 
-    What `asyncio.create_task(coro, context=...)` does, without the task: a direct
-    request's handler keeps running in its sender's task (cancelling that task cancels
-    it), but its contextvars are its own.
+
+@types.coroutine
+def _resume(coro: Any, context: Context, step: Any) -> Generator[Any, Any, Any]:
+    """Go on awaiting `coro` (which yielded `step`) in the current task, each further step
+    inside `context`.
+
+    What `asyncio.create_task(coro, context=...)` does, without the task: a handler
+    keeps running in its sender's task (cancelling that task cancels it), but its
+    contextvars are its own. The first step runs inline in the caller (see `_run`), so a
+    handler that never suspends costs no generator.
     """
-    coro: Any = awaitable
-    if not hasattr(coro, "send"):
-        coro = awaitable.__await__()
     run = context.run
-    send, throw = coro.send, coro.throw
-    value: Any = None
-    error: BaseException | None = None
     while True:
-        try:
-            if error is None:
-                step = run(send, value)
-            else:
-                step, error = run(throw, error), None
-        except StopIteration as stop:
-            return stop.value
         try:
             value = yield step
         except GeneratorExit:
             coro.close()
             raise
         except BaseException as exc:  # cancellation and the like go on into the handler
-            error, value = exc, None
+            try:
+                step = run(coro.throw, exc)
+            except StopIteration as stop:
+                return stop.value
+            continue
+        try:
+            step = run(coro.send, value)
+        except StopIteration as stop:
+            return stop.value
 
 
 class Engine:
@@ -255,9 +259,18 @@ class Engine:
         # The handler runs in the sender's task (no task switch: that is what makes a
         # request fast) but in a copy of the sender's context, so what it sets in
         # contextvars stays in its turn instead of leaking back into the sender.
+        reset = _current.set(ctx)  # cheaper than setting it inside the copy
         context = copy_context()
-        context.run(_current.set, ctx)
-        result = await _isolated(agent._dispatch(message, ctx), context)
+        _current.reset(reset)
+        coro: Any = agent._dispatch(message, ctx)
+        if type(coro) is not types.CoroutineType:
+            coro = _steps(coro)
+        try:
+            step = context.run(coro.send, None)
+        except StopIteration as stop:
+            result = stop.value
+        else:
+            result = await _resume(coro, context, step)
         if self._window:
             cell.remember(mid, self._window)
         return result
@@ -290,8 +303,12 @@ class Engine:
             cell.busy = True
             self._spawn(self._drain(cell))
 
-    def _spawn(self, coro: Awaitable[None]) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        # A fresh context: the task must not carry the context of whoever happened to
+        # spawn it (a publisher's handler, say), or requests an async factory sends would
+        # count as that handler's call chain and re-enter its turn.
+        loop = asyncio.get_running_loop()
+        task: asyncio.Task[None] = loop.create_task(coro, context=Context())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -311,9 +328,22 @@ class Engine:
                 if cell.handled is not None and cell.seen(ctx.message_id):
                     ctx.is_redelivery = True
                 cell.turn = ctx
-                reset = _current.set(ctx)
+                # Each handler gets its own copy of its publisher's context: a drain task
+                # serves many publishers, and one event's contextvars must not leak into
+                # the next.
+                context = ctx._context
+                context = Context() if context is None else context.copy()
+                context.run(_current.set, ctx)
                 try:
-                    await agent._dispatch(message, ctx)
+                    coro: Any = agent._dispatch(message, ctx)
+                    if type(coro) is not types.CoroutineType:
+                        coro = _steps(coro)
+                    try:
+                        step = context.run(coro.send, None)
+                    except StopIteration:
+                        pass
+                    else:
+                        await _resume(coro, context, step)
                 except Exception as exc:
                     recipient = cast(AgentId, ctx.recipient)  # always set on a broadcast
                     self._report(DeliveryFailed(recipient, message, ctx, exc))
@@ -321,7 +351,6 @@ class Engine:
                     if window:
                         cell.remember(ctx.message_id, window)
                 finally:
-                    _current.reset(reset)
                     self._done_one()
         finally:
             self._release(cell)
@@ -381,12 +410,14 @@ class Engine:
         if self._store is None:
             try:
                 made = factory()
-                if not inspect.isawaitable(made):
-                    self._bind(made, agent_id)
+                # An agent first: `isawaitable` is an ABC check, slow on the hot path.
+                ready = isinstance(made, BaseAgent)
+                if ready or not inspect.isawaitable(made):
+                    self._bind(made, agent_id)  # refuses anything but an agent
             except BaseException:
                 del self._cells[agent_id]
                 raise
-            if not inspect.isawaitable(made):
+            if ready:
                 cell.agent = made
                 if self._listeners:
                     self._report(AgentActivated(agent_id, restored=False))

@@ -11,6 +11,7 @@ import builtins
 import logging
 import time
 from collections.abc import Callable, Mapping
+from contextvars import Context, copy_context
 from types import TracebackType
 from typing import Any
 
@@ -286,6 +287,7 @@ class LocalRuntime(Engine):
             cancellation_token=self._events_token,
             is_rpc=False,
         )
+        ctx._context = copy_context()
         if self._interventions:
             message = await self._intervene_publish(message, ctx)
             if message is DROP:
@@ -387,7 +389,8 @@ class LocalRuntime(Engine):
         self._state = "running"
         self._events_token = CancellationToken()
         if self._evict_after is not None:
-            self._sweeper = asyncio.ensure_future(self._sweep(self._evict_after))
+            loop = asyncio.get_running_loop()  # in a fresh context, like the engine's tasks
+            self._sweeper = loop.create_task(self._sweep(self._evict_after), context=Context())
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop taking messages, let handlers in flight finish within `grace` seconds
