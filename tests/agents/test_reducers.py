@@ -7,14 +7,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cantata.agents import SummarizingReducer, TruncatingReducer
+from cantata.agents import ChatAgent, SummarizingReducer, TruncatingReducer
 from cantata.core import (
+    AgentError,
     ConfigurationError,
     FunctionCallContent,
     FunctionResultContent,
     Message,
+    ModelError,
 )
-from cantata.models import ScriptedChatClient
+from cantata.models import ScriptedChatClient, tool_call
+from cantata.tools import tool
 
 
 def _exchange(call_id: str, calls: int = 1) -> list[Message]:
@@ -177,3 +180,32 @@ async def test_summary_cut_keeps_tool_exchanges_whole() -> None:
     reduced = await reducer.reduce(messages)
     assert _valid(reduced[1:])
     assert "[called f" not in summarizer.calls[0].messages[-1].text
+
+
+async def test_an_empty_summary_is_an_error_not_a_silent_loss_of_history() -> None:
+    reducer = SummarizingReducer(ScriptedChatClient(["   "]), keep_last=1, threshold=0)
+    messages = [Message("user", f"m{i}") for i in range(3)]
+    with pytest.raises(AgentError, match="no text"):
+        await reducer.reduce(messages)
+    assert reducer._cache == {}
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+async def test_a_failing_summarizer_fails_the_run_and_leaves_the_thread_usable() -> None:
+    summarizer = ScriptedChatClient([])  # every summary request fails
+    client = ScriptedChatClient([[tool_call("add", {"a": 1, "b": 2})], "3", "still here"])
+    reducer = SummarizingReducer(summarizer, keep_last=1, threshold=2)
+    agent = ChatAgent(client, name="calc", tools=[add], history_reducer=reducer)
+    thread = agent.create_thread()
+    await thread.on_new_message([Message("user", "hello"), Message("assistant", "hi")])
+    with pytest.raises(ModelError):  # the summary is needed before the second model call
+        await agent.run("1+2?", thread=thread)
+    stored = await thread.get_messages()
+    assert [m.role for m in stored[2:]] == ["user", "assistant", "tool"]  # call with result
+    plain = ChatAgent(client, name="calc", tools=[add])
+    assert (await plain.run("again", thread=thread)).text == "3"

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from ..core import (
+    AgentError,
     ConfigurationError,
     FunctionApprovalResponseContent,
     Message,
@@ -206,6 +207,12 @@ class SummarizingReducer:
         request.extend(_as_transcript(older[since:]))
         response = await self.client.get_response(request, options=self.options)
         summary = response.text.strip()
+        if not summary:  # sending on would silently drop every older message
+            raise AgentError(
+                "the summarizing model answered with no text, so the older messages could "
+                "not be summarized; check the SummarizingReducer's client (it must answer in "
+                "text, without tools) or use a TruncatingReducer"
+            )
         self._cache[key] = summary
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
