@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Annotated, Any
 
 import pytest
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from cantata.core import ConfigurationError
 from cantata.tools import ToolContext
@@ -196,3 +197,22 @@ def test_args_whose_types_hold_parentheses_are_still_read() -> None:
         style (str): how.
     """
     assert parameter_docs(doc) == {"points": "where to draw.", "style": "how."}
+
+
+class Size(BaseModel):
+    width: int
+    height: int = 1
+
+
+@dataclasses.dataclass
+class Box:
+    depth: float
+    label: str = "box"
+
+
+@pytest.mark.parametrize(
+    ("cls", "types"), [(Size, ["integer", "integer"]), (Box, ["number", "string"])]
+)
+def test_a_class_used_as_the_function_keeps_its_field_types(cls: Any, types: list[str]) -> None:
+    schema = build_signature(cls, "make").model.model_json_schema(by_alias=True)
+    assert [p["type"] for p in schema["properties"].values()] == types

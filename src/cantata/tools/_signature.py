@@ -10,9 +10,10 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import sys
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Union, get_args, get_origin
 
@@ -48,7 +49,7 @@ def build_signature(func: Callable[..., Any], tool_name: str) -> Signature:
         raise ConfigurationError(
             f"cannot read the signature of the function of tool {tool_name!r}: {exc}"
         ) from exc
-    hints = _type_hints(func, tool_name, list(sig.parameters))
+    hints = _type_hints(func, tool_name, sig.parameters)
     docs = parameter_docs(inspect.getdoc(func))
     definitions: dict[str, Any] = {}
     names: list[tuple[str, str]] = []
@@ -89,27 +90,35 @@ def build_signature(func: Callable[..., Any], tool_name: str) -> Signature:
     return Signature(model, tuple(names), tuple(positional_only), context_param, accepts_extra)
 
 
-def _type_hints(func: Callable[..., Any], tool_name: str, names: list[str]) -> dict[str, Any]:
-    """The resolved annotations of the parameters in `names`, one by one.
+def _type_hints(
+    func: Callable[..., Any], tool_name: str, params: Mapping[str, inspect.Parameter]
+) -> dict[str, Any]:
+    """The resolved annotations of `params`, one by one.
 
     Only parameters are resolved: a return annotation (or one of a parameter a partial
     already bound) is not part of the schema, so a name there that exists only for type
-    checkers must not stop the tool from being built.
+    checkers must not stop the tool from being built. A parameter the function object
+    carries no annotation for (a class used as the function: its signature comes from its
+    fields) uses the annotation of its signature, resolved in the class's module.
     """
     target = _annotated_target(func)
     annotations: dict[str, Any] = dict(getattr(target, "__annotations__", None) or {})
-    globalns: dict[str, Any] = getattr(target, "__globals__", None) or {}
+    globalns: dict[str, Any] | None = getattr(target, "__globals__", None)
+    if globalns is None:
+        module = sys.modules.get(getattr(func, "__module__", None) or "")
+        globalns = vars(module) if module is not None else {}
     hints: dict[str, Any] = {}
-    for name in names:
-        if name not in annotations:
+    for name, param in params.items():
+        annotation = annotations.get(name, param.annotation)
+        if annotation is param.empty:
             continue
-        holder = _Annotations({name: annotations[name]})
+        holder = _Annotations({name: annotation})
         try:
             hints.update(typing.get_type_hints(holder, globalns=globalns, include_extras=True))
         except Exception as exc:
             raise ConfigurationError(
                 f"tool {tool_name!r}: cannot resolve the type annotation of parameter {name!r} "
-                f"({annotations[name]!r}): {exc}; define the types it names at module level"
+                f"({annotation!r}): {exc}; define the types it names at module level"
             ) from exc
     return hints
 
