@@ -449,3 +449,21 @@ async def test_a_requested_answer_type_is_still_checked_after_a_restore() -> Non
     with pytest.raises(WorkflowError, match="must be a int, not a str"):
         await run.send_responses({request.request_id: "three"})
     assert (await run.send_responses({request.request_id: 3})).outputs == [3]
+
+
+@pytest.mark.parametrize("damage", ["binary", "directory", "truncated"])
+async def test_damaged_checkpoint_files_raise_checkpoint_error(tmp_path: Path, damage: str) -> None:
+    f = flows()
+    store = FileCheckpointStore(tmp_path)
+    run = await f.build_pipeline().run("a b c", checkpoint_store=store)
+    ckpt = (await store.list_checkpoints(run_id=run.run_id))[3]
+    [record] = (tmp_path / "values").glob(f"wf%3Ackpt%3A{ckpt.checkpoint_id}.json")
+    if damage == "binary":
+        record.write_bytes(b"\xff\xfe\x00")
+    elif damage == "directory":
+        record.unlink()
+        record.mkdir()
+    else:
+        record.write_text(record.read_text()[:40])
+    with pytest.raises(CheckpointError, match=f"checkpoint '{ckpt.checkpoint_id}' cannot be read"):
+        await f.build_pipeline().resume(ckpt.checkpoint_id, checkpoint_store=store)

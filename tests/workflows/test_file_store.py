@@ -43,3 +43,32 @@ async def test_a_torn_last_line_is_ignored_and_corruption_is_reported(tmp_path: 
     (tmp_path / "values" / "bad.json").write_text("{")
     with pytest.raises(StoreError, match="corrupted"):
         await FileStore(tmp_path).get("bad")
+
+
+async def test_an_append_after_a_torn_line_replaces_it(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    await store.append("log", [1, 2])
+    [path] = (tmp_path / "logs").iterdir()
+    with path.open("a") as f:
+        f.write('{"half":')  # a crash in the middle of an append
+    reopened = FileStore(tmp_path)
+    assert await reopened.append("log", [3]) == 3
+    assert await FileStore(tmp_path).read("log") == [1, 2, 3]
+
+
+async def test_unreadable_files_are_store_errors(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    await store.append("log", [1])
+    await store.put("key", 1)
+    [log] = (tmp_path / "logs").iterdir()
+    [value] = (tmp_path / "values").iterdir()
+    log.write_bytes(b"\xff\xfe\n")
+    with pytest.raises(StoreError, match="log 'log'"):
+        await FileStore(tmp_path).read("log")
+    value.write_bytes(b"\xff\xfe")
+    with pytest.raises(StoreError, match="value 'key'"):
+        await FileStore(tmp_path).get("key")
+    value.unlink()
+    value.mkdir()  # anything the OS refuses to read
+    with pytest.raises(StoreError, match="value 'key'"):
+        await FileStore(tmp_path).get("key")

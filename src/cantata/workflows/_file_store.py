@@ -43,27 +43,44 @@ class FileStore:
     # -- logs --------------------------------------------------------------------------
 
     def _read_lines(self, log: str) -> list[Any]:
+        return self._scan(log)[0]
+
+    def _scan(self, log: str) -> tuple[list[Any], int]:
+        """The entries of a log, and the size in bytes of its complete lines."""
         path = self._logs / (_name(log) + ".jsonl")
-        if not path.exists():
-            return []
         out: list[Any] = []
-        with path.open(encoding="utf-8") as f:
-            for line in f:
-                if not line.endswith("\n"):
-                    break  # a torn last line from a crash: it was never acknowledged
-                try:
-                    out.append(json.loads(line))
-                except ValueError as exc:
-                    raise StoreError(f"log {log!r} in {path} is corrupted: {exc}") from exc
-        return out
+        size = 0
+        try:
+            with path.open("rb") as f:
+                for raw in f:
+                    if not raw.endswith(b"\n"):
+                        break  # a torn last line from a crash: it was never acknowledged
+                    try:
+                        out.append(json.loads(raw))
+                    except ValueError as exc:  # bad JSON or bad UTF-8
+                        raise StoreError(f"log {log!r} in {path} is corrupted: {exc}") from exc
+                    size += len(raw)
+        except FileNotFoundError:
+            return [], 0
+        except OSError as exc:
+            raise StoreError(f"log {log!r} in {path} cannot be read: {exc}") from exc
+        return out, size
 
     def _append(self, log: str, entries: Sequence[Any]) -> int:
+        path = self._logs / (_name(log) + ".jsonl")
         length = self._lengths.get(log)
-        if length is None:
-            length = len(self._read_lines(log))
-        text = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in entries)
-        with (self._logs / (_name(log) + ".jsonl")).open("a", encoding="utf-8") as f:
-            f.write(text)
+        try:
+            if length is None:
+                lines, size = self._scan(log)
+                length = len(lines)
+                if path.exists() and path.stat().st_size != size:
+                    # drop a torn line, or the next append would be glued to it
+                    os.truncate(path, size)
+            text = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in entries)
+            with path.open("a", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as exc:
+            raise StoreError(f"log {log!r} in {path} cannot be written: {exc}") from exc
         length += len(entries)
         self._lengths[log] = length
         return length
@@ -94,20 +111,25 @@ class FileStore:
     def _get(self, key: str) -> Any:
         path = self._values / (_name(key) + ".json")
         try:
-            text = path.read_text(encoding="utf-8")
+            data = path.read_bytes()
         except FileNotFoundError:
             return None
+        except OSError as exc:
+            raise StoreError(f"value {key!r} in {path} cannot be read: {exc}") from exc
         try:
-            return json.loads(text)
-        except ValueError as exc:
+            return json.loads(data)
+        except ValueError as exc:  # bad JSON or bad UTF-8
             raise StoreError(f"value {key!r} in {path} is corrupted: {exc}") from exc
 
     def _put_many(self, items: Mapping[str, Any]) -> None:
         for key, value in items.items():
             path = self._values / (_name(key) + ".json")
             tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(value, separators=(",", ":")), encoding="utf-8")
-            os.replace(tmp, path)
+            try:
+                tmp.write_text(json.dumps(value, separators=(",", ":")), encoding="utf-8")
+                os.replace(tmp, path)
+            except OSError as exc:
+                raise StoreError(f"value {key!r} in {path} cannot be written: {exc}") from exc
 
     async def get(self, key: str) -> Any | None:
         """The value at key, or None."""
