@@ -323,3 +323,25 @@ async def test_an_answer_that_does_not_fit_the_format_fails_in_both_modes(stream
             [_ async for _ in client.get_streaming_response(messages, options=options)]
         else:
             await client.get_response(messages, options=options)
+
+
+async def test_a_response_replaced_after_streaming_still_reaches_the_stream() -> None:
+    @chat_middleware
+    async def rewrite(context: ChatContext, call_next: ChatNext) -> None:
+        await call_next()  # the model's answer streams to the caller as it comes
+        context.response = ChatResponse([Message("assistant", "rewritten")], finish_reason="stop")
+
+    client = FunctionInvokingChatClient(ScriptedChatClient(["original"]), middleware=[rewrite])
+    produced: list[Message] = []
+    updates = [
+        u
+        async for u in client.get_streaming_response(
+            [Message("user", "x")], on_message=produced.append
+        )
+    ]
+    rebuilt = ChatResponse.from_updates(updates)
+    # what was streamed cannot be taken back, but what the loop went on with is streamed too,
+    # so the stream ends with the same message on_message saw (and an agent stored)
+    assert [m.text for m in produced] == ["rewritten"]
+    assert rebuilt.messages[-1].message_id == produced[-1].message_id
+    assert rebuilt.messages[-1].text == "rewritten"

@@ -337,9 +337,14 @@ class FunctionLoopRun:
     async def _stream_chain(
         self, context: ChatContext, drop_calls: bool
     ) -> AsyncIterator[ChatResponseUpdate]:
-        """Run the middleware chain in a task; the model's updates reach the caller live."""
+        """Run the middleware chain in a task; the model's updates reach the caller live.
+
+        Messages of the final response that did not stream (a middleware answered without
+        the model, or replaced the model's answer) stream whole afterwards, so the stream
+        always carries the messages the loop goes on with."""
         queue: asyncio.Queue[ChatResponseUpdate | None] = asyncio.Queue()
         streamed = False
+        streamed_ids: set[str | None] = set()
 
         def sink(update: ChatResponseUpdate) -> None:
             nonlocal streamed
@@ -350,6 +355,8 @@ class FunctionLoopRun:
                     return
                 finish = "stop" if update.finish_reason == "tool_calls" else update.finish_reason
                 update = dataclasses.replace(update, contents=kept, finish_reason=finish)
+            if any(type(c) is not UsageContent for c in update.contents):
+                streamed_ids.add(update.message_id)
             queue.put_nowait(update)
 
         self._sink = sink
@@ -376,13 +383,13 @@ class FunctionLoopRun:
                     if _cancelling():
                         raise
         self._sink = None
-        if not streamed:  # a middleware answered without the model
-            response = _require_response(context)
-            for message in _without_calls(response).messages if drop_calls else response.messages:
+        response = _require_response(context)
+        for message in _without_calls(response).messages if drop_calls else response.messages:
+            if message.message_id not in streamed_ids:
                 for update in _updates_of(message):
                     yield update
-            if response.usage is not None:
-                yield ChatResponseUpdate([UsageContent(response.usage)])
+        if not streamed and response.usage is not None:  # a middleware answered alone
+            yield ChatResponseUpdate([UsageContent(response.usage)])
 
     # -- helpers -------------------------------------------------------------------
 
