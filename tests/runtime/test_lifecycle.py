@@ -4,6 +4,7 @@ cascades, stop_when, close hooks, async context manager."""
 from __future__ import annotations
 
 import asyncio
+import builtins
 from dataclasses import dataclass
 from typing import Any
 
@@ -331,3 +332,22 @@ async def test_stop_when_idle_from_inside_a_handler_waits_for_the_rest_then_stop
     handled = await asyncio.wait_for(runtime.send_message(Conduct(), AgentId("conductor", "c")), 30)
     assert handled == 12  # both sides hear the first event, then it alternates down to 0
     assert runtime.state == "stopped"
+
+
+async def test_a_stop_cancelled_during_its_grace_period_still_cancels_what_runs() -> None:
+    runtime = await _runtime()
+    await runtime.start()
+    direct = Wait(asyncio.Event(), asyncio.Event(), asyncio.Event())
+    broadcast = Wait(asyncio.Event(), asyncio.Event(), asyncio.Event())
+    call = asyncio.ensure_future(runtime.send_message(direct, AgentId("left", "a")))
+    await runtime.publish_message(broadcast, TopicId("ping", "b"))
+    await direct.started.wait()
+    await broadcast.started.wait()
+    # The caller gives up on the stop long before its grace period ends.
+    with pytest.raises(builtins.TimeoutError):
+        await asyncio.wait_for(runtime.stop(grace=3600), 0.01)
+    assert runtime.state == "stopped"
+    with pytest.raises(CancelledError):
+        await asyncio.wait_for(call, 30)  # the timeout bounds a failure (a leak) only
+    await asyncio.wait_for(broadcast.seen_cancel.wait(), 30)
+    await asyncio.gather(*runtime._tasks)

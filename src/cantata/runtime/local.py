@@ -414,9 +414,13 @@ class LocalRuntime(Engine):
         done = self._stopping = asyncio.get_running_loop().create_future()
         own = self._own_chain()
         try:
-            if self._pending > len(own):
-                await self._wait_pending(len(own), self._stop_grace if grace is None else grace)
-            await self._cancel_all(own)
+            try:
+                if self._pending > len(own):
+                    grace = self._stop_grace if grace is None else grace
+                    await self._wait_pending(len(own), grace)
+            finally:  # also when this stop is itself cancelled: nothing may run on
+                tasks = self._cancel_all(own)
+            await asyncio.gather(*tasks, return_exceptions=True)
         finally:
             self._state = "stopped"
             self._stopping = None
@@ -455,7 +459,8 @@ class LocalRuntime(Engine):
             self._thresholds.remove(allowed)
             self._idle_at = max(self._thresholds, default=0)
 
-    async def _cancel_all(self, spare: list[MessageContext]) -> None:
+    def _cancel_all(self, spare: list[MessageContext]) -> list[asyncio.Task[None]]:
+        """Drop queued events and cancel every handler but `spare`'s; the tasks to await."""
         # Events still queued are dropped first, so cancelled drain tasks start no more.
         for cell in self._cells.values():
             mailbox = cell.mailbox
@@ -478,10 +483,10 @@ class LocalRuntime(Engine):
             self._sweeper = None
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
         for _, future in self._predicates:
             if not future.done():
                 future.set_exception(RuntimeStateError("the runtime stopped first"))
+        return tasks
 
     async def wait_until_idle(self) -> None:
         """Wait until no message is queued or being handled (cascades included); the
