@@ -122,3 +122,24 @@ async def test_closing_the_agent_stream_early_cancels_the_workflow_run() -> None
         break
     await stream.aclose()
     assert cancelled.is_set()
+
+
+async def test_an_answer_whose_handler_fails_can_be_given_again_on_the_thread() -> None:
+    failures = [ConnectionError("model unavailable")]
+
+    class Fragile(Asker):
+        @response_handler
+        async def got(self, request: Ask, answer: str, ctx: WorkflowContext[None, str]) -> None:
+            if failures:
+                raise failures.pop()
+            await ctx.yield_output(f"{request.question} -> {answer}")
+
+    agent = WorkflowBuilder(Fragile("asker")).build().as_agent(name="asker")
+    thread = agent.create_thread()
+    first = await agent.run("x", thread=thread)
+    [call] = first.messages[-1].function_calls
+    answer = Message("tool", [FunctionResultContent(call.call_id, result="yes")])
+    with pytest.raises(WorkflowError, match="ConnectionError"):
+        await agent.run(answer, thread=thread)
+    again = Message("tool", [FunctionResultContent(call.call_id, result="yes")])
+    assert (await agent.run(again, thread=thread)).text == "sure about x? -> yes"

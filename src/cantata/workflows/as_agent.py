@@ -102,6 +102,12 @@ class WorkflowAgent(Agent):
             return run, None
         return None, self._input(incoming)
 
+    def _keep_waiting(self, run: WorkflowRun, thread: AgentThread) -> None:
+        """A continued run that failed or was cancelled gives its requests back (see
+        `WorkflowRun`): it waits on the thread again, to be answered anew."""
+        if run.pending_requests:
+            self._waiting[thread] = run
+
     def _finish(
         self, result: WorkflowRunResult, thread: AgentThread, new: list[Any]
     ) -> list[Message]:
@@ -134,7 +140,10 @@ class WorkflowAgent(Agent):
         await thread.on_new_message(incoming)  # only once taken: a refused answer is not kept
         if run is not None:
             before = len(run.outputs)
-            result = await run._drive_collect(cancellation_token=cancellation_token)
+            try:
+                result = await run._drive_collect(cancellation_token=cancellation_token)
+            finally:
+                self._keep_waiting(run, thread)
         else:
             before = 0
             result = await self.workflow.run(
@@ -171,11 +180,15 @@ class WorkflowAgent(Agent):
                     start, kwargs=kwargs, cancellation_token=cancellation_token
                 )
             new: list[Any] = []
-            async with stream:  # a consumer that stops early cancels the run at once
-                async for event in stream:
-                    update = self._update(event, new)
-                    if update is not None:
-                        yield update
+            try:
+                async with stream:  # a consumer that stops early cancels the run at once
+                    async for event in stream:
+                        update = self._update(event, new)
+                        if update is not None:
+                            yield update
+            finally:
+                if run is not None:
+                    self._keep_waiting(run, used)
             produced = self._finish(stream.result, used, new)
             await used.on_new_message(produced)
             final.append(AgentResponse(produced, thread=used, agent_id=self.id))
