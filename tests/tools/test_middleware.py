@@ -133,12 +133,17 @@ async def test_chat_middleware_can_terminate_the_loop() -> None:
         await call_next()
         context.terminate = True
 
-    client, inner = make([[tool_call("echo", {"text": "a"})], "never"], stop)
+    client, inner = make([[tool_call("echo", {"text": "a"}, call_id="c1")], "never"], stop)
     response = await client.get_response([Message("user", "x")])
     assert response.finish_reason == "terminated"
-    assert [m.role for m in response.messages] == ["assistant"]
     assert ran == []
     assert inner.remaining == 1
+    # the calls of the last answer did not run, and say so: a call without a result in a
+    # stored conversation would make every later request to a chat API fail
+    assert [m.role for m in response.messages] == ["assistant", "tool"]
+    [result] = response.messages[1].function_results
+    assert result.call_id == "c1"
+    assert result.error is not None and "not run" in result.error
 
 
 class Uppercase(FunctionMiddleware):

@@ -34,6 +34,7 @@ from .middleware import ChatContext, ChatMiddleware, FunctionMiddleware, compose
 from .tool import FunctionTool
 
 LIMIT_KEY = "cantata.limit"
+TERMINATED_TEXT = "not run: a middleware ended the run before this call ran"
 
 LimitName: TypeAlias = Literal["max_iterations", "max_function_calls", "max_consecutive_errors"]
 """The value stored under ``"cantata.limit"`` in the last message's metadata."""
@@ -139,6 +140,12 @@ class FunctionLoopRun:
         await self._emit_all(response.messages)
         calls = response.function_calls
         if self._chat_terminated:
+            # Nothing of this answer runs; its calls get results that say so, since a call
+            # left without one makes every later request of a stored conversation fail.
+            not_run = [error_outcome(call, TERMINATED_TEXT) for call in calls]
+            async with closing(self._deliver(not_run)) as updates:
+                async for update in updates:
+                    yield update
             self._finish = "terminated"
             return
         if not calls:

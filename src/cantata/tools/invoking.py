@@ -38,7 +38,8 @@ class FunctionInvokingChatClient:
     Finish reasons: the model's own (``"stop"``, ``"length"``...), ``"approval_required"``
     (the last message holds `FunctionApprovalRequestContent`s; answer with a user message
     of `FunctionApprovalResponseContent`s to resume), ``"terminated"`` (a middleware
-    ended the run), ``"tool_calls"`` (the model called a tool the caller declared in
+    ended the run; tool calls of its last answer get an error result saying they did not
+    run), ``"tool_calls"`` (the model called a tool the caller declared in
     ``options.tools`` without a function: nothing of that turn ran, the caller handles it).
     A ``tool_choice`` of ``"required"`` or a tool name applies to the first request only.
 
