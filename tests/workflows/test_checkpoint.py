@@ -467,3 +467,57 @@ async def test_damaged_checkpoint_files_raise_checkpoint_error(tmp_path: Path, d
         record.write_text(record.read_text()[:40])
     with pytest.raises(CheckpointError, match=f"checkpoint '{ckpt.checkpoint_id}' cannot be read"):
         await f.build_pipeline().resume(ckpt.checkpoint_id, checkpoint_store=store)
+
+
+async def test_a_fan_in_of_agents_checkpoints_conversations_by_reference() -> None:
+    from cantata.agents import ChatAgent
+    from cantata.models import ScriptedChatClient
+    from cantata.workflows import AgentExecutor, AgentExecutorResponse
+
+    def build() -> Any:
+        def agent(name: str) -> AgentExecutor:
+            client = ScriptedChatClient(lambda m, o: f"{name} {len(m)}")
+            return AgentExecutor(ChatAgent(client, name=name))
+
+        x, y = agent("x"), agent("y")
+
+        @executor
+        async def split(text: str, ctx: WorkflowContext[str]) -> None:
+            await ctx.send_message(text)
+
+        @executor
+        async def again(
+            responses: list[AgentExecutorResponse], ctx: WorkflowContext[str, int]
+        ) -> None:
+            size = len(responses[0].full_conversation)
+            if size < 120:
+                await ctx.send_message(f"turn {size}")
+            else:
+                await ctx.yield_output(size)
+
+        return (
+            WorkflowBuilder(split, name="rounds", max_supersteps=300)
+            .add_fan_out_edges(split, [x, y])
+            .add_fan_in_edges([x, y], again)
+            .add_edge(again, split)
+            .build()
+        )
+
+    raw = CountingStore()
+    costs: list[int] = []
+
+    class Probe(StateStoreCheckpointStore):
+        async def save(self, checkpoint: WorkflowCheckpoint, **kw: Any) -> None:
+            before = raw.written
+            await super().save(checkpoint, **kw)
+            costs.append(raw.written - before)
+
+    probe = Probe(raw)
+    result = await build().run("start", checkpoint_store=probe)
+    assert result.outputs == [120]
+    fan_in_steps = costs[1::3]  # supersteps where the fan-in's list is in flight
+    assert max(fan_in_steps[-5:]) < 2 * fan_in_steps[2], fan_in_steps
+    checkpoints = await probe.list_checkpoints(run_id=result.run_id)
+    for ckpt in checkpoints[-6:]:
+        resumed = await build().resume(ckpt.checkpoint_id, checkpoint_store=probe)
+        assert resumed.outputs == result.outputs

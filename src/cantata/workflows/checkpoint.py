@@ -39,7 +39,9 @@ class WorkflowCheckpoint:
     created_at: str = ""
     status: str = "in_progress"
     messages: list[dict[str, Any]] = field(default_factory=list)
-    """In-flight deliveries: ``{"target", "sources", "message"}`` (message as JSON data)."""
+    """In-flight deliveries: ``{"target", "sources", "message"}`` (message as JSON data);
+    agent responses hold their conversation as a reference into a log: ``"conversation"``
+    for one, ``"conversations"`` (one reference or null per item) for a fan-in's list."""
     fan_in: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
     state_refs: dict[str, str] = field(default_factory=dict)
     executor_refs: dict[str, str] = field(default_factory=dict)

@@ -150,37 +150,71 @@ async def _read_value(store: CheckpointStore, ref: str) -> Any:
 
 def _delivery(run: RunState, d: Delivery) -> dict[str, Any]:
     """A delivery as JSON. An agent executor's response whose full conversation is its
-    sender's conversation log (or a prefix of it) is written as a reference into that log:
-    otherwise every hop of an agent chain would save the whole conversation once more."""
+    sender's conversation log (or a prefix of it) is written as a reference into that log,
+    alone or in the list a fan-in delivers: otherwise every hop of an agent chain (every
+    round of a fan-in of agents) would save the whole conversation once more."""
+    item: dict[str, Any] = {"target": d.target, "sources": d.sources}
     message = d.message
-    if type(message) is AgentExecutorResponse:
-        key = f"{message.executor_id}/{CONVERSATION}"
-        log = run.logs.get(key)
-        full = message.full_conversation
-        if log is not None and len(full) <= len(log) and all(map(operator.is_, full, log)):
-            light = AgentExecutorResponse(message.executor_id, message.agent_response, [])
-            return {
-                "target": d.target,
-                "sources": d.sources,
-                "message": to_json(light),
-                "conversation": {"log": key, "length": len(full)},
-            }
-    return {"target": d.target, "sources": d.sources, "message": to_json(message)}
+    ref = _reference(run, message)
+    if ref is not None:
+        item["message"] = to_json(_light(message))
+        item["conversation"] = ref
+        return item
+    if type(message) is list and message and type(message[0]) is AgentExecutorResponse:
+        refs = [_reference(run, m) for m in message]
+        if any(r is not None for r in refs):
+            item["message"] = [
+                to_json(m if r is None else _light(m)) for m, r in zip(message, refs, strict=True)
+            ]
+            item["conversations"] = refs
+            return item
+    item["message"] = to_json(message)
+    return item
+
+
+def _reference(run: RunState, message: Any) -> dict[str, Any] | None:
+    if type(message) is not AgentExecutorResponse:
+        return None
+    key = f"{message.executor_id}/{CONVERSATION}"
+    log = run.logs.get(key)
+    full = message.full_conversation
+    if log is not None and len(full) <= len(log) and all(map(operator.is_, full, log)):
+        return {"log": key, "length": len(full)}
+    return None
+
+
+def _light(message: AgentExecutorResponse) -> AgentExecutorResponse:
+    return AgentExecutorResponse(message.executor_id, message.agent_response, [])
 
 
 def _conversation_from_log(
     run: RunState, message: Any, item: dict[str, Any], ckpt: WorkflowCheckpoint
 ) -> Any:
     ref = item.get("conversation")
-    if ref is None:
+    if ref is not None:
+        return _with_conversation(run, message, ref, ckpt)
+    refs = item.get("conversations")
+    if refs is None:
         return message
+    if not isinstance(refs, list) or not isinstance(message, list) or len(refs) != len(message):
+        raise CheckpointError(
+            f"checkpoint {ckpt.checkpoint_id!r} is damaged: a delivery's conversations "
+            "do not match its list of responses"
+        )
+    return [
+        m if r is None else _with_conversation(run, m, r, ckpt)
+        for m, r in zip(message, refs, strict=True)
+    ]
+
+
+def _with_conversation(run: RunState, message: Any, ref: Any, ckpt: WorkflowCheckpoint) -> Any:
     key = ref.get("log") if isinstance(ref, dict) else None
     log = run.logs.get(key) if isinstance(key, str) else None
     length = ref.get("length") if isinstance(ref, dict) else None
     if (
         type(message) is not AgentExecutorResponse
         or log is None
-        or not isinstance(length, int)
+        or type(length) is not int
         or not 0 <= length <= len(log)
     ):
         raise CheckpointError(
