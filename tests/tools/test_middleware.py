@@ -406,3 +406,27 @@ async def test_a_cancellation_a_middleware_caught_still_cancels_the_run() -> Non
             [Message("user", "x")], cancellation_token=token, on_message=seen.append
         )
     assert [m.role for m in seen] == ["assistant"]  # no error result was produced
+
+
+@pytest.mark.parametrize("after_model", [False, True])
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_a_raising_chat_middleware_fails_the_run_in_both_modes(
+    after_model: bool, streaming: bool
+) -> None:
+    @chat_middleware
+    async def broken(context: ChatContext, call_next: ChatNext) -> None:
+        if after_model:
+            await call_next()
+        raise KeyError("no such setting")
+
+    client, _ = make(["hello"], broken)
+    seen: list[Message] = []
+    with pytest.raises(KeyError, match="no such setting"):
+        if streaming:
+            async for _ in client.get_streaming_response(
+                [Message("user", "x")], on_message=seen.append
+            ):
+                pass
+        else:
+            await client.get_response([Message("user", "x")], on_message=seen.append)
+    assert seen == []  # nothing was produced: the answer never reached the loop
