@@ -117,13 +117,14 @@ async def test_a_fallback_answer_after_a_failed_run_is_recorded_once() -> None:
 
     agent = ChatAgent(ScriptedChatClient([]), name="a", middleware=[fallback])  # always fails
     for streaming in (False, True):
-        thread = agent.create_thread()
-        if streaming:
-            response = await agent.run_stream("hi", thread=thread).get_response()
-        else:
-            response = await agent.run("hi", thread=thread)
-        assert response.thread is thread
-        assert [m.text for m in await thread.get_messages()] == ["hi", "try again later"]
+        for given in (agent.create_thread(), None):
+            if streaming:
+                response = await agent.run_stream("hi", thread=given).get_response()
+            else:
+                response = await agent.run("hi", thread=given)
+            thread = response.thread
+            assert thread is not None and (given is None or thread is given)
+            assert [m.text for m in await thread.get_messages()] == ["hi", "try again later"]
 
 
 async def test_middleware_that_neither_continues_nor_answers_is_an_error() -> None:

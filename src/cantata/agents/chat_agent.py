@@ -154,19 +154,15 @@ class ChatAgent(Agent):
         )
 
     async def _prepare(
-        self, ctx: AgentRunContext, seen: dict[str, Message]
+        self, ctx: AgentRunContext, log: _RunLog
     ) -> tuple[AgentThread, list[Message], ChatOptions, list[FunctionTool]]:
         if ctx.cancellation_token is not None:
             ctx.cancellation_token.raise_if_cancelled()
         thread = self._thread_for_run(ctx.thread)
         instructions = self._render_instructions(ctx.arguments)
         call_tools = [*self._call_tools, *_as_tools(ctx.tools or (), owner=self.name)]
-        # An agent middleware may call `call_next` more than once (to retry); the input that
-        # an earlier attempt recorded is not recorded again.
-        incoming = [m for m in self._incoming(ctx.messages) if m.message_id not in seen]
-        for m in incoming:
-            seen[m.message_id] = m
-        await thread.on_new_message(incoming)
+        await log.record_input(thread, self._incoming(ctx.messages))
+        ctx.thread = thread  # a retry (``call_next`` again) continues on the same thread
         history = await thread.get_messages()
         if self._reduce_before_loop and self.history_reducer is not None:
             history = await self.history_reducer.reduce(history)
@@ -190,22 +186,22 @@ class ChatAgent(Agent):
         ctx = self._context(
             messages, thread, arguments, options, tools, cancellation_token, kwargs, False
         )
-        seen: dict[str, Message] = {}  # every message this run recorded, by id
+        log = _RunLog()
         if not self._agent_middleware:
-            return await self._run_core(ctx, on_intermediate, seen)
+            return await self._run_core(ctx, on_intermediate, log)
 
         completed = False  # did a run of the agent itself reach its end?
 
         async def final(inner: AgentRunContext) -> None:
             nonlocal completed
-            inner.response = await self._run_core(inner, on_intermediate, seen)
+            inner.response = await self._run_core(inner, on_intermediate, log)
             completed = True
 
         response = await run_chain(self._agent_middleware, ctx, final)
-        return response if completed else await self._record_answer(ctx, response, seen)
+        return response if completed else await self._record_answer(ctx, response, log)
 
     async def _record_answer(
-        self, ctx: AgentRunContext, response: AgentResponse, seen: dict[str, Message]
+        self, ctx: AgentRunContext, response: AgentResponse, log: _RunLog
     ) -> AgentResponse:
         """A middleware answered without a completed run of the agent (it skipped
         ``call_next``, or caught its failure and answered instead): the thread still gets
@@ -214,11 +210,8 @@ class ChatAgent(Agent):
         lacks this turn, or on none at all). What a failed attempt recorded is not repeated.
         """
         thread = self._thread_for_run(ctx.thread)  # never a thread the answer came with
-        incoming = [m for m in self._incoming(ctx.messages) if m.message_id not in seen]
-        for m in incoming:
-            seen[m.message_id] = m
-        await thread.on_new_message(incoming)
-        response.messages = await Recorder(thread, self, None, seen).drain(response.messages)
+        await log.record_input(thread, self._incoming(ctx.messages))
+        response.messages = await Recorder(thread, self, None, log.seen).drain(response.messages)
         response.thread = thread
         if response.agent_id is None:
             response.agent_id = self.id
@@ -228,10 +221,10 @@ class ChatAgent(Agent):
         self,
         ctx: AgentRunContext,
         on_intermediate: IntermediateCallback | None,
-        seen: dict[str, Message],
+        log: _RunLog,
     ) -> AgentResponse:
-        thread, request, opts, call_tools = await self._prepare(ctx, seen)
-        recorder = Recorder(thread, self, on_intermediate, seen)
+        thread, request, opts, call_tools = await self._prepare(ctx, log)
+        recorder = Recorder(thread, self, on_intermediate, log.seen)
         response = await self._loop.get_response(
             request,
             options=opts,
@@ -272,14 +265,14 @@ class ChatAgent(Agent):
         ctx = self._context(
             messages, thread, arguments, options, tools, cancellation_token, kwargs, True
         )
-        seen: dict[str, Message] = {}  # every message this run recorded, by id
+        log = _RunLog()
         if not self._agent_middleware:
-            return self._stream_core(ctx, on_intermediate, seen)
+            return self._stream_core(ctx, on_intermediate, log)
         result: list[AgentResponse] = []
         opened: list[AgentResponseStream] = []
 
         def open_core(inner: AgentRunContext) -> AgentResponseStream:
-            stream = self._stream_core(inner, on_intermediate, seen)
+            stream = self._stream_core(inner, on_intermediate, log)
             opened.append(stream)
             return stream
 
@@ -289,7 +282,7 @@ class ChatAgent(Agent):
             response = ctx.response
             if response is not None:
                 if not any(stream.has_response for stream in opened):
-                    response = await self._record_answer(ctx, response, seen)
+                    response = await self._record_answer(ctx, response, log)
                 result.append(response)
 
         return AgentResponseStream(updates(), lambda: result[-1])
@@ -298,13 +291,13 @@ class ChatAgent(Agent):
         self,
         ctx: AgentRunContext,
         on_intermediate: IntermediateCallback | None,
-        seen: dict[str, Message],
+        log: _RunLog,
     ) -> AgentResponseStream:
         result: list[AgentResponse] = []
 
         async def updates() -> AsyncIterator[AgentResponseUpdate]:
-            used, request, opts, call_tools = await self._prepare(ctx, seen)
-            recorder = Recorder(used, self, on_intermediate, seen)
+            used, request, opts, call_tools = await self._prepare(ctx, log)
+            recorder = Recorder(used, self, on_intermediate, log.seen)
             chunks: list[ChatResponseUpdate] = []
             stream = self._loop.get_streaming_response(
                 request,
@@ -335,6 +328,30 @@ class ChatAgent(Agent):
             result.append(await self._finish(recorder, used, response))
 
         return AgentResponseStream(updates(), lambda: result[-1])
+
+
+class _RunLog:
+    """What one run recorded, by message id, and on which thread.
+
+    An agent middleware may call ``call_next`` more than once (to retry) or answer after a
+    failed attempt; what an earlier attempt recorded is not recorded again. Only on the same
+    thread: a middleware that moves the run to another thread starts a new log.
+    """
+
+    __slots__ = ("seen", "thread")
+
+    def __init__(self) -> None:
+        self.seen: dict[str, Message] = {}
+        self.thread: AgentThread | None = None
+
+    async def record_input(self, thread: AgentThread, incoming: list[Message]) -> None:
+        if thread is not self.thread:
+            self.thread = thread
+            self.seen.clear()
+        fresh = [m for m in incoming if m.message_id not in self.seen]
+        for m in fresh:
+            self.seen[m.message_id] = m
+        await thread.on_new_message(fresh)
 
 
 def _as_tools(items: Iterable[Any], *, owner: str) -> list[FunctionTool]:
