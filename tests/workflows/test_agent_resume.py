@@ -192,6 +192,15 @@ async def test_damaged_agent_executor_state_is_a_checkpoint_error(damage: dict[s
         await approvals().resume(ckpt.checkpoint_id, checkpoint_store=store)
 
 
+async def test_agent_executor_state_of_another_type_is_a_checkpoint_error() -> None:
+    store = InMemoryCheckpointStore()
+    full = await approvals().run("go", checkpoint_store=store)
+    ckpt = await store.load(full.checkpoint_id or "")
+    await store.store.put(f"wf:val:{ckpt.executor_refs['banker']}", {"cache": []})
+    with pytest.raises(CheckpointError, match="state of agent executor 'banker' is a dict"):
+        await approvals().resume(ckpt.checkpoint_id, checkpoint_store=store)
+
+
 async def test_a_damaged_conversation_log_is_a_checkpoint_error() -> None:
     store = InMemoryCheckpointStore()
     full = await chain().run("go", checkpoint_store=store)

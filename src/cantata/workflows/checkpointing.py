@@ -291,13 +291,19 @@ async def _rebuild(
 
 
 def _check_message_logs(workflow: Workflow, run: RunState, ckpt: WorkflowCheckpoint) -> None:
-    """Agent executors' conversations and threads must hold messages: damaged ones are
+    """Agent executors' states, conversations and threads must be theirs: damaged ones are
     refused here rather than given to a model."""
-    from .agent_executor import AgentExecutor
+    from .agent_executor import AgentExecutor, AgentExecutorState
 
     for ex in workflow.executors.values():
         if not isinstance(ex, AgentExecutor):
             continue
+        state = run.executor_states.get(ex.id)
+        if state is not None and not isinstance(state, AgentExecutorState):
+            raise CheckpointError(
+                f"checkpoint {ckpt.checkpoint_id!r} is damaged: the state of agent executor "
+                f"{ex.id!r} is a {type(state).__name__}, not an AgentExecutorState"
+            )
         for key in (f"{ex.id}/{CONVERSATION}", f"*/{ex._thread_key}"):
             if not all(isinstance(m, Message) for m in run.logs.get(key, ())):
                 raise CheckpointError(
