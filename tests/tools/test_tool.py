@@ -380,3 +380,22 @@ async def test_arguments_of_common_annotation_forms_are_converted() -> None:
     assert await register.invoke(arguments) == "Ada blue safe 3 'k' None {'x': 1.0}"
     with pytest.raises(ToolArgumentsError, match="mode"):
         await register.invoke({"person": {"name": "Ada"}, "mode": "reckless"})
+
+
+def test_a_method_decorated_in_its_class_is_refused_with_what_to_do() -> None:
+    # the tool would never be bound: "self" would be a parameter the model has to fill
+    with pytest.raises(ConfigurationError, match=r"method.*tool\(instance\.lookup\)"):
+
+        class Directory:
+            @tool
+            def lookup(self, name: str) -> str:
+                """Find a name."""
+                return name
+
+    class Phonebook:
+        def lookup(self, name: str) -> str:
+            """Find a name."""
+            return name.upper()
+
+    bound = tool(Phonebook().lookup)
+    assert set(bound.parameters["properties"]) == {"name"}

@@ -49,6 +49,7 @@ def build_signature(func: Callable[..., Any], tool_name: str) -> Signature:
         raise ConfigurationError(
             f"cannot read the signature of the function of tool {tool_name!r}: {exc}"
         ) from exc
+    _refuse_unbound_method(func, sig, tool_name)
     hints = _type_hints(func, tool_name, sig.parameters)
     docs = parameter_docs(inspect.getdoc(func))
     definitions: dict[str, Any] = {}
@@ -88,6 +89,23 @@ def build_signature(func: Callable[..., Any], tool_name: str) -> Signature:
             f"tool {tool_name!r}: cannot build a schema from the function's parameters: {exc}"
         ) from exc
     return Signature(model, tuple(names), tuple(positional_only), context_param, accepts_extra)
+
+
+def _refuse_unbound_method(
+    func: Callable[..., Any], sig: inspect.Signature, tool_name: str
+) -> None:
+    """``@tool`` on a method in its class body makes a tool that is never bound: ``self``
+    would be a parameter the model has to fill, and every call would fail."""
+    first = next(iter(sig.parameters.values()), None)
+    if first is None or first.name not in ("self", "cls") or not inspect.isfunction(func):
+        return
+    owner, _, name = func.__qualname__.rpartition(".")
+    if owner and not owner.endswith("<locals>"):
+        raise ConfigurationError(
+            f"tool {tool_name!r}: {func.__qualname__} is a method, and a tool made from it "
+            f"in its class is never bound to an instance; make the tool from the bound "
+            f"method instead: tool(instance.{name})"
+        )
 
 
 def _type_hints(
