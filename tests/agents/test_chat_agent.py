@@ -461,6 +461,49 @@ async def test_one_agent_serves_many_threads_at_once() -> None:
     assert [m.text for m in await b.thread.get_messages()] == ["B", "echo B"]  # type: ignore[union-attr]
 
 
+async def test_concurrent_runs_keep_their_own_arguments_options_tools_and_kwargs() -> None:
+    gate = asyncio.Event()
+    arrived = 0
+    seen: dict[str, list[tuple[str, float | None, list[str]]]] = {"A": [], "B": []}
+
+    async def script(messages: list[Message], options: ChatOptions) -> Any:
+        nonlocal arrived
+        who = messages[0].text  # the rendered instructions name the run
+        tools = sorted(t.name for t in options.tools or ())
+        seen[who].append((messages[1].text, options.temperature, tools))
+        if messages[-1].role == "user":
+            arrived += 1
+            if arrived == 2:
+                gate.set()
+            await gate.wait()  # both runs are inside a model call together
+            return [tool_call(f"tool_{who.lower()}", {})]
+        return f"{who} got {messages[-1].function_results[0].result}"
+
+    def make(name: str) -> Any:
+        def read(ctx: ToolContext) -> str:
+            return f"{name}:{ctx.kwargs['secret']}"
+
+        read.__name__ = read.__qualname__ = f"tool_{name}"
+        read.__doc__ = "Reads this run's secret."
+        return tool(read)
+
+    agent = ChatAgent(ScriptedChatClient(script), name="a", instructions="{{ who }}")
+    a, b = await asyncio.gather(
+        agent.run(
+            "q-A",
+            arguments={"who": "A"},
+            tools=[make("a")],
+            options=ChatOptions(temperature=0.1),
+            secret="sa",
+        ),
+        agent.run("q-B", arguments={"who": "B"}, tools=[make("b")], secret="sb"),
+    )
+    assert (a.text, b.text) == ("A got a:sa", "B got b:sb")
+    assert seen["A"] == [("q-A", 0.1, ["tool_a"])] * 2
+    assert seen["B"] == [("q-B", None, ["tool_b"])] * 2
+    assert agent.arguments == {} and agent.options == ChatOptions() and agent.tools == ()
+
+
 async def test_two_agents_write_one_thread_in_turn() -> None:
     first = ChatAgent(ScriptedChatClient(["from first"]), name="first")
     second = ChatAgent(ScriptedChatClient(["from second"]), name="second")
