@@ -148,11 +148,19 @@ async def test_concurrent_processes_lose_nothing_and_keep_order(opener: Opener) 
         )
         for p in range(processes)
     ]
-    for child in children:
-        _, err = await child.communicate()
-        assert child.returncode == 0, err.decode()
+    # One reader in this process reads incrementally (its cache) while the children write.
+    reader = StateStoreMessageStore(opener(), thread_id)
+    waits = [asyncio.ensure_future(child.communicate()) for child in children]
+    reads = 0
+    while not all(w.done() for w in waits):
+        await reader.list_messages()
+        reads += 1
+    for child, wait in zip(children, waits, strict=True):
+        assert child.returncode == 0, wait.result()[1].decode()
     stored = await StateStoreMessageStore(opener(), thread_id).list_messages()
     _check_order([m.text for m in stored], processes, per_process)
+    cached = await reader.list_messages()  # no entry twice in the cache, none missing
+    assert [m.message_id for m in cached] == [m.message_id for m in stored] and reads
 
 
 async def test_durable_thread_resumes_from_a_reference_in_a_new_store(opener: Opener) -> None:
