@@ -521,3 +521,59 @@ async def test_a_fan_in_of_agents_checkpoints_conversations_by_reference() -> No
     for ckpt in checkpoints[-6:]:
         resumed = await build().resume(ckpt.checkpoint_id, checkpoint_store=probe)
         assert resumed.outputs == result.outputs
+
+
+async def test_a_checkpoint_that_could_not_be_written_does_not_break_the_next() -> None:
+    @executor
+    async def send_odd(value: int, ctx: WorkflowContext[Unregistered]) -> None:
+        ctx.log("notes").append(f"sent {value}")
+        await ctx.send_message(Unregistered())
+
+    @executor
+    async def take_odd(value: Unregistered, ctx: WorkflowContext[None, str]) -> None:
+        ctx.log("notes", shared=True).append("taken")
+        await ctx.yield_output("taken")
+
+    store = InMemoryCheckpointStore()
+    wf = WorkflowBuilder(send_odd).add_edge(send_odd, take_odd).build()
+    run = wf._new_run(
+        1, runtime=None, checkpoint_store=store, kwargs=None, executor_kwargs=None, run_id=None
+    )
+    with pytest.raises(UnknownTypeError):
+        await run.continue_run()  # the message in flight cannot be saved
+    done = await run.continue_run()  # it is delivered; the next checkpoint holds the logs
+    assert done.outputs == ["taken"] and done.checkpoint_id is not None
+    restored = await wf.restore(done.checkpoint_id, checkpoint_store=store)
+    assert restored._state.logs == {"send_odd/notes": ["sent 1"], "*/notes": ["taken"]}
+
+
+async def test_a_store_that_fails_after_appending_does_not_break_the_next_save() -> None:
+    class FailsOnce(MemoryStore):
+        failed = False
+
+        async def put_many(self, items: Mapping[str, Any]) -> None:
+            if not self.failed:
+                self.failed = True
+                raise OSError("disk full")  # after the log appends of this save
+            await super().put_many(items)
+
+    @executor
+    async def chat(turn: int, ctx: WorkflowContext[int, int]) -> None:
+        ctx.log("conversation").append(turn)
+        await ctx.yield_output(turn)
+        if turn < 3:
+            await ctx.send_message(turn + 1)
+
+    store = StateStoreCheckpointStore(FailsOnce())
+    wf = WorkflowBuilder(chat).add_edge(chat, chat).build()
+    run = wf._new_run(
+        1, runtime=None, checkpoint_store=store, kwargs=None, executor_kwargs=None, run_id=None
+    )
+    with pytest.raises(OSError, match="disk full"):
+        await run.continue_run()
+    done = await run.continue_run()
+    assert done.outputs == [1, 2, 3]
+    for ckpt in await store.list_checkpoints(run_id=done.run_id):
+        resumed = await wf.resume(ckpt.checkpoint_id, checkpoint_store=store)
+        assert resumed.outputs == [1, 2, 3]
+        assert resumed.run._state.logs == {"chat/conversation": [1, 2, 3]}

@@ -57,47 +57,21 @@ def _segment_appends(
 
 
 async def save_checkpoint(workflow: Workflow, run: RunState, store: CheckpointStore) -> str:
-    """Save the run as it stands at this boundary; returns the new checkpoint id."""
-    values: dict[str, Any] = {}
-    state_refs = dict(run.state_refs)
-    for key in run.dirty_state:
-        state_refs[key] = _write_value(run.state[key], values)
-    executor_refs = dict(run.executor_refs)
-    for eid in run.dirty_executors:
-        executor_refs[eid] = _write_value(run.executor_states[eid], values)
-    appends: dict[str, tuple[int, list[Any]]] = {}
+    """Save the run as it stands at this boundary; returns the new checkpoint id.
+
+    A save that fails (a value the registry cannot write, a store error) changes nothing in
+    the run's bookkeeping, and later saves append to a new branch of each log: whatever the
+    failed save may have appended is never counted.
+    """
     previous = {k: list(v) for k, v in run.segments.items()}
-    for key, entries in run.logs.items():
-        _segment_appends(run, key, entries, appends)
-    _segment_appends(run, OUTPUTS, run.outputs, appends)
-    status = "in_progress"
-    if not run.pending:
-        status = "idle_with_pending_requests" if run.requests else "idle"
-    checkpoint = WorkflowCheckpoint(
-        checkpoint_id=new_id(),
-        run_id=run.run_id,
-        workflow_name=workflow.name,
-        superstep=run.superstep,
-        parent_id=run.checkpoint_id,
-        created_at=_dt.datetime.now(_dt.UTC).isoformat(),
-        status=status,
-        messages=[_delivery(run, d) for d in run.pending],
-        fan_in={
-            g: {s: [to_json(m) for m in ms] for s, ms in b.items()} for g, b in run.fan_in.items()
-        },
-        state_refs=state_refs,
-        executor_refs=executor_refs,
-        requests=[_request(workflow, r) for r in run.requests.values()],
-        logs={k: v for k, v in run.segments.items() if k != OUTPUTS},
-        outputs=run.segments.get(OUTPUTS, []),
-        executor_ids=sorted(workflow.executors),
-    )
     try:
+        checkpoint, values, appends = _build(workflow, run)
         await store.save(checkpoint, values=values, log_appends=appends)
     except BaseException:
         run.segments = previous
+        run.branch = new_id()[:12]
         raise
-    run.state_refs, run.executor_refs = state_refs, executor_refs
+    run.state_refs, run.executor_refs = checkpoint.state_refs, checkpoint.executor_refs
     run.dirty_state.clear()
     run.dirty_executors.clear()
     for key, entries in run.logs.items():
@@ -134,6 +108,46 @@ def _response_type(workflow: Workflow, item: dict[str, Any], data: Any) -> Any:
     if not isinstance(name, str):
         raise CheckpointError(f"a request's response_type must be a type name, not {name!r}")
     return _BUILTIN_TYPES.get(name) or registry.type_named(name)
+
+
+def _build(
+    workflow: Workflow, run: RunState
+) -> tuple[WorkflowCheckpoint, dict[str, Any], dict[str, tuple[int, list[Any]]]]:
+    """The record, the new values and the log appends of a save (advances run.segments)."""
+    values: dict[str, Any] = {}
+    state_refs = dict(run.state_refs)
+    for key in run.dirty_state:
+        state_refs[key] = _write_value(run.state[key], values)
+    executor_refs = dict(run.executor_refs)
+    for eid in run.dirty_executors:
+        executor_refs[eid] = _write_value(run.executor_states[eid], values)
+    appends: dict[str, tuple[int, list[Any]]] = {}
+    for key, entries in run.logs.items():
+        _segment_appends(run, key, entries, appends)
+    _segment_appends(run, OUTPUTS, run.outputs, appends)
+    status = "in_progress"
+    if not run.pending:
+        status = "idle_with_pending_requests" if run.requests else "idle"
+    checkpoint = WorkflowCheckpoint(
+        checkpoint_id=new_id(),
+        run_id=run.run_id,
+        workflow_name=workflow.name,
+        superstep=run.superstep,
+        parent_id=run.checkpoint_id,
+        created_at=_dt.datetime.now(_dt.UTC).isoformat(),
+        status=status,
+        messages=[_delivery(run, d) for d in run.pending],
+        fan_in={
+            g: {s: [to_json(m) for m in ms] for s, ms in b.items()} for g, b in run.fan_in.items()
+        },
+        state_refs=state_refs,
+        executor_refs=executor_refs,
+        requests=[_request(workflow, r) for r in run.requests.values()],
+        logs={k: list(v) for k, v in run.segments.items() if k != OUTPUTS},
+        outputs=list(run.segments.get(OUTPUTS, [])),
+        executor_ids=sorted(workflow.executors),
+    )
+    return checkpoint, values, appends
 
 
 def _write_value(value: Any, values: dict[str, Any]) -> str:
