@@ -136,3 +136,9 @@ def test_malformed_messages_raise_serialization_error(text: str) -> None:
 def test_usage_adds() -> None:
     total = Usage(1, 2) + Usage(3, 4)
     assert (total.input_tokens, total.output_tokens, total.total_tokens) == (4, 6, 10)
+
+
+def test_deeply_nested_arguments_are_a_typed_error() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(InvalidMessageError):
+        FunctionCallContent("c", "f", deep).parse_arguments()

@@ -1,4 +1,4 @@
-"""ScriptedChatClient.from_cassette: a recorded session as a plain script."""
+"""ScriptedChatClient: streaming parity, and a recorded session (cassette) as a plain script."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from cantata.core import Message, ModelError
-from cantata.models import RecordingChatClient, ScriptedChatClient
+from cantata.models import ChatResponse, RecordingChatClient, ScriptedChatClient
 
 
 async def test_from_cassette_plays_recorded_answers_in_order(tmp_path: Path) -> None:
@@ -22,3 +22,11 @@ async def test_from_cassette_plays_recorded_answers_in_order(tmp_path: Path) -> 
     script.assert_complete()
     with pytest.raises(ModelError, match="ran out"):
         await script.get_response([Message("user", "more")])
+
+
+async def test_an_empty_answer_streams_the_same_message_as_a_whole_one() -> None:
+    whole = await ScriptedChatClient([""]).get_response([Message("user", "hi")])
+    updates = [u async for u in ScriptedChatClient([""]).get_streaming_response([])]
+    streamed = ChatResponse.from_updates(updates)
+    assert [m.role for m in streamed.messages] == [m.role for m in whole.messages] == ["assistant"]
+    assert streamed.text == whole.text == ""

@@ -77,7 +77,7 @@ class FunctionCallContent:
                 return {}
             try:
                 args = json.loads(args)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # deep nesting exhausts the parser
                 raise InvalidMessageError(
                     f"arguments of call {self.call_id!r} to {self.name!r} are not valid JSON: {exc}"
                 ) from exc

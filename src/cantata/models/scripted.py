@@ -191,7 +191,10 @@ class ScriptedChatClient:
                 pieces: list[Content]
                 if type(content) is TextContent:
                     text = content.text
-                    pieces = [TextContent(text[i : i + size]) for i in range(0, len(text), size)]
+                    # An empty answer still streams one (empty) chunk, so that a streamed
+                    # run keeps the message a whole response would have.
+                    ends = range(0, max(len(text), 1), size)
+                    pieces = [TextContent(text[i : i + size]) for i in ends]
                 else:
                     pieces = [content]
                 for piece in pieces:
