@@ -3,6 +3,7 @@ transition, and serialization of local and service threads."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -231,6 +232,46 @@ async def test_service_thread_has_no_id_until_created() -> None:
     await thread.create()
     await thread.create()
     assert thread.id == "srv-0" and thread.creates == 1
+
+
+async def test_concurrent_creates_and_deletes_reach_the_service_once() -> None:
+    class Slow(RecordingServiceThread):
+        """The server answers only once every caller is inside create() (or delete())."""
+
+        deletes = 0
+        callers = 0
+        everyone_in = asyncio.Event()
+
+        def _arrive(self, expected: int) -> None:
+            self.callers += 1
+            if self.callers == expected:
+                self.everyone_in.set()
+
+        async def create(self) -> str | None:
+            self._arrive(3)
+            return await super().create()
+
+        async def delete(self) -> None:
+            self._arrive(2)
+            await super().delete()
+
+        async def _create_on_service(self) -> str:
+            await self.everyone_in.wait()
+            return await super()._create_on_service()
+
+        async def _delete_on_service(self, thread_id: str) -> None:
+            self.deletes += 1
+            await self.everyone_in.wait()
+            await super()._delete_on_service(thread_id)
+
+    server: dict[str, list[Message]] = {}
+    thread = Slow(server)
+    ids = await asyncio.gather(thread.create(), thread.create(), thread.create())
+    assert thread.creates == 1 and ids[0] == ids[1] == ids[2] == thread.id and len(server) == 1
+    thread.callers = 0
+    thread.everyone_in = asyncio.Event()
+    await asyncio.gather(thread.delete(), thread.delete())
+    assert thread.deletes == 1 and server == {} and thread.is_deleted
 
 
 async def test_service_thread_id_rolls_after_each_message() -> None:

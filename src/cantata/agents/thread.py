@@ -15,6 +15,7 @@ Serialized threads carry ``schema_version``:
 
 from __future__ import annotations
 
+import asyncio
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -50,6 +51,12 @@ class AgentThread(ABC):
 
     def __init__(self) -> None:
         self._state: ThreadState = "new"
+        self._transition: asyncio.Lock | None = None  # made on first create/delete
+
+    def _lock(self) -> asyncio.Lock:
+        if self._transition is None:
+            self._transition = asyncio.Lock()
+        return self._transition
 
     @property
     def state(self) -> ThreadState:
@@ -77,16 +84,23 @@ class AgentThread(ABC):
         """Make sure the thread exists (idempotent); returns its id."""
         self._check_usable("create")
         if self._state == "new":
-            await self._create()
-            self._state = "created"
+            # Two runs (or a run and the caller) may create the thread at once; a service
+            # thread must be made on the server once, not once per caller.
+            async with self._lock():
+                self._check_usable("create")
+                if self._state == "new":
+                    await self._create()
+                    self._state = "created"
         return self.id
 
     async def delete(self) -> None:
         """Delete the thread and its messages (idempotent); a deleted thread cannot be used."""
         if self._state == "deleted":
             return
-        await self._delete()
-        self._state = "deleted"
+        async with self._lock():
+            if self._state != "deleted":
+                await self._delete()
+                self._state = "deleted"
 
     async def on_new_message(self, messages: Message | Sequence[Message]) -> None:
         """Record new messages of the conversation, creating the thread first if needed."""
