@@ -17,6 +17,7 @@ from cantata.core import (
     CantataError,
     RuntimeStateError,
     SchemaVersionError,
+    TimeoutError,
     Undeliverable,
     register,
 )
@@ -334,3 +335,36 @@ async def test_stop_when_idle_waits_for_the_close_hook_of_an_agent_being_evicted
     Farewell.gate.set()
     await asyncio.gather(evicting, stopping)
     assert Farewell.heard == ["bye from x"]
+
+
+@dataclass
+class Stall:
+    started: asyncio.Event
+
+
+class Staller(Account):
+    @message_handler
+    async def on_stall(self, message: Stall, ctx: MessageContext) -> None:
+        message.started.set()
+        await asyncio.Event().wait()  # never finishes; cancelled by the stop
+
+
+async def test_waiting_for_a_stuck_agents_turn_is_bounded_by_the_default_timeout() -> None:
+    runtime = LocalRuntime(default_timeout=3600, stop_grace=0)
+    await runtime.register_factory("staller", Staller)
+    await runtime.start()
+    stall = Stall(asyncio.Event())
+    stuck = asyncio.ensure_future(runtime.send_message(stall, AgentId("staller", "s")))
+    await stall.started.wait()
+    runtime._default_timeout = 0.01  # the request above keeps its hour
+    for wait in (
+        runtime.get_agent(AgentId("staller", "s")),
+        runtime.save_state(),
+        runtime.load_state({"schema_version": 1, "agents": {"staller/s": {"schema_version": 1}}}),
+    ):
+        with pytest.raises(TimeoutError, match=r"staller/s"):
+            await wait
+    assert not runtime._cells[AgentId("staller", "s")].mailbox
+    await runtime.stop()
+    with pytest.raises(CantataError):
+        await stuck

@@ -10,6 +10,7 @@ record (`Cell`) and its instance.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import inspect
 import logging
@@ -153,6 +154,8 @@ class Engine:
         self._predicates: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._calls: set[CancellationToken] = set()
+        # Bounds direct requests and the runtime's own waits for an agent's turn.
+        self._default_timeout: float | None = None
 
     async def _guarded_call(
         self,
@@ -504,7 +507,15 @@ class Engine:
             turn, agent = cell.turn, cell.agent
             if turn is not None and agent is not None and _holds(_current.get(), turn):
                 return cell, agent, False
-            await self._wait_turn(cell)
+            try:
+                async with asyncio.timeout(self._default_timeout):
+                    await self._wait_turn(cell)
+            except builtins.TimeoutError:
+                raise TimeoutError(
+                    f"agent {agent_id} stayed busy for {self._default_timeout}s (the "
+                    "runtime's default_timeout); its handler may be stuck: wait for it or "
+                    "raise default_timeout"
+                ) from None
         else:
             cell.busy = True
         agent = cell.agent

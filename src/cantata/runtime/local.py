@@ -51,7 +51,8 @@ class LocalRuntime(Engine):
     `DeliveryFailed` when a broadcast handler fails), `store` and `evict_after` (seconds an
     agent may stay idle before its state is saved to the store and it leaves memory),
     `dedup_window` (how many handled message ids each agent remembers), `default_timeout`
-    for direct requests, `stop_grace` (seconds `stop()` lets handlers finish) and
+    for direct requests and for the waits of `get_agent`, `save_state` and `load_state`
+    for an agent's turn, `stop_grace` (seconds `stop()` lets handlers finish) and
     `serialize_messages` (pass every message and result through JSON and the core type
     registry, as a runtime across processes must: catches unregistered message types and
     handlers that share mutable messages, in tests, before they reach Ray).
