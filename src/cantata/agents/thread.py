@@ -98,7 +98,7 @@ class AgentThread(ABC):
         if self._state == "deleted":
             return
         async with self._lock():
-            if self._state != "deleted":
+            if not self.is_deleted:  # another caller may have deleted it meanwhile
                 await self._delete()
                 self._state = "deleted"
 
