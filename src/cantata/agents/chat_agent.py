@@ -3,7 +3,9 @@
 One call: make sure the thread exists and append the new messages; read the thread back;
 apply the history reducer; put the rendered instructions in front as a system message that
 lives only in this request; run the function-invocation loop; append every message the
-loop produced to the thread, in order, named with the agent's name and never twice; return.
+loop produced to the thread, in order, named with the agent's name and never twice (a
+message with tool calls goes in together with their results, so a run that fails in between
+leaves no call without its result); return.
 """
 
 from __future__ import annotations
