@@ -468,3 +468,29 @@ async def test_a_failure_cancels_the_executors_still_running_in_its_superstep(
             await wf.run(1)
     assert cancelled.is_set() or not started.is_set()  # cancelled, or never started
     assert asyncio.all_tasks() == {asyncio.current_task()}  # nothing left running
+
+
+async def test_a_failing_edge_condition_names_the_edge_and_commits_nothing() -> None:
+    broken = {"once": True}
+
+    def small(value: int) -> bool:
+        if broken.pop("once", False):
+            raise KeyError("lookup")
+        return value < 100
+
+    @executor
+    async def step(value: int, ctx: WorkflowContext[int]) -> None:
+        ctx.set_state("seen", value)
+        await ctx.send_message(value + 1)
+
+    wf = WorkflowBuilder(step).add_edge(step, collect, condition=small).build()
+    run = wf._new_run(
+        1, runtime=None, checkpoint_store=None, kwargs=None, executor_kwargs=None, run_id=None
+    )
+    with pytest.raises(
+        WorkflowError, match=r"the condition of edge 'step' -> 'collect' raised KeyError"
+    ):
+        await run.continue_run()
+    assert run._state.state == {} and run._state.superstep == 0  # nothing was committed
+    done = await run.continue_run()
+    assert done.outputs == [2] and run._state.state == {"seen": 1}

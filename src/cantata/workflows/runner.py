@@ -19,6 +19,7 @@ from ..core import CancellationToken, CancelledError, WorkflowError, new_id
 from ._typing import type_name
 from .actor import Invocation
 from .context import PendingRequest, StepResult
+from .edges import EdgeGroup
 from .events import (
     RunStatus,
     StatusEvent,
@@ -180,6 +181,7 @@ class Runner:
             if failure is not None:
                 raise failure
             results.extend(outcomes)  # type: ignore[arg-type]  # no exception among them
+            self._commit(results, sink)
         except BaseException:
             # Nothing of a failed or cancelled superstep is committed, so the run stays as it
             # was at the boundary (as its last checkpoint has it): its messages can be
@@ -189,7 +191,6 @@ class Runner:
             for request, _ in answers:
                 run.requests[request.request_id] = request
             raise
-        self._commit(results, sink)
         checkpoint_id = None
         if self._store is not None:
             from .checkpointing import save_checkpoint
@@ -221,6 +222,14 @@ class Runner:
 
     def _commit(self, results: list[StepResult], sink: Sink) -> None:
         run = self.run
+        # Route first: an edge condition or selection may raise, and then nothing of the
+        # superstep may be committed. What follows the routing cannot fail.
+        routed: list[Delivery] = []
+        buffered: list[tuple[str, str, Any]] = []
+        warnings: list[WarningEvent] = []
+        for res in results:
+            for message, target_id in res.sent:
+                self._route(res.executor_id, message, target_id, routed, buffered, warnings)
         for res in results:
             eid = res.executor_id
             if res.state_writes:
@@ -236,28 +245,47 @@ class Runner:
                 run.outputs.extend(res.outputs)
             for request in res.requests:
                 run.requests[request.request_id] = request
-        for res in results:
-            for message, target_id in res.sent:
-                self._route(res.executor_id, message, target_id, sink)
+        run.pending.extend(routed)
+        for group_id, source, message in buffered:
+            run.fan_in.setdefault(group_id, {}).setdefault(source, []).append(message)
+        for warning in warnings:
+            sink(warning)
         self._fire_fan_ins(sink)
 
-    def _route(self, source: str, message: Any, target_id: str | None, sink: Sink) -> None:
+    def _route(
+        self,
+        source: str,
+        message: Any,
+        target_id: str | None,
+        routed: list[Delivery],
+        buffered: list[tuple[str, str, Any]],
+        warnings: list[WarningEvent],
+    ) -> None:
         wf = self.workflow
         delivered = False
         for group in wf._out_groups.get(source, ()):
             if group.kind == "fan_in":
                 if target_id is None or target_id == group.targets[0]:
-                    buffers = self.run.fan_in.setdefault(group.id, {})
-                    buffers.setdefault(source, []).append(message)
+                    buffered.append((group.id, source, message))
                     delivered = True
                 continue
-            for target in group.route(message, target_id):
+            try:
+                targets = group.route(message, target_id)
+            except WorkflowError:
+                raise
+            except Exception as exc:
+                raise WorkflowError(
+                    f"the {_edge_name(group)} raised {type(exc).__name__}: {exc} on a "
+                    f"{type_name(type(message))} sent by {source!r}; nothing of the superstep "
+                    "was committed: fix the function (it must return for every message)"
+                ) from exc
+            for target in targets:
                 if wf.executors[target].can_handle(message):
-                    self.run.pending.append(Delivery(target, message, [source]))
+                    routed.append(Delivery(target, message, [source]))
                     delivered = True
         if not delivered:
             where = f"to {target_id!r}" if target_id else "on any out-edge"
-            sink(
+            warnings.append(
                 WarningEvent(
                     f"a {type_name(type(message))} sent by {source!r} was not delivered "
                     f"{where}: no condition matched or no target takes that type",
@@ -278,6 +306,15 @@ class Runner:
 
 
 _EMPTY: Mapping[str, Any] = {}
+
+
+def _edge_name(group: EdgeGroup) -> str:
+    source = group.sources[0]
+    if group.kind == "single":
+        return f"condition of edge {source!r} -> {group.targets[0]!r}"
+    if group.kind == "switch":
+        return f"switch from {source!r} to {list(group.targets)} (a case condition)"
+    return f"selection of the fan-out from {source!r} to {list(group.targets)}"
 
 
 def _wrap(exc: BaseException) -> WorkflowError:
