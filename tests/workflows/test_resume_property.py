@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cantata.core import register
+from cantata.core import WorkflowError, register
 from cantata.workflows import (
     Case,
     Default,
@@ -45,9 +45,18 @@ class Node(Executor):
     """Keeps a tuple (or None) as executor state, writes its own and a common state key,
     appends to its own and a shared log, yields outputs, and sometimes asks a person."""
 
-    def __init__(self, id: str, asks: bool) -> None:
+    def __init__(self, id: str, asks: bool, fail: dict[str, int] | None = None) -> None:
         super().__init__(id)
         self.asks = asks
+        self.fail = fail if fail is not None else {}
+
+    def _maybe_fail(self) -> None:
+        """Fail once, at the n-th handler call of the run (counted over every node)."""
+        if "left" in self.fail:
+            self.fail["left"] -= 1
+            if self.fail["left"] == 0:
+                del self.fail["left"]
+                raise RuntimeError(f"{self.id} failed once")
 
     def _step(self, value: int, ttl: int, ctx: WorkflowContext[Tok, Any]) -> None:
         count, total = ctx.get_executor_state() or (0, 0)
@@ -64,6 +73,7 @@ class Node(Executor):
 
     @handler
     async def take(self, tok: Tok, ctx: WorkflowContext[Tok, Any]) -> None:
+        self._maybe_fail()
         if self.asks and tok.value % 3 == 0 and tok.ttl > 0:
             ctx.request_info(Ask(tok.value, tok.ttl))
             return
@@ -71,10 +81,12 @@ class Node(Executor):
 
     @handler
     async def take_all(self, toks: list[Tok], ctx: WorkflowContext[Tok, Any]) -> None:
+        self._maybe_fail()
         self._step(sum(t.value for t in toks) + len(toks), min(t.ttl for t in toks), ctx)
 
     @response_handler
     async def answered(self, ask: Ask, answer: int, ctx: WorkflowContext[Tok, Any]) -> None:
+        self._maybe_fail()
         self._step(ask.value + answer, ask.ttl, ctx)
 
 
@@ -121,8 +133,8 @@ def specs(draw: st.DrawFn) -> Spec:
     )
 
 
-def build(spec: Spec) -> Workflow:
-    nodes = [Node(f"n{i}", spec.asks[i]) for i in range(spec.size)]
+def build(spec: Spec, fail: dict[str, int] | None = None) -> Workflow:
+    nodes = [Node(f"n{i}", spec.asks[i], fail) for i in range(spec.size)]
     b = WorkflowBuilder(nodes[0], name="prop", max_supersteps=200, placement=spec.placement)  # type: ignore[arg-type]
     for g in spec.groups:
         kind = g[0]
@@ -151,12 +163,16 @@ def build(spec: Spec) -> Workflow:
 
 
 async def finish(result: WorkflowRunResult) -> WorkflowRunResult:
-    """Answer every request (the answer depends only on the request) until the run is idle."""
+    """Answer every request (the answer depends only on the request) until the run is idle;
+    a call that fails is made again (a failed superstep gives its work back)."""
     rounds = 0
     while result.pending_requests and rounds < 20:
         rounds += 1
         answers = {r.request_id: r.data.value % 4 + 1 for r in result.pending_requests}
-        result = await result.send_responses(answers)
+        try:
+            result = await result.send_responses(answers)
+        except WorkflowError:
+            result = await result.run.continue_run()
     return result
 
 
@@ -186,5 +202,31 @@ def test_resume_from_every_checkpoint_equals_the_uninterrupted_run(spec: Spec) -
             resumed = await build(spec).resume(ckpt.checkpoint_id, checkpoint_store=store)
             resumed = await finish(resumed)
             assert snapshot(resumed) == expected, f"from superstep {ckpt.superstep}"
+
+    asyncio.run(scenario())
+
+
+@settings(max_examples=40, deadline=None)
+@given(spec=specs(), fail_at=st.integers(1, 12))
+def test_a_run_that_failed_once_and_was_continued_equals_the_uninterrupted_run(
+    spec: Spec, fail_at: int
+) -> None:
+    async def scenario() -> None:
+        expected = snapshot(await finish(await build(spec).run(Tok(1, spec.ttl))))
+        fail = {"left": fail_at}
+        run = build(spec, fail)._new_run(
+            Tok(1, spec.ttl),
+            runtime=None,
+            checkpoint_store=None,
+            kwargs=None,
+            executor_kwargs=None,
+            run_id=None,
+        )
+        try:
+            result = await run.continue_run()
+        except WorkflowError:
+            assert run.status == "failed"
+            result = await run.continue_run()
+        assert snapshot(await finish(result)) == expected
 
     asyncio.run(scenario())
