@@ -5,6 +5,11 @@ own task (no queue, no task, no future); only when the agent is busy does the se
 in the agent's mailbox for its turn. Broadcast events go to a per-agent mailbox drained
 by a task that exists only while the mailbox is non-empty. An idle agent is one small
 record (`Cell`) and its instance.
+
+How it stays correct: every handler runs in its own copy of its sender's (or
+publisher's) context, stepped by `_resume` in whatever task runs it, so contextvars never
+leak between turns; a busy agent is re-entered only by the call chain of the turn in
+progress (`cell.turn`), so everything else keeps its arrival order.
 """
 
 from __future__ import annotations
