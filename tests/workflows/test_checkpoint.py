@@ -577,3 +577,34 @@ async def test_a_store_that_fails_after_appending_does_not_break_the_next_save()
         resumed = await wf.resume(ckpt.checkpoint_id, checkpoint_store=store)
         assert resumed.outputs == [1, 2, 3]
         assert resumed.run._state.logs == {"chat/conversation": [1, 2, 3]}
+
+
+async def test_a_checkpoint_of_a_differently_wired_graph_is_refused() -> None:
+    @executor
+    async def a(value: int, ctx: WorkflowContext[int]) -> None:
+        await ctx.send_message(value)
+
+    @executor
+    async def b(value: int, ctx: WorkflowContext[int, int]) -> None:
+        await ctx.yield_output(value)
+        await ctx.send_message(value)
+
+    @executor
+    async def c(values: list[int], ctx: WorkflowContext[None, int]) -> None:
+        await ctx.yield_output(sum(values))
+
+    def build(edges_first: bool) -> Any:
+        builder = WorkflowBuilder(a, name="same")
+        if edges_first:
+            return builder.add_edge(a, b).add_fan_in_edges([a, b], c).build()
+        return builder.add_fan_in_edges([a, b], c).add_edge(a, b).build()
+
+    store = InMemoryCheckpointStore()
+    first = await build(True).run(2, checkpoint_store=store)
+    ckpt = (await store.list_checkpoints(run_id=first.run_id))[0]
+    assert (await build(True).resume(ckpt.checkpoint_id, checkpoint_store=store)).outputs == [
+        2,
+        4,
+    ]
+    with pytest.raises(CheckpointError, match="edges differ"):
+        await build(False).resume(ckpt.checkpoint_id, checkpoint_store=store)

@@ -9,7 +9,8 @@ Schema versions:
   1: first version (messages, fan-in buffers, state and executor refs, requests, log
      segments, output segments, lineage). A request may carry ``response_type`` (a type
      name) when it asked for another answer type than its handler's; records without it
-     read as before, so the version stayed.
+     read as before, so the version stayed. Likewise ``graph``, a fingerprint of the
+     workflow's edges, checked on restore when present.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ class WorkflowCheckpoint:
     logs: dict[str, Segments] = field(default_factory=dict)
     outputs: Segments = field(default_factory=list)
     executor_ids: list[str] = field(default_factory=list)
+    graph: str = ""
+    """A fingerprint of the workflow's edges ("" in records written before it existed)."""
 
     @property
     def pending_request_ids(self) -> list[str]:
@@ -74,6 +77,7 @@ class WorkflowCheckpoint:
             "logs": {k: [list(s) for s in v] for k, v in self.logs.items()},
             "outputs": [list(s) for s in self.outputs],
             "executor_ids": self.executor_ids,
+            "graph": self.graph,
         }
 
     @classmethod
@@ -105,6 +109,7 @@ class WorkflowCheckpoint:
                 logs={k: _segments(v, k) for k, v in _typed(record, "logs", dict).items()},
                 outputs=_segments(record.get("outputs"), "outputs"),
                 executor_ids=_str_list(record.get("executor_ids"), "executor_ids"),
+                graph=_optional_str(record, "graph") or "",
             )
         except CheckpointError as exc:
             raise CheckpointError(f"{where} is damaged: {exc}") from None

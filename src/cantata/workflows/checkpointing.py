@@ -146,6 +146,7 @@ def _build(
         logs={k: list(v) for k, v in run.segments.items() if k != OUTPUTS},
         outputs=list(run.segments.get(OUTPUTS, [])),
         executor_ids=sorted(workflow.executors),
+        graph=workflow._graph,
     )
     return checkpoint, values, appends
 
@@ -249,6 +250,12 @@ async def restore_run(workflow: Workflow, store: CheckpointStore, checkpoint_id:
             f"{where} was made by workflow {ckpt.workflow_name!r} with executors "
             f"{ckpt.executor_ids}; it cannot resume workflow {workflow.name!r} with executors "
             f"{sorted(workflow.executors)}: resume it with the workflow that made it"
+        )
+    if ckpt.graph and ckpt.graph != workflow._graph:
+        raise CheckpointError(
+            f"{where} was made by a workflow {workflow.name!r} whose edges differ from this "
+            "one's (other edges, or the same added in another order): resume it with the "
+            "workflow that made it"
         )
     try:
         return await _rebuild(workflow, store, ckpt)

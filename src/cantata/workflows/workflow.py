@@ -8,6 +8,7 @@ with `WorkflowRun.send_responses`; a saved run is continued from any checkpoint 
 
 from __future__ import annotations
 
+import hashlib
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -97,6 +98,11 @@ class Workflow:
         }
         self._targets: Mapping[str, frozenset[str]] = {k: frozenset(v) for k, v in targets.items()}
         self._fan_ins = tuple(g for g in groups if g.kind == "fan_in")
+        wiring = ";".join(
+            f"{g.id}:{g.kind}:{','.join(g.sources)}>{','.join(g.targets)}" for g in groups
+        )
+        self._graph = hashlib.sha256(wiring.encode()).hexdigest()[:16]
+        """A fingerprint of the edges: a checkpoint resumes only a workflow wired the same."""
         self._seeders = tuple(
             ex for ex in executors.values() if type(ex)._initial_logs is not Executor._initial_logs
         )
