@@ -365,3 +365,34 @@ async def test_requests_that_give_up_waiting_leave_nothing_in_a_busy_agents_mail
         await busy
     assert await runtime.send_message(Relay(), AgentId("worker", "a")) == "done"
     await runtime.stop()
+
+
+@dataclass
+class GiveUp:
+    pass
+
+
+class Quitter(RoutedAgent):
+    @message_handler
+    async def on_give_up(self, message: GiveUp, ctx: MessageContext) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future.cancel()
+        await future  # raises asyncio.CancelledError, though nobody cancelled this task
+
+
+async def test_a_handler_that_raises_cancelled_error_itself_is_a_failure_not_a_cancellation() -> (
+    None
+):
+    LOG.contexts.clear()
+    hooked: list[DeliveryFailed] = []
+    runtime = await _runtime(on_error=hooked.append)
+    await runtime.register_factory("quitter", Quitter)
+    await runtime.add_subscription(TypeSubscription("room", "quitter"))
+    with pytest.raises(CancelledError, match="quitter/a"):  # typed, not asyncio's
+        await runtime.send_message(GiveUp(), AgentId("quitter", "a"))
+    assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+    await runtime.publish_message(GiveUp(), TopicId("room", "r"))
+    await runtime.stop_when_idle()
+    assert [(str(f.agent_id), type(f.error)) for f in hooked] == [
+        ("quitter/r", asyncio.CancelledError)
+    ]

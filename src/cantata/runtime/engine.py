@@ -191,10 +191,18 @@ class Engine:
             inherited.add_callback(token.cancel)
         try:
             return await self._call(cell, message, ctx)
-        except asyncio.CancelledError:
-            if not call.cancels or (inherited is not None and inherited.is_cancelled):
-                raise  # not ours, or the sending handler's: its own request reports it
-            raise self._cancel_error(call, message, ctx, timeout) from None
+        except asyncio.CancelledError as exc:
+            if call.cancels and not (inherited is not None and inherited.is_cancelled):
+                raise self._cancel_error(call, message, ctx, timeout) from None
+            if not call.cancels and not task.cancelling():
+                # Nobody cancelled anything: the handler raised it (say, it awaited a
+                # future someone cancelled). Bare, the sender would take it for its own.
+                raise CancelledError(
+                    f"the handler of {type(message).__name__} {ctx.message_id} to "
+                    f"{ctx.recipient} raised asyncio.CancelledError though nothing cancelled "
+                    "it; catch it in the handler, or raise an error of your own"
+                ) from exc
+            raise  # the sender's own cancellation, or the sending handler's
         finally:
             call.active = False
             for _ in range(call.cancels):
@@ -326,6 +334,7 @@ class Engine:
         mailbox = cell.mailbox
         agent = cell.agent
         window = self._window
+        task = asyncio.current_task()
         try:
             while mailbox and agent is not None:  # a cell drains only once its agent exists
                 item = mailbox[0]
@@ -352,6 +361,11 @@ class Engine:
                         pass
                     else:
                         await _resume(coro, context, step)
+                except asyncio.CancelledError as exc:
+                    if task is None or task.cancelling():
+                        raise  # the drain is being cancelled (the runtime stops)
+                    recipient = cast(AgentId, ctx.recipient)  # the handler raised it itself
+                    self._report(DeliveryFailed(recipient, message, ctx, exc))
                 except Exception as exc:
                     recipient = cast(AgentId, ctx.recipient)  # always set on a broadcast
                     self._report(DeliveryFailed(recipient, message, ctx, exc))
