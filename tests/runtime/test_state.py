@@ -368,3 +368,17 @@ async def test_waiting_for_a_stuck_agents_turn_is_bounded_by_the_default_timeout
     await runtime.stop()
     with pytest.raises(CantataError):
         await stuck
+
+
+async def test_close_saves_live_agents_so_the_store_never_holds_stale_state() -> None:
+    store = MemoryStore()
+    first = await _runtime(store=store)
+    await first.send_message(Deposit(10), AgentId("account", "a"))
+    assert await first.evict_idle() == 1  # the store now holds 10
+    await first.send_message(Deposit(5), AgentId("account", "a"))  # live again: 15
+    await first.send_message(Deposit(1), AgentId("account", "never-evicted"))
+    await first.close()
+    second = await _runtime(store=store)
+    assert await second.send_message(Balance(), AgentId("account", "a")) == 15
+    assert await second.send_message(Balance(), AgentId("account", "never-evicted")) == 1
+    await second.close()

@@ -529,7 +529,12 @@ class LocalRuntime(Engine):
 
     async def close(self) -> None:
         """Stop, then run every live agent's `close()` hook; the runtime cannot restart.
-        A close while another is in progress waits for it (outside handlers)."""
+        A close while another is in progress waits for it (outside handlers).
+
+        With a `store`, live agents made by factories are saved into it first, as if
+        evicted: the store then holds every agent's latest state, never a stale record
+        from an earlier eviction, and a new runtime on it picks up where this one ended.
+        """
         if self._closing is not None:
             if _current.get() is None:
                 await asyncio.shield(self._closing)
@@ -540,6 +545,12 @@ class LocalRuntime(Engine):
         try:
             await self.stop()
             self._state = "closed"
+            failed: Exception | None = None
+            if self._store is not None:
+                try:
+                    await self._save_live(self._store)
+                except Exception as exc:  # the hooks still run; the caller hears it after
+                    failed = exc
             for agent_id, cell in list(self._cells.items()):
                 if cell.agent is not None:
                     try:
@@ -547,6 +558,8 @@ class LocalRuntime(Engine):
                     except Exception:
                         _log.exception("close() of agent %s failed", agent_id)
             self._cells.clear()
+            if failed is not None:
+                raise failed
         finally:
             self._state = "closed"
             done.set_result(None)
@@ -599,6 +612,22 @@ class LocalRuntime(Engine):
         if store is not None:
             await store.put(key, data)
         return data
+
+    async def _save_live(self, store: StateStore) -> None:
+        records: dict[str, Any] = {}
+        for agent_id, cell in list(self._cells.items()):
+            agent = cell.agent
+            if agent is None or agent_id.type in self._instance_types:
+                continue
+            try:
+                state = await agent.save_state()
+                records[self._prefix + str(agent_id)] = encode_agent(state, cell.handled)
+            except Exception:
+                _log.exception(
+                    "saving agent %s at close failed; its store record is older", agent_id
+                )
+        if records:
+            await store.put_many(records)
 
     async def _save_evicted(self, store: StateStore, agents: dict[str, Any]) -> None:
         """Add the records of agents evicted to `store` (a live agent's newer state wins)."""
