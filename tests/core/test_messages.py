@@ -142,3 +142,11 @@ def test_deeply_nested_arguments_are_a_typed_error() -> None:
     deep = "[" * 100_000 + "]" * 100_000
     with pytest.raises(InvalidMessageError):
         FunctionCallContent("c", "f", deep).parse_arguments()
+
+
+def test_text_inside_a_message_is_a_bare_string_and_the_tagged_form_still_loads() -> None:
+    data = json.loads(dumps(Message("user", "hi", message_id="m1")))
+    assert data["contents"] == ["hi"]
+    tagged = {**data, "contents": [{"$type": "text", "text": "hi"}]}
+    assert loads(json.dumps(tagged)) == Message("user", "hi", message_id="m1")
+    assert loads(dumps(TextContent("alone"))) == TextContent("alone")

@@ -3,7 +3,8 @@
 A `Message` has a role, a list of contents, an author name, a message id and free
 metadata. Contents are small slotted classes; each has a hand-written JSON codec in the
 type registry, because threads of many thousands of messages are serialized often and a
-generic codec would dominate that cost.
+generic codec would dominate that cost. Inside a message, a text content is written as a
+bare string (the tagged ``{"$type": "text", ...}`` form is read too).
 """
 
 from __future__ import annotations
@@ -315,9 +316,10 @@ def _dec_call(d: dict[str, Any]) -> FunctionCallContent:
 
 
 def _enc_content(c: Any) -> Any:
-    # Text is most of every conversation: skip the registry's generic dispatch for it.
+    # Text is most of every conversation: inside a message's contents it is written as a
+    # bare string (nothing else there is a string), which keeps threads small and fast.
     if type(c) is TextContent:
-        return {"text": c.text, TYPE_KEY: "text"}
+        return c.text
     return _to(c)
 
 
@@ -335,6 +337,8 @@ def _enc_message(m: Message) -> dict[str, Any]:
 
 
 def _dec_content(data: Any) -> Content:
+    if type(data) is str:
+        return TextContent(data)
     if type(data) is dict:
         decode = _CONTENT_DECODERS.get(data.get(TYPE_KEY))  # type: ignore[arg-type]
         if decode is not None:
