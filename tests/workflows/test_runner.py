@@ -494,3 +494,52 @@ async def test_a_failing_edge_condition_names_the_edge_and_commits_nothing() -> 
     assert run._state.state == {} and run._state.superstep == 0  # nothing was committed
     done = await run.continue_run()
     assert done.outputs == [2] and run._state.state == {"seen": 1}
+
+
+async def test_changing_a_read_value_in_place_is_not_seen_before_the_boundary() -> None:
+    seen: list[object] = []
+    fail = {"once": True}
+
+    @executor
+    async def setup(value: int, ctx: WorkflowContext[int]) -> None:
+        ctx.set_state("items", [0])
+        await ctx.send_message(value)
+
+    @executor
+    async def appender(value: int, ctx: WorkflowContext[int]) -> None:
+        items = ctx.get_state("items")
+        items.append(value)  # the usual read-change-write
+        ctx.set_state("items", items)
+        if fail.pop("once", False):
+            raise RuntimeError("after changing the list")
+
+    @executor
+    async def reader(value: int, ctx: WorkflowContext[int]) -> None:
+        seen.append(list(ctx.get_state("items")))
+
+    wf = WorkflowBuilder(setup).add_fan_out_edges(setup, [appender, reader]).build()
+    run = wf._new_run(
+        5, runtime=None, checkpoint_store=None, kwargs=None, executor_kwargs=None, run_id=None
+    )
+    with pytest.raises(WorkflowError, match="after changing the list"):
+        await run.continue_run()
+    assert run._state.state["items"] == [0]  # the failed superstep changed nothing
+    await run.continue_run()
+    assert seen == [[0], [0]]  # never the appender's uncommitted change
+    assert run._state.state["items"] == [0, 5]
+
+
+async def test_executor_state_changed_in_place_but_never_set_is_not_kept() -> None:
+    @executor
+    async def count(value: int, ctx: WorkflowContext[int, int]) -> None:
+        if value == 0:
+            ctx.set_executor_state({"n": 0})
+        else:
+            state = ctx.get_executor_state()
+            state["n"] += 1  # not set: a checkpoint would not hold it, so neither does the run
+            await ctx.yield_output(state["n"])
+        if value < 2:
+            await ctx.send_message(value + 1)
+
+    wf = WorkflowBuilder(count).add_edge(count, count).build()
+    assert (await wf.run(0)).outputs == [1, 1]

@@ -229,7 +229,7 @@ class AgentExecutor(Executor):
     # -- the run -----------------------------------------------------------------------
 
     def _state(self, ctx: WorkflowContext[Any, Any]) -> AgentExecutorState:
-        state = ctx.get_executor_state()
+        state = ctx._committed_executor_state()  # copied below, without its messages
         if state is None:
             return AgentExecutorState()
         if not isinstance(state, AgentExecutorState):

@@ -8,6 +8,7 @@ happen.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Never
@@ -45,6 +46,18 @@ class Done(Generic[T]):
 
 
 _DONE: Done[None] = Done(None)
+_IMMUTABLE = frozenset({str, int, float, bool, complex, bytes, type(None)})
+
+
+def _private(value: Any) -> Any:
+    """A copy of a committed value that one handler may change: the committed one is
+    shared by every executor of the superstep and by the next checkpoint."""
+    if type(value) in _IMMUTABLE:
+        return value
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # not copyable (a lock, say): it could not be checkpointed either
+        return value
 
 
 @dataclass(slots=True)
@@ -203,13 +216,16 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
     def get_state(self, key: str, default: Any = None) -> Any:
         """A shared value: committed at the last boundary, or written by this handler.
 
-        Treat it as read-only (other executors of the superstep see the same object); change
-        it with `set_state`.
+        A committed value comes as a copy of its own, so ``items = ctx.get_state("items")``,
+        ``items.append(x)``, ``ctx.set_state("items", items)`` changes nothing that others
+        see before the boundary, nor anything at all should the handler fail.
         """
         writes = self._result.state_writes
         if key in writes:
             return writes[key]
-        return self._state.get(key, default)
+        if key not in self._state:
+            return default
+        return _private(self._state[key])
 
     def set_state(self, key: str, value: Any) -> None:
         """Write a shared value; other executors see it from the next superstep on."""
@@ -218,11 +234,21 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
     # -- per-executor state and logs ---------------------------------------------------
 
     def get_executor_state(self, default: Any = None) -> Any:
-        """This executor's own state in this run (kept in checkpoints)."""
+        """This executor's own state in this run (kept in checkpoints).
+
+        A copy, as with `get_state`: a change is kept once given to `set_executor_state`
+        (a checkpoint would not hold one that is not, so the run does not either).
+        """
         if self._result.executor_state is not _UNSET:
             return self._result.executor_state
         value = self._initial_executor_state
-        return default if value is None else value
+        return default if value is None else _private(value)
+
+    def _committed_executor_state(self) -> Any:
+        """The state as committed, not copied: for executors that copy what they change."""
+        if self._result.executor_state is not _UNSET:
+            return self._result.executor_state
+        return self._initial_executor_state
 
     def set_executor_state(self, value: Any) -> None:
         """Replace this executor's state in this run; it must be JSON through the registry."""
