@@ -608,3 +608,75 @@ async def test_a_checkpoint_of_a_differently_wired_graph_is_refused() -> None:
     ]
     with pytest.raises(CheckpointError, match="edges differ"):
         await build(False).resume(ckpt.checkpoint_id, checkpoint_store=store)
+
+
+async def test_a_fan_in_buffer_holds_agent_conversations_by_reference() -> None:
+    from cantata.agents import ChatAgent
+    from cantata.models import ScriptedChatClient
+    from cantata.workflows import AgentExecutor, AgentExecutorResponse
+
+    def build() -> Any:
+        def agent(name: str) -> AgentExecutor:
+            client = ScriptedChatClient(lambda m, o: f"{name} {len(m)}")
+            return AgentExecutor(ChatAgent(client, name=name))
+
+        x, y = agent("x"), agent("y")
+
+        @executor
+        async def split(text: str, ctx: WorkflowContext[str]) -> None:
+            await ctx.send_message(text)
+
+        @executor
+        async def relay(text: str, ctx: WorkflowContext[str]) -> None:
+            await ctx.send_message(text)  # y answers a superstep after x: x's reply waits
+
+        @executor
+        async def again(
+            responses: list[AgentExecutorResponse], ctx: WorkflowContext[str, int]
+        ) -> None:
+            size = len(responses[0].full_conversation)
+            if size < 120:
+                await ctx.send_message(f"turn {size}")
+            else:
+                await ctx.yield_output(size)
+
+        return (
+            WorkflowBuilder(split, name="uneven", max_supersteps=400)
+            .add_fan_out_edges(split, [x, relay])
+            .add_edge(relay, y)
+            .add_fan_in_edges([x, y], again)
+            .add_edge(again, split)
+            .build()
+        )
+
+    raw = CountingStore()
+    costs: list[int] = []
+
+    class Probe(StateStoreCheckpointStore):
+        async def save(self, checkpoint: WorkflowCheckpoint, **kw: Any) -> None:
+            before = raw.written
+            await super().save(checkpoint, **kw)
+            costs.append(raw.written - before)
+
+    probe = Probe(raw)
+    result = await build().run("start", checkpoint_store=probe)
+    assert result.outputs == [120]
+    waiting = costs[1::4]  # supersteps that end with x's reply waiting in the buffer
+    assert max(waiting[-5:]) < 2 * waiting[2], waiting
+    checkpoints = await probe.list_checkpoints(run_id=result.run_id)
+    assert checkpoints[-7].fan_in, "a checkpoint with x's reply waiting"
+    for ckpt in checkpoints[-8:]:
+        resumed = await build().resume(ckpt.checkpoint_id, checkpoint_store=probe)
+        assert resumed.outputs == result.outputs
+
+
+async def test_a_message_its_target_cannot_take_is_a_damaged_checkpoint() -> None:
+    f = flows()
+    store = InMemoryCheckpointStore()
+    run = await f.build_pipeline().run("a b c", checkpoint_store=store)
+    ckpt = (await store.list_checkpoints(run_id=run.run_id))[0]
+    record = await store.store.get(f"wf:ckpt:{ckpt.checkpoint_id}")
+    record["messages"][0]["message"] = 42  # the workers take lists of words
+    await store.store.put(f"wf:ckpt:{ckpt.checkpoint_id}", record)
+    with pytest.raises(CheckpointError, match="holds a int for executor 'worker0'"):
+        await f.build_pipeline().resume(ckpt.checkpoint_id, checkpoint_store=store)

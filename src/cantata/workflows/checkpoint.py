@@ -10,7 +10,7 @@ Schema versions:
      segments, output segments, lineage). A request may carry ``response_type`` (a type
      name) when it asked for another answer type than its handler's; records without it
      read as before, so the version stayed. Likewise ``graph``, a fingerprint of the
-     workflow's edges, checked on restore when present.
+     workflow's edges, checked on restore when present, and ``fan_in_refs``.
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ class WorkflowCheckpoint:
     agent responses hold their conversation as a reference into a log: ``"conversation"``
     for one, ``"conversations"`` (one reference or null per item) for a fan-in's list."""
     fan_in: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    fan_in_refs: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    """Conversation references of buffered agent responses, as for ``messages`` (one
+    reference or null per buffered message; groups and sources without any are left out)."""
     state_refs: dict[str, str] = field(default_factory=dict)
     executor_refs: dict[str, str] = field(default_factory=dict)
     requests: list[dict[str, Any]] = field(default_factory=list)
@@ -71,6 +74,7 @@ class WorkflowCheckpoint:
             "status": self.status,
             "messages": self.messages,
             "fan_in": self.fan_in,
+            "fan_in_refs": self.fan_in_refs,
             "state_refs": self.state_refs,
             "executor_refs": self.executor_refs,
             "requests": self.requests,
@@ -103,6 +107,7 @@ class WorkflowCheckpoint:
                 status=_typed(record, "status", str),
                 messages=_messages(record),
                 fan_in=_fan_in(record),
+                fan_in_refs=_fan_in(record, "fan_in_refs", optional=True),
                 state_refs=_str_map(record, "state_refs"),
                 executor_refs=_str_map(record, "executor_refs"),
                 requests=_requests(record),
@@ -183,11 +188,15 @@ def _messages(record: dict[str, Any]) -> list[dict[str, Any]]:
     return list(items)
 
 
-def _fan_in(record: dict[str, Any]) -> dict[str, dict[str, list[Any]]]:
-    value = _typed(record, "fan_in", dict)
+def _fan_in(
+    record: dict[str, Any], key: str = "fan_in", *, optional: bool = False
+) -> dict[str, dict[str, list[Any]]]:
+    if optional and record.get(key) is None:
+        return {}
+    value = _typed(record, key, dict)
     for buffers in value.values():
         if not isinstance(buffers, dict) or not all(isinstance(v, list) for v in buffers.values()):
-            raise CheckpointError("field 'fan_in' must map groups to {source: [messages]}")
+            raise CheckpointError(f"field {key!r} must map groups to {{source: [items]}}")
     return dict(value)
 
 

@@ -128,6 +128,17 @@ def _build(
     status = "in_progress"
     if not run.pending:
         status = "idle_with_pending_requests" if run.requests else "idle"
+    fan_in: dict[str, dict[str, list[Any]]] = {}
+    fan_in_refs: dict[str, dict[str, list[Any]]] = {}
+    for group, buffers in run.fan_in.items():
+        fan_in[group] = {}
+        for source, messages in buffers.items():
+            refs = [_reference(run, m) for m in messages]
+            fan_in[group][source] = [
+                to_json(m if r is None else _light(m)) for m, r in zip(messages, refs, strict=True)
+            ]
+            if any(r is not None for r in refs):
+                fan_in_refs.setdefault(group, {})[source] = refs
     checkpoint = WorkflowCheckpoint(
         checkpoint_id=new_id(),
         run_id=run.run_id,
@@ -137,9 +148,8 @@ def _build(
         created_at=_dt.datetime.now(_dt.UTC).isoformat(),
         status=status,
         messages=[_delivery(run, d) for d in run.pending],
-        fan_in={
-            g: {s: [to_json(m) for m in ms] for s, ms in b.items()} for g, b in run.fan_in.items()
-        },
+        fan_in=fan_in,
+        fan_in_refs=fan_in_refs,
         state_refs=state_refs,
         executor_refs=executor_refs,
         requests=[_request(workflow, r) for r in run.requests.values()],
@@ -293,6 +303,11 @@ async def _rebuild(
     for item in ckpt.messages:
         _known(workflow, item["target"], ckpt)
         message = _conversation_from_log(run, from_json(item["message"]), item, ckpt)
+        if not workflow.executors[item["target"]].can_handle(message):
+            raise CheckpointError(
+                f"checkpoint {ckpt.checkpoint_id!r} is damaged: it holds a "
+                f"{type(message).__name__} for executor {item['target']!r}, which takes none"
+            )
         run.pending.append(Delivery(item["target"], message, item["sources"]))
     groups = {g.id for g in workflow._fan_ins}
     for group, buffers in ckpt.fan_in.items():
@@ -301,7 +316,13 @@ async def _rebuild(
                 f"checkpoint {ckpt.checkpoint_id!r} is damaged: it names fan-in {group!r}, "
                 f"which workflow {workflow.name!r} does not have"
             )
-        run.fan_in[group] = {s: [from_json(m) for m in ms] for s, ms in buffers.items()}
+        refs = ckpt.fan_in_refs.get(group, {})
+        run.fan_in[group] = {
+            s: _conversation_from_log(
+                run, [from_json(m) for m in ms], {"conversations": refs.get(s)}, ckpt
+            )
+            for s, ms in buffers.items()
+        }
     for item in ckpt.requests:
         eid = item["executor_id"]
         _known(workflow, eid, ckpt)
