@@ -39,7 +39,9 @@ class WorkflowBuilder:
     Agents may be passed wherever an executor is expected: each is wrapped once in an
     `AgentExecutor` whose id is the agent's name. `placement` says how runs map to actors of
     the runtime (see `cantata.workflows.placement`): one actor per run (``"run"``, fastest)
-    or one per executor of a run (``"executor"``, spreads a fan-out).
+    or one per executor of a run (``"executor"``, spreads a fan-out). `max_supersteps`
+    bounds each call that drives a run (`run`, `send_responses`, `resume`), not the run's
+    whole life: a run that waits for people between calls may take any number of steps.
     """
 
     def __init__(
