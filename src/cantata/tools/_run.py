@@ -26,7 +26,7 @@ from ._approvals import (
     insert_results,
     missing_call_message,
     model_view,
-    pending_responses,
+    pending_approvals,
 )
 from ._calls import CallOutcome, CallRunner, error_outcome
 from ._results import REJECTED_TEXT
@@ -70,9 +70,9 @@ class FunctionLoopRun:
     ) -> None:
         self._client = client
         self._tools = tools
-        self._approvals = pending_responses(messages)
+        self._approvals = pending_approvals(messages)
         self._conversation = close_open_calls(
-            model_view(messages), {r.function_call.call_id for r in self._approvals}
+            model_view(messages), {v.call.call_id for v in self._approvals}
         )
         self._settings = settings
         self._token = token
@@ -165,15 +165,16 @@ class FunctionLoopRun:
                     yield update
 
     async def _resume(self) -> AsyncIterator[ChatResponseUpdate]:
-        """Run the calls a person approved; rejected ones get an error result."""
-        approved = [r.function_call for r in self._approvals if r.approved]
+        """Run the calls a person approved, as their requests asked for them; rejected ones,
+        and answers that did not match their request, get an error result."""
+        approved = [v.call for v in self._approvals if v.approved and v.error is None]
         outcomes = {o.call.call_id: o for o in await self._runner.run_turn(approved, approved=True)}
-        ordered: list[CallOutcome] = []
-        for response in self._approvals:
-            call = response.function_call
-            ordered.append(outcomes.get(call.call_id) or error_outcome(call, REJECTED_TEXT))
+        ordered = [
+            outcomes.get(v.call.call_id) or error_outcome(v.call, v.error or REJECTED_TEXT)
+            for v in self._approvals
+        ]
         self._function_calls += len(approved)
-        missing = missing_call_message(self._conversation, self._approvals)
+        missing = missing_call_message(self._conversation, [v.call for v in self._approvals])
         if missing is not None:
             self._conversation.append(missing)
         async with closing(self._deliver(ordered)) as updates:

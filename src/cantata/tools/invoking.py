@@ -43,6 +43,15 @@ class FunctionInvokingChatClient:
     ``options.tools`` without a function: nothing of that turn ran, the caller handles it).
     A ``tool_choice`` of ``"required"`` or a tool name applies to the first request only.
 
+    Security: approvals cannot change what runs. A `FunctionApprovalResponseContent` is
+    honoured only when an assistant message before it holds the
+    `FunctionApprovalRequestContent` with the same ``request_id`` (the loop issues those), and
+    the call that runs is the request's: a response naming another tool or other arguments,
+    or answering no request, runs nothing and gets an error result (or is ignored when
+    there is no call to attach one to); a request answered twice runs once. The history
+    before the answer is trusted as the loop's own output (keep it where clients cannot
+    write, such as a thread).
+
     A call in ``messages`` that never got a result (an approval request answered with a new
     message instead, a terminated run, a declared call the caller did not answer) is shown
     to the model with a "not run" error result: chat APIs refuse a request holding a call
