@@ -168,7 +168,6 @@ class Runner:
             self._invocation(batches, request.executor_id, sink).answers.append((request, answer))
         for d in run.pending:
             self._invocation(batches, d.target, sink).items.append((d.message, d.sources))
-        answers, pending = run.answers, run.pending
         run.answers = []
         run.pending = []
         sink(SuperstepStartedEvent(run.superstep, list(batches)))
@@ -186,10 +185,17 @@ class Runner:
             # Nothing of a failed or cancelled superstep is committed, so the run stays as it
             # was at the boundary (as its last checkpoint has it): its messages can be
             # delivered again (`continue_run`) and its answered requests answered again.
+            # (Rebuilt from the invocations: holding the old list through the superstep
+            # would keep garbage alive and make the collector work harder on every run.)
             run.superstep -= 1
-            run.pending = pending
-            for request, _ in answers:
-                run.requests[request.request_id] = request
+            run.pending = [
+                Delivery(inv.executor_id, message, sources)
+                for inv in invocations
+                for message, sources in inv.items
+            ]
+            for inv in invocations:
+                for request, _ in inv.answers:
+                    run.requests[request.request_id] = request
             raise
         checkpoint_id = None
         if self._store is not None:
@@ -333,11 +339,14 @@ def _first_failure(
     cancelled), else the first cancellation."""
     cancelled: BaseException | None = None
     for inv, outcome in zip(invocations, outcomes, strict=True):
-        if isinstance(outcome, CancelledError | asyncio.CancelledError):
+        if isinstance(outcome, BaseException):  # rare: one check for the usual results
+            if not isinstance(outcome, _CANCELLED):
+                return _tag(outcome, inv.executor_id)
             cancelled = cancelled or outcome
-        elif isinstance(outcome, BaseException):
-            return _tag(outcome, inv.executor_id)
     return cancelled
+
+
+_CANCELLED = (CancelledError, asyncio.CancelledError)
 
 
 def _tag(exc: BaseException, executor_id: str) -> BaseException:
