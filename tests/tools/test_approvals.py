@@ -392,3 +392,66 @@ async def test_a_request_answered_twice_runs_once() -> None:
     third = await client.get_response(history)
     assert deleted == []
     assert [m.role for m in third.messages] == ["assistant"]
+
+
+# -- per-turn cost does not grow with the thread --------------------------------------------
+
+
+class Watched(Message):
+    """A message that counts how often its contents are read."""
+
+    reads = 0
+
+    @property
+    def contents(self) -> list[Any]:
+        Watched.reads += 1
+        return Message.contents.__get__(self)
+
+    @contents.setter
+    def contents(self, value: list[Any]) -> None:
+        Message.contents.__set__(self, value)
+
+
+def watched_thread() -> list[Message]:
+    """An old conversation with an answered approval round and a call left without a result."""
+    add = tool_call("list_files", call_id="l1")
+    gated = tool_call("delete_file", {"path": "a.txt"}, call_id="d1")
+    lost = tool_call("list_files", call_id="l2")
+    return [
+        Watched("user", "clean up"),
+        Watched("assistant", [add, gated]),
+        Watched("tool", [FunctionResultContent("l1", ["a.txt"])]),
+        Watched("assistant", [FunctionApprovalRequestContent("d1", gated)]),
+        Watched("user", [FunctionApprovalResponseContent("d1", gated, approved=True)]),
+        Watched("tool", [FunctionResultContent("d1", "deleted a.txt")]),
+        Watched("assistant", "done"),
+        Watched("assistant", [lost]),  # a run that ended before this call ran
+        Watched("user", "thanks"),
+        Watched("assistant", "you are welcome"),
+    ]
+
+
+async def test_a_run_on_a_longer_history_reads_only_the_new_messages() -> None:
+    inner = ScriptedChatClient(lambda messages, options: "ok")
+    client = FunctionInvokingChatClient(inner, tools=[delete_file, list_files])
+    system = Message("system", "be brief")
+    history = [system, *watched_thread(), Message("user", "one")]
+    first = await client.get_response(history)
+    view = inner.calls[-1].messages
+
+    Watched.reads = 0
+    # the next turn: the same stored messages after a fresh system message, then the new ones
+    longer = [Message("system", "be brief"), *history[1:], *first.messages, Message("user", "two")]
+    await client.get_response(longer)
+
+    assert Watched.reads == 0
+    # and the model saw the same view of the old messages as a fresh run gives it
+    again = inner.calls[-1].messages
+    assert shape(again[1 : len(view)]) == shape(view[1:])
+    fresh = ScriptedChatClient(lambda messages, options: "ok")
+    await FunctionInvokingChatClient(fresh, tools=[delete_file, list_files]).get_response(longer)
+    assert shape(again) == shape(fresh.calls[-1].messages)
+
+
+def shape(messages: list[Message]) -> list[tuple[str, list[Any]]]:
+    return [(m.role, m.contents) for m in messages]

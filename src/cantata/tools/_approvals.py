@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..core import (
     FunctionApprovalRequestContent,
@@ -29,17 +30,22 @@ _log = logging.getLogger("cantata.tools")
 _APPROVAL_TYPES = (FunctionApprovalRequestContent, FunctionApprovalResponseContent)
 
 
-def model_view(messages: Sequence[Message]) -> list[Message]:
-    """The messages without approval contents; messages left empty are dropped."""
-    out: list[Message] = []
-    for message in messages:
-        if not any(type(c) in _APPROVAL_TYPES for c in message.contents):
-            out.append(message)
+def model_view(messages: list[Message]) -> list[Message]:
+    """The messages without approval contents; messages left empty are dropped. `messages`
+    itself when it holds none (no copy)."""
+    out: list[Message] | None = None
+    for index, message in enumerate(messages):
+        contents = message.contents
+        if not any(type(c) in _APPROVAL_TYPES for c in contents):
+            if out is not None:
+                out.append(message)
             continue
-        kept = [c for c in message.contents if type(c) not in _APPROVAL_TYPES]
+        if out is None:
+            out = messages[:index]
+        kept = [c for c in contents if type(c) not in _APPROVAL_TYPES]
         if kept:
             out.append(message.copy(contents=kept))
-    return out
+    return messages if out is None else out
 
 
 UNANSWERED_TEXT = (
@@ -48,9 +54,18 @@ UNANSWERED_TEXT = (
 )
 
 
-def close_open_calls(view: list[Message], pending: set[str]) -> list[Message]:
+class Closed(NamedTuple):
+    view: list[Message]
+    closed: frozenset[str]
+    """Ids of the calls given a "not run" result."""
+    held: frozenset[str]
+    """Ids of calls without a result left open because they are pending."""
+
+
+def close_open_calls(view: list[Message], pending: set[str]) -> Closed:
     """The view with an error result for every call that has none and will get none in this
-    run (`pending`: the ids of calls a person just answered).
+    run (`pending`: the ids of calls a person just answered), with the ids of the calls
+    closed and of those left open; `view` itself when none is closed (no copy).
 
     A call without a result happens when a run ended early (a middleware terminated it, the
     caller did not answer a call it declared, a person typed a new message instead of
@@ -63,28 +78,34 @@ def close_open_calls(view: list[Message], pending: set[str]) -> list[Message]:
         for result in message.function_results:
             result_at[result.call_id] = index
     out: list[Message] = []
+    closed: set[str] = set()
+    held: set[str] = set()
     index, count = 0, len(view)
     while index < count:
         message = view[index]
         out.append(message)
         index += 1
-        open_calls = [
-            c
-            for c in message.function_calls
-            if result_at.get(c.call_id, -1) < index and c.call_id not in pending
-        ]
+        open_calls = []
+        for c in message.function_calls:
+            if result_at.get(c.call_id, -1) >= index:
+                continue
+            if c.call_id in pending:
+                held.add(c.call_id)
+            else:
+                open_calls.append(c)
         if not open_calls:
             continue
         while index < count and view[index].role == "tool":
             out.append(view[index])
             index += 1
+        closed.update(c.call_id for c in open_calls)
         out.append(
             Message(
                 "tool",
                 [FunctionResultContent(c.call_id, error=UNANSWERED_TEXT) for c in open_calls],
             )
         )
-    return out
+    return Closed(out if closed else view, frozenset(closed), frozenset(held))
 
 
 NO_REQUEST_TEXT = (

@@ -21,15 +21,10 @@ from ..core import (
     new_id,
 )
 from ..models import ChatClient, ChatOptions, ChatResponse, ChatResponseUpdate
-from ._approvals import (
-    close_open_calls,
-    insert_results,
-    missing_call_message,
-    model_view,
-    pending_approvals,
-)
+from ._approvals import insert_results, missing_call_message, pending_approvals
 from ._calls import CallOutcome, CallRunner, error_outcome
 from ._results import REJECTED_TEXT
+from ._view import ViewMemo
 from .middleware import ChatContext, ChatMiddleware, FunctionMiddleware, compose
 from .tool import FunctionTool
 
@@ -58,6 +53,7 @@ class FunctionLoopRun:
         client: ChatClient,
         messages: list[Message],
         *,
+        views: ViewMemo,
         tools: dict[str, FunctionTool],
         chat_middleware: Sequence[ChatMiddleware],
         function_middleware: Sequence[FunctionMiddleware],
@@ -71,15 +67,17 @@ class FunctionLoopRun:
         self._client = client
         self._tools = tools
         self._approvals = pending_approvals(messages)
-        self._conversation = close_open_calls(
-            model_view(messages), {v.call.call_id for v in self._approvals}
-        )
+        self._conversation = views.view(messages, {v.call.call_id for v in self._approvals})
         self._settings = settings
         self._token = token
         self._on_message = on_message
         self._kwargs = tool_kwargs
         self._streaming = streaming
         self._chat_chain = compose(chat_middleware, self._call_inner)
+        # Middleware gets copies it may change (see ChatContext); without any, the model
+        # client (which only reads) gets the messages themselves: copying every message of
+        # a long thread for every model call made a turn's cost grow with the thread.
+        self._copy_messages = bool(chat_middleware)
         self._runner = CallRunner(
             tools,
             function_middleware,
@@ -294,7 +292,11 @@ class FunctionLoopRun:
         self._token.raise_if_cancelled()
         context = ChatContext(
             client=self._client,
-            messages=[m.copy() for m in self._conversation],
+            messages=(
+                [m.copy() for m in self._conversation]
+                if self._copy_messages
+                else list(self._conversation)
+            ),
             options=_own_options(options),
             is_streaming=self._streaming,
             kwargs=self._kwargs,

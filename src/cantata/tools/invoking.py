@@ -14,6 +14,7 @@ from typing import Any
 from ..core import CancellationToken, ConfigurationError, Message
 from ..models import ChatClient, ChatOptions, ChatResponse, ChatResponseUpdate
 from ._run import FunctionLoopRun, LimitName, LoopSettings, closing
+from ._view import ViewMemo
 from .middleware import ChatMiddleware, FunctionMiddleware
 from .tool import FunctionTool
 
@@ -88,6 +89,9 @@ class FunctionInvokingChatClient:
             max_consecutive_errors=max_consecutive_errors,
             concurrent_calls=concurrent_calls,
         )
+        # what the model sees of recent conversations, so a long thread's turn converts
+        # only its new messages
+        self._views = ViewMemo()
 
     def _split_middleware(self, middleware: Sequence[ChatMiddleware | FunctionMiddleware]) -> None:
         chat: list[ChatMiddleware] = []
@@ -132,6 +136,7 @@ class FunctionInvokingChatClient:
         return FunctionLoopRun(
             self._client,
             list(messages),
+            views=self._views,
             tools=merge_tools(self._tools, tools or ()),
             chat_middleware=self._chat_middleware,
             function_middleware=self._function_middleware,
