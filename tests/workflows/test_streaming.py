@@ -141,6 +141,8 @@ async def test_a_stream_used_as_a_context_manager_cancels_the_run_on_exit() -> N
                 await entered.wait()
                 break
     assert cancelled.is_set()
+    with pytest.raises(WorkflowError, match="closed before its run ended"):
+        await stream.get_result()
 
 
 async def test_a_consumer_cancelled_while_waiting_cancels_the_run() -> None:

@@ -96,6 +96,14 @@ class WorkflowEventStream:
     def result(self) -> WorkflowRunResult:
         """The run's result, once the iteration has ended."""
         if self._result is None:
+            error = self._error
+            if error is not None and not isinstance(error, asyncio.CancelledError):
+                raise WorkflowError(f"the run failed, so it has no result: {error}") from error
+            if self._done:
+                raise WorkflowError(
+                    "the stream was closed before its run ended, so the run was cancelled and "
+                    "has no result; iterate the stream to the end to get one"
+                )
             raise WorkflowError(
                 "the stream has not finished yet: iterate it to the end or await get_result()"
             )
