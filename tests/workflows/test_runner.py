@@ -290,6 +290,8 @@ async def test_failure_emits_events_and_raises_naming_the_executor() -> None:
     failed = [e for e in events if isinstance(e, WorkflowFailedEvent)]
     assert failed and failed[0].executor_id == "broken"
     assert isinstance(events[-1], StatusEvent) and events[-1].status == "failed"
+    with pytest.raises(WorkflowError, match="the run failed, so it has no result"):
+        _ = stream.result
 
 
 async def test_cancellation_ends_the_run_cancelled() -> None:
