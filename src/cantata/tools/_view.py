@@ -11,7 +11,6 @@ new messages could change the view of older ones, everything is converted again.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -37,15 +36,16 @@ class ViewMemo:
     """Recent conversations and their views, for one `FunctionInvokingChatClient`.
 
     Holds the messages of its last `size` conversations (keyed by the first message after
-    the leading system messages). It relies on messages not being changed in place after a
-    run was given them (a changed message is a new message, with a new id); threads only
-    ever append.
+    the leading system messages, compared by identity, then by value). It relies on a
+    message's role and contents not being changed in place once a run was given it (a
+    changed message is a new message); threads only ever append.
     """
 
     def __init__(self, size: int = 64) -> None:
         self._size = size
+        # no lock (a client stays picklable and copyable): each dict operation is atomic,
+        # an entry is immutable and right about its messages, so a race costs a miss
         self._entries: dict[int, _Seen] = {}
-        self._lock = threading.Lock()  # a client may serve runs on several threads
 
     def view(self, messages: list[Message], pending: set[str]) -> list[Message]:
         """The messages as the model may see them (see `close_open_calls`); `pending` are
@@ -54,8 +54,7 @@ class ViewMemo:
         rest = messages[lead:]  # a new list: what the memo keeps is never the caller's
         if not rest:
             return list(messages)
-        with self._lock:
-            seen = self._entries.get(id(rest[0]))
+        seen = self._entries.get(id(rest[0]))
         extended = _extend(seen, rest, pending) if seen is not None else None
         if extended is None:
             extended = _Seen(rest, *close_open_calls(model_view(rest), pending))
@@ -64,11 +63,14 @@ class ViewMemo:
 
     def _remember(self, seen: _Seen) -> None:
         key = id(seen.messages[0])
-        with self._lock:
-            self._entries.pop(key, None)
-            self._entries[key] = seen
-            while len(self._entries) > self._size:
-                del self._entries[next(iter(self._entries))]
+        entries = self._entries
+        entries.pop(key, None)  # re-inserted: the oldest entries come first
+        entries[key] = seen
+        while len(entries) > self._size:
+            try:
+                del entries[next(iter(entries))]
+            except (KeyError, RuntimeError, StopIteration):  # another thread evicted it
+                break
 
 
 def _extend(seen: _Seen, rest: list[Message], pending: set[str]) -> _Seen | None:

@@ -53,6 +53,13 @@ class FunctionInvokingChatClient:
     before the answer is trusted as the loop's own output (keep it where clients cannot
     write, such as a thread).
 
+    Cost per run does not grow with a long conversation: the client remembers the model's
+    view of its last 64 conversations, so a run on one that extends one seen before (an
+    agent's thread, turn after turn) converts only the new messages; change a message by
+    making a new one, never its role or contents in place. Without chat middleware the
+    wrapped client is handed the messages themselves (clients only read them); chat
+    middleware gets copies (see `ChatContext`).
+
     A call in ``messages`` that never got a result (an approval request answered with a new
     message instead, a terminated run, a declared call the caller did not answer) is shown
     to the model with a "not run" error result: chat APIs refuse a request holding a call
