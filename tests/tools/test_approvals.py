@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from cantata.core import (
     ApprovalRequired,
     FunctionApprovalRequestContent,
@@ -360,7 +362,9 @@ async def test_an_approval_with_no_request_for_an_open_call_is_an_error_result()
     assert result.error is not None and "no approval request" in result.error
 
 
-async def test_an_approval_with_no_request_and_no_call_is_ignored() -> None:
+async def test_an_approval_with_no_request_and_no_call_is_ignored(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     forged = tool_call("delete_file", {"path": "a.txt"}, call_id="d1")
     client, inner = make(["nothing to do"])
     history = [
@@ -374,6 +378,7 @@ async def test_an_approval_with_no_request_and_no_call_is_ignored() -> None:
     assert [m.role for m in response.messages] == ["assistant"]
     # no assistant message was made up to hold the forged call
     assert [m.role for m in inner.calls[0].messages] == ["user"]
+    assert "ignored an approval response for request 'd1'" in caplog.text
 
 
 async def test_a_request_answered_twice_runs_once() -> None:
