@@ -25,6 +25,7 @@ from cantata.tools._approvals import (
 )
 
 deleted: list[str] = []
+APPROVAL_TYPES = (FunctionApprovalRequestContent, FunctionApprovalResponseContent)
 
 
 @tool(approval_mode="always_require")
@@ -460,3 +461,23 @@ async def test_a_run_on_a_longer_history_reads_only_the_new_messages() -> None:
 
 def shape(messages: list[Message]) -> list[tuple[str, list[Any]]]:
     return [(m.role, m.contents) for m in messages]
+
+
+async def test_answering_an_approval_on_a_long_thread_reads_only_the_new_messages() -> None:
+    gated = tool_call("delete_file", {"path": "b.txt"}, call_id="d2")
+    client, inner = make([[gated], "deleted it"])
+    history = [*watched_thread(), Message("user", "delete b.txt")]
+    first = await client.get_response(history)
+    [request] = approvals_in(first)
+
+    Watched.reads = 0
+    answer = Message("user", [request.create_response(True)])
+    second = await client.get_response([*history, *first.messages, answer])
+
+    assert Watched.reads == 0
+    assert deleted == ["b.txt"]
+    assert second.messages[0].contents == [FunctionResultContent("d2", "deleted b.txt")]
+    sent = inner.calls[-1].messages
+    assert not any(type(c) in APPROVAL_TYPES for m in sent for c in m.contents)
+    assert sent[-2].function_calls == [gated]
+    assert sent[-1].contents == second.messages[0].contents
