@@ -132,3 +132,17 @@ async def test_cancelling_one_appender_leaves_the_others_whole(tmp_path: Path) -
         assert entries[0::2] == entries[1::2]
         assert set(done) <= set(entries[0::2])
         assert await store.append("log", ["after"]) == len(entries) + 1
+
+
+async def test_many_stores_opening_one_new_file_together_all_succeed(tmp_path: Path) -> None:
+    # Switching a new file to WAL needs it to itself, and when two connections both want
+    # it SQLite answers "database is locked" at once instead of waiting: without a retry,
+    # a few rounds in a hundred fail.
+    for round_ in range(60):
+        stores = [SQLiteStore(tmp_path / f"new-{round_}.db") for _ in range(8)]
+        try:
+            await asyncio.gather(*(s.append("log", [i]) for i, s in enumerate(stores)))
+            assert sorted(await stores[0].read("log")) == list(range(8))
+        finally:
+            for store in stores:
+                await store.close()

@@ -112,13 +112,39 @@ class SQLiteStore(StoreLifecycle):
             ) from exc
         try:
             await db.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
-            await db.execute("PRAGMA journal_mode = WAL")
+            await self._enable_wal(db)
             await db.execute(f"PRAGMA synchronous = {self._synchronous}")
             await self._create_schema(db)
+        except sqlite3.Error as exc:
+            await db.close()
+            self._fail("prepare the database", exc)
         except BaseException:
             await db.close()
             raise
         self._db = db
+
+    async def _enable_wal(self, db: aiosqlite.Connection) -> None:
+        """Switch the file to WAL, retrying while other connections hold it.
+
+        Changing the journal mode needs the file to itself, and SQLite answers "database is
+        locked" at once instead of calling the busy handler, so several stores opening one
+        new file together would fail without this retry.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._busy_timeout
+        delay = 0.005
+        while True:
+            try:
+                await db.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or loop.time() + delay > deadline:
+                    raise StoreError(
+                        f"{self._label}: cannot switch the database to WAL mode: {exc}; "
+                        f"another process held it for busy_timeout={self._busy_timeout}s"
+                    ) from exc
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.25)
 
     async def _create_schema(self, db: aiosqlite.Connection) -> None:
         try:
@@ -177,7 +203,7 @@ class SQLiteStore(StoreLifecycle):
 
     def _fail(self, action: str, exc: sqlite3.Error) -> NoReturn:
         hint = "check the file and its permissions"
-        if "locked" in str(exc) or "busy" in str(exc):
+        if _is_busy(exc):
             hint = (
                 f"another connection held the write lock longer than "
                 f"busy_timeout={self._busy_timeout}s; raise busy_timeout or shorten its writes"
@@ -347,6 +373,11 @@ async def _rows(
         "WHERE log = ? AND pos >= ? AND pos < ? ORDER BY pos"
     )
     return await db.execute_fetchall(sql, (log, start, stop))
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    text = str(exc)
+    return "locked" in text or "busy" in text
 
 
 async def _rollback(db: aiosqlite.Connection) -> None:
