@@ -646,3 +646,18 @@ async def test_closing_a_stream_early_keeps_the_completed_messages() -> None:
     assert [u async for u in stream] == []
     with pytest.raises(AgentError):
         _ = stream.response
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_structured_output_after_a_tool_call_is_validated(stream: bool) -> None:
+    client = ScriptedChatClient(
+        [[tool_call("add", {"a": 20, "b": 1})], '{"city": "Oslo", "temperature": 21}']
+    )
+    agent = ChatAgent(client, name="weather", tools=[add])
+    options = ChatOptions(response_format=Answer)
+    if stream:
+        run = agent.run_stream("weather?", options=options)
+        response = await run.get_response()
+    else:
+        response = await agent.run("weather?", options=options)
+    assert response.value == Answer(city="Oslo", temperature=21)

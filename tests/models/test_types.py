@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from cantata.core import (
     DataContent,
     FunctionCallContent,
+    FunctionResultContent,
     Message,
     SerializationError,
     TextContent,
@@ -86,3 +87,17 @@ def test_update_metadata_merges_into_its_message() -> None:
     response = ChatResponse.from_updates(updates)
     assert response.messages[0].text == "ab"
     assert response.messages[0].metadata == {"cantata.limit": "max_iterations"}
+
+
+def test_from_updates_parses_the_final_answer_of_a_tool_loop() -> None:
+    call = FunctionCallContent("c1", "lookup", {})
+    updates = [
+        ChatResponseUpdate([call], message_id="a1"),
+        ChatResponseUpdate([FunctionResultContent("c1", 3)], role="tool", message_id="t1"),
+        ChatResponseUpdate([TextContent('{"answer": ')], message_id="a2"),
+        ChatResponseUpdate([TextContent("3}")], message_id="a2", finish_reason="stop"),
+    ]
+    schema = {"type": "object", "properties": {"answer": {"type": "integer"}}}
+    assert ChatResponse.from_updates(updates, response_format=schema).value == {"answer": 3}
+    stopped = [*updates[:2], ChatResponseUpdate([], finish_reason="approval_required")]
+    assert ChatResponse.from_updates(stopped, response_format=schema).value is None

@@ -184,9 +184,18 @@ class ChatResponse:
         response = cls(
             messages, usage=usage, finish_reason=finish, model=model, response_id=response_id
         )
-        if response_format is not None and not response.function_calls:
-            response.value = parse_structured(response.text, response_format)
+        if response_format is not None and _answers(messages, finish):
+            response.value = parse_structured(messages[-1].text, response_format)
         return response
+
+
+def _answers(messages: list[Message], finish: str | None) -> bool:
+    """Whether the last message is a final answer (not tool calls, not a stopped loop), the
+    one a response format describes; earlier messages of a tool loop are not parsed."""
+    if not messages or finish in ("tool_calls", "approval_required", "terminated"):
+        return False
+    last = messages[-1]
+    return last.role == "assistant" and not last.function_calls
 
 
 @dataclass(slots=True)
