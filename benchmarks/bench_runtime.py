@@ -11,6 +11,7 @@ runtime) is outside the timed part.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import time
 import tracemalloc
@@ -264,14 +265,20 @@ async def _memory_per_agent(run: Callable[[], Awaitable[tuple[float, Any]]], n: 
         after = tracemalloc.get_traced_memory()[0]
     finally:
         tracemalloc.stop()
-    del runtime
+    await _stop(runtime)
     return (after - before) / n
 
 
 async def _elapsed(run: Callable[[], Awaitable[tuple[float, Any]]]) -> float:
     elapsed, runtime = await run()
-    del runtime
+    await _stop(runtime)
     return elapsed
+
+
+async def _stop(runtime: Any) -> None:
+    """Stop a runtime left running for a measurement, so no task outlives its loop."""
+    with contextlib.suppress(RuntimeError):
+        await runtime.stop()
 
 
 async def collect(quick: bool) -> list[Row]:

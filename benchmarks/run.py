@@ -50,8 +50,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller workloads")
     parser.add_argument("--only", action="append", default=[], help="substring of module names")
     parser.add_argument("--json", type=Path, default=HERE / "results" / "latest.json")
+    parser.add_argument("--markdown", type=Path, help="also write the table as Markdown here")
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 160)
     rows = asyncio.run(_collect(_modules(args.only), args.quick, console))
 
     table = Table(title="cantata benchmarks (ratio > 1: cantata is better)")
@@ -75,6 +76,24 @@ def main() -> None:
     }
     args.json.write_text(json.dumps(report, indent=2))
     console.print(f"[dim]wrote {args.json}[/dim]")
+    if args.markdown:
+        args.markdown.write_text(_markdown(rows))
+        console.print(f"[dim]wrote {args.markdown}[/dim]")
+
+
+def _markdown(rows: list[Row]) -> str:
+    lines = [
+        "| benchmark | unit | cantata | peer | peer figure | ratio | goal |",
+        "| --- | --- | ---: | --- | ---: | ---: | --- |",
+    ]
+    for row in rows:
+        peer = f"{row.peer_name} {row.peer_version or ''}".strip() if row.peer_name else "-"
+        ratio = f"{row.ratio:.2f}x" if row.ratio is not None else "-"
+        lines.append(
+            f"| {row.name} | {row.unit} | {_fmt(row.ours)} | {peer} | {_fmt(row.peer)} "
+            f"| {ratio} | {row.goal or ''} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
