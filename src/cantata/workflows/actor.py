@@ -7,30 +7,58 @@ the actors of `placement.py`, never by the caller directly.
 
 Live events. A handler's events (an agent's streamed chunks, outputs, requests) must reach
 `run_stream` while the handler is still running, not at the end of the superstep. The
-invocation carries a `sink`: a callable that the in-process runtime hands over as it is
-(messages are not copied in process). A runtime that moves messages to another process
-cannot carry a callable; there the sink is to be replaced by one that publishes each event
-to the run's topic ``TopicId(EVENTS_TOPIC, run_id)``, to which the caller's stream
-subscribes. Executors and the context do not change between the two.
+invocation carries a `sink`: in process, the run's own sink, handed over as it is (an
+in-process runtime that does not copy messages takes the `Invocation` itself: the fast
+path). A runtime that moves messages to another process cannot carry a callable, a token
+or the runner: there the runner sends an `ExecutorTask` (values only) and the actor's sink
+is a `Publisher` that publishes each event to ``TopicId(EVENTS_TOPIC, stream)``, to which
+the runner subscribes for the call's life; cancellation comes with the delivery (the
+send's cancellation token), not in the message. Executors and the context do not change
+between the two.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core import CancellationToken
+from ..core import (
+    CancellationToken,
+    SerializationError,
+    from_json,
+    register,
+    registry,
+    to_json,
+)
+from ..runtime import TopicId
 from .context import PendingRequest, StepResult, WorkflowContext
 from .events import (
+    AgentResponseEvent,
+    AgentUpdateEvent,
     ExecutorCompletedEvent,
     ExecutorFailedEvent,
     ExecutorInvokedEvent,
+    OutputEvent,
+    RequestInfoEvent,
+    WarningEvent,
     WorkflowEvent,
 )
 from .executor import Executor
 
-__all__ = ["EVENTS_TOPIC", "Invocation", "execute"]
+__all__ = [
+    "EVENTS_TOPIC",
+    "ExecutorTask",
+    "Invocation",
+    "PublishedEvent",
+    "Publisher",
+    "execute",
+    "execute_task",
+    "to_task",
+]
 
 EVENTS_TOPIC = "cantata.workflow.events"
 
@@ -100,3 +128,293 @@ def _context(
         cancellation_token=inv.cancellation_token,
         result=result,
     )
+
+
+# -- the wire: what crosses a process boundary ------------------------------------------
+#
+# A runtime that moves messages between processes (Ray; `LocalRuntime(serialize_messages=
+# True)` in tests) cannot carry the sink, the token or the runner. There the runner sends
+# an `ExecutorTask` (values only), the actor rebuilds the `Invocation` from it and from the
+# workflow definition it was registered with, publishes the handler's events one by one to
+# ``TopicId(EVENTS_TOPIC, stream)``, and returns the `StepResult` (values only) with the
+# number of events it published, so the runner can wait for the last of them before it
+# commits the boundary: events keep their order relative to the superstep's own.
+
+_BUILTIN_TYPES: dict[str, type] = {
+    t.__name__: t
+    for t in (bool, int, float, str, bytes, list, dict, tuple, set, frozenset, type(None))
+}
+
+
+def type_ref(rtype: Any) -> str | None:
+    """A response type as a name (a builtin or registered class), else None: the receiver
+    then falls back to the type the executor's response handler declares."""
+    if isinstance(rtype, type):
+        if _BUILTIN_TYPES.get(rtype.__name__) is rtype:
+            return rtype.__name__
+        if registry.is_registered(rtype):
+            return registry.name_of(rtype)
+    return None
+
+
+def type_of(name: Any) -> Any:
+    """The type a `type_ref` names (None stays None)."""
+    if name is None:
+        return None
+    if not isinstance(name, str):
+        raise SerializationError(f"a response type must be a type name, not {name!r}")
+    return _BUILTIN_TYPES.get(name) or registry.type_named(name)
+
+
+def _enc_request(r: PendingRequest) -> dict[str, Any]:
+    return {
+        "request_id": r.request_id,
+        "executor_id": r.executor_id,
+        "data": to_json(r.data),
+        "response_type": type_ref(r.response_type),
+    }
+
+
+def _dec_request(d: dict[str, Any]) -> PendingRequest:
+    return PendingRequest(
+        d["request_id"], d["executor_id"], from_json(d["data"]), type_of(d.get("response_type"))
+    )
+
+
+def _enc_result(r: StepResult) -> dict[str, Any]:
+    data = {
+        "executor_id": r.executor_id,
+        "sent": to_json(r.sent),
+        "outputs": to_json(r.outputs),
+        "state_writes": to_json(r.state_writes),
+        "log_appends": to_json(r.log_appends),
+        "requests": to_json(r.requests),
+        "published": r.published,
+    }
+    if r.executor_state_changed:
+        data["executor_state"] = to_json(r.executor_state)
+    return data
+
+
+def _dec_result(d: dict[str, Any]) -> StepResult:
+    result = StepResult(
+        d["executor_id"],
+        sent=from_json(d["sent"]),
+        outputs=from_json(d["outputs"]),
+        state_writes=from_json(d["state_writes"]),
+        log_appends=from_json(d["log_appends"]),
+        requests=from_json(d["requests"]),
+        published=d["published"],
+    )
+    if "executor_state" in d:
+        result.executor_state = from_json(d["executor_state"])
+    return result
+
+
+def _enc_request_event(e: RequestInfoEvent) -> dict[str, Any]:
+    return {
+        "executor_id": e.executor_id,
+        "request_id": e.request_id,
+        "data": to_json(e.data),
+        "response_type": type_ref(e.response_type),
+    }
+
+
+def _dec_request_event(d: dict[str, Any]) -> RequestInfoEvent:
+    return RequestInfoEvent(
+        d["executor_id"], d["request_id"], from_json(d["data"]), type_of(d.get("response_type"))
+    )
+
+
+register(
+    PendingRequest,
+    name="cantata.workflows.PendingRequest",
+    encode=_enc_request,
+    decode=_dec_request,
+)
+register(StepResult, name="cantata.workflows.StepResult", encode=_enc_result, decode=_dec_result)
+register(
+    RequestInfoEvent,
+    name="cantata.workflows.RequestInfoEvent",
+    encode=_enc_request_event,
+    decode=_dec_request_event,
+)
+# The events a handler emits (ExecutorFailedEvent is not one: an error is no value, so the
+# runner reports a failure itself, with the error the runtime raised).
+for _event in (
+    ExecutorInvokedEvent,
+    ExecutorCompletedEvent,
+    OutputEvent,
+    AgentUpdateEvent,
+    AgentResponseEvent,
+    WarningEvent,
+):
+    register(_event, name=f"cantata.workflows.{_event.__name__}")
+
+
+@register(name="cantata.workflows.ExecutorTask")
+@dataclass(slots=True)
+class ExecutorTask:
+    """An `Invocation` as values: what an executor actor gets from another process."""
+
+    run_id: str
+    executor_id: str
+    superstep: int
+    stream: str
+    """The source of the events topic to publish to (the run id, unless that is taken)."""
+    items: list[tuple[Any, list[str]]]
+    answers: list[tuple[PendingRequest, Any]]
+    state: dict[str, Any]
+    executor_state: Any
+    logs: dict[str, list[Any]]
+    """Only the logs this executor can read: its own and the shared ones."""
+    kwargs: dict[str, Any]
+    streaming: bool
+
+
+@register(name="cantata.workflows.PublishedEvent")
+@dataclass(slots=True)
+class PublishedEvent:
+    """One event of an executor, published live to the run's events topic.
+
+    `seq` numbers the events of one invocation (executor, superstep), so the receiver puts
+    them back in order should a runtime deliver them out of it.
+    """
+
+    stream: str
+    executor_id: str
+    superstep: int
+    seq: int
+    event: Any
+
+
+def to_task(inv: Invocation, superstep: int, stream: str) -> ExecutorTask:
+    """The values of an invocation (the logs cut to what its executor may read)."""
+    own = inv.executor_id + "/"
+    logs = {k: v for k, v in inv.logs.items() if k.startswith(own) or k.startswith("*/")}
+    return ExecutorTask(
+        inv.run_id,
+        inv.executor_id,
+        superstep,
+        stream,
+        inv.items,
+        inv.answers,
+        dict(inv.state),
+        inv.executor_state,
+        logs,
+        dict(inv.kwargs),
+        inv.streaming,
+    )
+
+
+class Publisher:
+    """The sink of a remote invocation: publishes each event, in order, as it comes.
+
+    A handler's sink is synchronous and publishing is not, so events go into an outbox that
+    one task drains; the actor waits for it (`flush`) before it returns. The first event
+    that cannot be published (a custom event type that is not registered, say) stops the
+    publishing and fails the invocation with that error, once the handler returns.
+    """
+
+    __slots__ = (
+        "_outbox",
+        "_publish",
+        "_task",
+        "_topic",
+        "error",
+        "executor_id",
+        "sent",
+        "seq",
+        "stream",
+        "superstep",
+    )
+
+    def __init__(self, runtime: Any, stream: str, executor_id: str, superstep: int) -> None:
+        self._publish = runtime.publish_message
+        self._topic = TopicId(EVENTS_TOPIC, stream)
+        self._outbox: deque[PublishedEvent] = deque()
+        self._task: asyncio.Task[None] | None = None
+        self.stream = stream
+        self.executor_id = executor_id
+        self.superstep = superstep
+        self.seq = 0
+        self.sent = 0
+        self.error: BaseException | None = None
+
+    def __call__(self, event: WorkflowEvent) -> None:
+        if self.error is not None or type(event) is ExecutorFailedEvent:
+            return
+        self._outbox.append(
+            PublishedEvent(self.stream, self.executor_id, self.superstep, self.seq, event)
+        )
+        self.seq += 1
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._pump())
+
+    async def _pump(self) -> None:
+        try:
+            while self._outbox:
+                await self._publish(self._outbox[0], self._topic)
+                self._outbox.popleft()
+                self.sent += 1
+        except Exception as exc:
+            self.error = exc
+            self._outbox.clear()
+        finally:
+            self._task = None
+
+    async def flush(self) -> None:
+        """Wait until every event is published; raise the error that stopped publishing."""
+        while self._task is not None:
+            await asyncio.shield(self._task)
+        if self.error is not None:
+            raise self.error
+
+    def cancel(self) -> None:
+        """Drop what is not published yet (the invocation was cancelled)."""
+        self._outbox.clear()
+        if self._task is not None:
+            self._task.cancel()
+
+
+async def execute_task(
+    executor: Executor,
+    targets: frozenset[str],
+    task: ExecutorTask,
+    runtime: Any,
+    token: CancellationToken,
+) -> StepResult:
+    """Run an `ExecutorTask` with a publishing sink and the delivery's cancellation token.
+
+    A handler's error is raised as it is, with the number of events published before it
+    (``__cantata_published__``), so the runner still waits for those.
+    """
+    sink = Publisher(runtime, task.stream, task.executor_id, task.superstep)
+    inv = Invocation(
+        task.run_id,
+        task.executor_id,
+        task.items,
+        answers=task.answers,
+        state=task.state,
+        executor_state=task.executor_state,
+        logs=task.logs,
+        targets=targets,
+        kwargs=task.kwargs,
+        streaming=task.streaming,
+        sink=sink,
+        cancellation_token=token,
+    )
+    try:
+        result = await execute(executor, inv)
+        await sink.flush()
+    except asyncio.CancelledError:
+        sink.cancel()
+        raise
+    except BaseException as exc:
+        with contextlib.suppress(BaseException):
+            await sink.flush()
+        with contextlib.suppress(AttributeError):
+            exc.__cantata_published__ = sink.sent  # type: ignore[attr-defined]
+        raise
+    result.published = sink.sent
+    return result

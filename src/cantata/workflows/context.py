@@ -81,6 +81,8 @@ class StepResult:
     executor_state: Any = _UNSET
     log_appends: dict[str, list[Any]] = field(default_factory=dict)
     requests: list[PendingRequest] = field(default_factory=list)
+    published: int = 0
+    """How many events a remote invocation published (the runner waits for them all)."""
 
     @property
     def executor_state_changed(self) -> bool:

@@ -1,7 +1,6 @@
 """Where executors run: on actors of an `AgentRuntime`, never called directly.
 
-Two placements, both through the runtime contract, so a runtime that places actors on other
-machines (Ray) runs any workflow unchanged:
+Two placements, both through the runtime contract:
 
 - ``"run"`` (the default): one actor per run (type per workflow, key = run id). Each call
   that drives the run (`run`, `send_responses`, `resume`) is one message to it: the actor
@@ -10,7 +9,15 @@ machines (Ray) runs any workflow unchanged:
 - ``"executor"``: each executor of a run is its own actor (type per workflow and executor,
   key = run id). The runner, in the caller, sends each superstep's work to the executors
   that have some, one message each; a runtime may then spread one run's fan-out over
-  machines, at the price of a message per executor per superstep.
+  machines, at the price of a message per executor per superstep. This is the placement
+  that runs unchanged on a runtime that moves messages between processes (Ray); the run
+  placement's message is the live runner, so it is refused there with a clear error.
+
+With ``"executor"``, a runtime that copies messages (any but an in-process `LocalRuntime`
+that does not serialize them) gets only values: an `ExecutorTask` out, a `StepResult` back,
+the handler's events published live to ``TopicId(EVENTS_TOPIC, stream)``, where an events
+actor of this process hands them to the call's sink (see `actor.py`). In process, the
+`Invocation` itself goes, with the run's sink and token: nothing is copied.
 
 Actors keep no state of their own: the run's committed state travels with the message, so
 a run can move to a fresh runtime between calls and a runtime may evict its actors freely.
@@ -24,15 +31,23 @@ import asyncio
 import re
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from ..core import CancellationToken
-from ..runtime import AgentId, AgentRuntime, BaseAgent, LocalRuntime, MessageContext
+from ..core import CancellationToken, WorkflowError, new_id, register
+from ..runtime import AgentId, AgentRuntime, BaseAgent, LocalRuntime, MessageContext, TopicId
 from ._eager import gather_eager
-from .actor import Invocation, execute
+from .actor import (
+    EVENTS_TOPIC,
+    ExecutorTask,
+    Invocation,
+    PublishedEvent,
+    execute,
+    execute_task,
+    to_task,
+)
 from .context import StepResult
-from .events import RunStatus, WorkflowEvent
+from .events import ExecutorFailedEvent, RequestInfoEvent, RunStatus, WorkflowEvent
 from .executor import Executor
 
 if TYPE_CHECKING:
@@ -95,16 +110,125 @@ class RunActor(BaseAgent):
 
 
 class ExecutorActor(BaseAgent):
-    """Hosts one executor of one run; one message per superstep in which it has work."""
+    """Hosts one executor of one run; one message per superstep in which it has work.
 
-    __slots__ = ("executor",)
+    The executor comes from the workflow definition the actor's factory was registered
+    with (factories are code, registered in each process), never from the message.
+    """
 
-    def __init__(self, executor: Executor) -> None:
+    __slots__ = ("executor", "targets")
+
+    def __init__(self, executor: Executor, targets: frozenset[str]) -> None:
         self.executor = executor
+        self.targets = targets
 
     async def on_message(self, message: Any, ctx: MessageContext) -> StepResult:
-        """Execute one `Invocation`."""
+        """Execute one `Invocation` (in process) or `ExecutorTask` (values only)."""
+        if type(message) is ExecutorTask:
+            return await execute_task(
+                self.executor, self.targets, message, self.runtime, ctx.cancellation_token
+            )
         return await execute(self.executor, message)
+
+
+class RunEvents:
+    """The receiving end of one call's events topic: puts each invocation's events in
+    order and hands them to the call's sink as they come; the runner waits on `drained`."""
+
+    __slots__ = ("_closed", "_held", "_next", "_waiters", "sink", "workflow")
+
+    def __init__(self, sink: Callable[[WorkflowEvent], None], workflow: Workflow) -> None:
+        self.sink = sink
+        self.workflow = workflow
+        self._next: dict[tuple[str, int], int] = {}
+        self._held: dict[tuple[str, int, int], Any] = {}
+        self._waiters: dict[tuple[str, int], tuple[int, asyncio.Future[None]]] = {}
+        self._closed: set[tuple[str, int]] = set()
+
+    def deliver(self, envelope: PublishedEvent) -> None:
+        """Take one published event: pass it on in its invocation's order, or hold it."""
+        key = (envelope.executor_id, envelope.superstep)
+        if key in self._closed:
+            return  # late: its invocation was cancelled or already accounted for
+        n = self._next.get(key, 0)
+        if envelope.seq != n:
+            self._held[(*key, envelope.seq)] = envelope.event
+            return
+        self._emit(envelope.event)
+        n += 1
+        while (*key, n) in self._held:
+            self._emit(self._held.pop((*key, n)))
+            n += 1
+        self._next[key] = n
+        waiter = self._waiters.get(key)
+        if waiter is not None and n >= waiter[0] and not waiter[1].done():
+            waiter[1].set_result(None)
+
+    def _emit(self, event: Any) -> None:
+        if type(event) is RequestInfoEvent and event.response_type is None:
+            executor = self.workflow.executors[event.executor_id]
+            event.response_type = executor._response_type_for(event.data)
+        self.sink(event)
+
+    async def drained(self, executor_id: str, superstep: int, count: int) -> None:
+        """Wait until `count` events of that invocation were passed on; then close it."""
+        key = (executor_id, superstep)
+        try:
+            if self._next.get(key, 0) < count:
+                future = asyncio.get_running_loop().create_future()
+                self._waiters[key] = (count, future)
+                await future
+        finally:
+            self.close(key)
+
+    def close(self, key: tuple[str, int]) -> None:
+        """Pass on nothing more of that invocation."""
+        self._closed.add(key)
+        self._next.pop(key, None)
+        self._waiters.pop(key, None)
+
+
+_STREAMS: dict[str, RunEvents] = {}
+"""The calls of this process that receive published events, by stream (topic source)."""
+
+
+class EventsActor(BaseAgent):
+    """Receives a call's published events (in the process that drives the call)."""
+
+    __slots__ = ()
+
+    async def on_message(self, message: Any, ctx: MessageContext) -> None:
+        """Hand a `PublishedEvent` to its call, if that call is still listening."""
+        events = _STREAMS.get(message.stream)
+        if events is not None:
+            events.deliver(message)
+
+
+@register(name="cantata.workflows.RunEventsSubscription")
+@dataclass(frozen=True, slots=True)
+class RunEventsSubscription:
+    """Routes exactly ``TopicId(EVENTS_TOPIC, stream)`` to the events actor of `stream`."""
+
+    stream: str
+    agent_type: str
+    id: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            object.__setattr__(self, "id", f"{EVENTS_TOPIC}:{self.stream}->{self.agent_type}")
+
+    @property
+    def by_topic_type(self) -> bool:
+        """False: the match depends on the topic's source too."""
+        return False
+
+    def is_match(self, topic_id: TopicId) -> bool:
+        """True for this stream's events topic only."""
+        return topic_id[0] == EVENTS_TOPIC and topic_id[1] == self.stream
+
+    def map_to_agent(self, topic_id: TopicId) -> AgentId:
+        """The events actor of this stream."""
+        return AgentId(self.agent_type, self.stream)
 
 
 def actor_types(workflow: Workflow) -> dict[str, str]:
@@ -122,11 +246,22 @@ async def _register_all(runtime: AgentRuntime, workflow: Workflow) -> None:
         return
     for eid, agent_type in workflow._actor_types.items():
         if eid:
-            await runtime.register_factory(agent_type, _factory(workflow.executors[eid]))
+            await runtime.register_factory(agent_type, _factory(workflow, eid))
+    await runtime.register_factory(_events_type(workflow), EventsActor)
 
 
-def _factory(executor: Executor) -> Callable[[], BaseAgent]:
-    return lambda: ExecutorActor(executor)
+def _factory(workflow: Workflow, eid: str) -> Callable[[], BaseAgent]:
+    executor, targets = workflow.executors[eid], workflow._targets[eid]
+    return lambda: ExecutorActor(executor, targets)
+
+
+def _events_type(workflow: Workflow) -> str:
+    return workflow._actor_types[""].removesuffix(".run") + ".events"
+
+
+def _copies_messages(runtime: AgentRuntime) -> bool:
+    """Whether messages to `runtime` may leave this process (or are copied as if they did)."""
+    return not isinstance(runtime, LocalRuntime) or runtime._serialize
 
 
 _registered: weakref.WeakKeyDictionary[Any, dict[str, asyncio.Future[None]]] = (
@@ -170,6 +305,67 @@ def _executor_dispatch(runtime: AgentRuntime, workflow: Workflow, run_id: str) -
     return each
 
 
+def _wire_dispatch(
+    runtime: AgentRuntime, runner: Runner, stream: str, events: RunEvents
+) -> Dispatch:
+    """Dispatch as values: an `ExecutorTask` out, a `StepResult` back, events published."""
+    send = runtime.send_message
+    workflow, run = runner.workflow, runner.run
+    ids = {eid: AgentId(t, run.run_id) for eid, t in workflow._actor_types.items() if eid}
+
+    async def one(inv: Invocation) -> StepResult:
+        eid, step = inv.executor_id, run.superstep
+        try:
+            result: StepResult = await send(
+                to_task(inv, step, stream), ids[eid], cancellation_token=inv.cancellation_token
+            )
+        except BaseException as exc:
+            count = getattr(exc, "__cantata_published__", None)
+            if count is None:  # cancelled, or lost on the way: its events may never come
+                events.close((eid, step))
+                raise
+            await events.drained(eid, step, count)
+            events.sink(ExecutorFailedEvent(eid, exc))
+            raise
+        await events.drained(eid, step, result.published)
+        for request in result.requests:
+            if request.response_type is None:  # not nameable as a value: the declared one
+                request.response_type = workflow.executors[eid]._response_type_for(request.data)
+        return result
+
+    async def each(invocations: list[Invocation]) -> list[Outcome]:
+        return await gather_eager([(one(inv), False) for inv in invocations])
+
+    return each
+
+
+async def _drive_executors(
+    runtime: AgentRuntime,
+    runner: Runner,
+    sink: Callable[[WorkflowEvent], None],
+    resumed_from: str | None,
+) -> RunStatus:
+    workflow = runner.workflow
+    run_id = runner.run.run_id
+    if not _copies_messages(runtime):
+        runner.dispatch = _executor_dispatch(runtime, workflow, run_id)
+        return await runner.drive(sink, resumed_from=resumed_from)
+    # The run id is the stream unless this process already drives that run (two resumes
+    # of one checkpoint, say): each call must get only its own events.
+    stream = run_id if run_id not in _STREAMS else f"{run_id}.{new_id()[:12]}"
+    events = _STREAMS[stream] = RunEvents(sink, workflow)
+    subscription = RunEventsSubscription(stream, _events_type(workflow))
+    try:
+        await runtime.add_subscription(subscription)
+        try:
+            runner.dispatch = _wire_dispatch(runtime, runner, stream, events)
+            return await runner.drive(sink, resumed_from=resumed_from)
+        finally:
+            await runtime.remove_subscription(subscription.id)
+    finally:
+        del _STREAMS[stream]
+
+
 async def _drive_on(
     runtime: AgentRuntime,
     runner: Runner,
@@ -180,14 +376,20 @@ async def _drive_on(
     workflow = runner.workflow
     run_id = runner.run.run_id
     if workflow.placement == "run":
+        if _copies_messages(runtime):
+            raise WorkflowError(
+                f"workflow {workflow.name!r} has placement='run', whose message is the run "
+                "itself (a runner, a live sink), which this runtime would have to copy; "
+                "build it with placement='executor' to run it on a runtime that moves "
+                "messages between processes"
+            )
         status: RunStatus = await runtime.send_message(
             DriveRun(runner, sink, resumed_from),
             AgentId(workflow._actor_types[""], run_id),
             cancellation_token=token,
         )
         return status
-    runner.dispatch = _executor_dispatch(runtime, workflow, run_id)
-    return await runner.drive(sink, resumed_from=resumed_from)
+    return await _drive_executors(runtime, runner, sink, resumed_from)
 
 
 async def drive_placed(
