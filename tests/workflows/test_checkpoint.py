@@ -470,16 +470,10 @@ async def test_damaged_checkpoint_files_raise_checkpoint_error(tmp_path: Path, d
 
 
 async def test_a_fan_in_of_agents_checkpoints_conversations_by_reference() -> None:
-    from cantata.agents import ChatAgent
-    from cantata.models import ScriptedChatClient
-    from cantata.workflows import AgentExecutor, AgentExecutorResponse
+    from cantata.workflows import AgentExecutorResponse
 
     def build() -> Any:
-        def agent(name: str) -> AgentExecutor:
-            client = ScriptedChatClient(lambda m, o: f"{name} {len(m)}")
-            return AgentExecutor(ChatAgent(client, name=name))
-
-        x, y = agent("x"), agent("y")
+        x, y = _counting_agent("x"), _counting_agent("y")
 
         @executor
         async def split(text: str, ctx: WorkflowContext[str]) -> None:
@@ -611,16 +605,10 @@ async def test_a_checkpoint_of_a_differently_wired_graph_is_refused() -> None:
 
 
 async def test_a_fan_in_buffer_holds_agent_conversations_by_reference() -> None:
-    from cantata.agents import ChatAgent
-    from cantata.models import ScriptedChatClient
-    from cantata.workflows import AgentExecutor, AgentExecutorResponse
+    from cantata.workflows import AgentExecutorResponse
 
     def build() -> Any:
-        def agent(name: str) -> AgentExecutor:
-            client = ScriptedChatClient(lambda m, o: f"{name} {len(m)}")
-            return AgentExecutor(ChatAgent(client, name=name))
-
-        x, y = agent("x"), agent("y")
+        x, y = _counting_agent("x"), _counting_agent("y")
 
         @executor
         async def split(text: str, ctx: WorkflowContext[str]) -> None:
@@ -680,3 +668,13 @@ async def test_a_message_its_target_cannot_take_is_a_damaged_checkpoint() -> Non
     await store.store.put(f"wf:ckpt:{ckpt.checkpoint_id}", record)
     with pytest.raises(CheckpointError, match="holds a int for executor 'worker0'"):
         await f.build_pipeline().resume(ckpt.checkpoint_id, checkpoint_store=store)
+
+
+def _counting_agent(name: str) -> Any:
+    """An agent executor whose scripted model answers with its name and the request size."""
+    from cantata.agents import ChatAgent
+    from cantata.models import ScriptedChatClient
+    from cantata.workflows import AgentExecutor
+
+    client = ScriptedChatClient(lambda m, o: f"{name} {len(m)}")
+    return AgentExecutor(ChatAgent(client, name=name))
