@@ -1,14 +1,21 @@
-"""Shared pieces of the benchmarks: a result row, timing, peer versions.
+"""Shared pieces of the benchmarks: a result row, timing, peer versions, and the summary of
+several runs.
 
 Each ``benchmarks/bench_*.py`` module defines ``async def collect(quick: bool) -> list[Row]``.
-A row holds our figure and, when the peer is installed, the peer's figure measured on the
-same workload in the same run. Quote ratios, not absolute times: machines are noisy.
+One call is one run: it measures our figure and, when the peer is installed, the peer's
+figure on the same workload in the same run. `run.py` calls it `--repeat` times and
+`summarize` turns those runs into the median and the worst of each figure and of the
+ratio (the ratio of each run, so the peer is always paired with the run it shared).
+Quote ratios, not absolute times: machines are noisy.
+
+A module may set ``MAX_REPEAT = n`` to cap its runs (a benchmark that takes minutes).
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import re
 import statistics
 import time
 from collections.abc import Awaitable, Callable
@@ -16,12 +23,26 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Any
 
-__all__ = ["Row", "best_rate", "measure", "peer_version"]
+__all__ = [
+    "Row",
+    "Spread",
+    "Summary",
+    "best_rate",
+    "goal_met",
+    "measure",
+    "median",
+    "peer_version",
+    "summarize",
+]
 
 
 @dataclass
 class Row:
-    """One line of the results table."""
+    """One line of the results table, from one run.
+
+    Rows of several runs are matched by (`name`, `peer_name`), so keep both the same from
+    run to run. `headline` rows are printed first, in their own table.
+    """
 
     name: str
     unit: str
@@ -33,6 +54,12 @@ class Row:
     goal: str | None = None
     note: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    headline: bool = False
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        """What identifies this row across runs."""
+        return (self.name, self.peer_name)
 
     @property
     def ratio(self) -> float | None:
@@ -43,6 +70,102 @@ class Row:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "ratio": self.ratio}
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The median and the worst of one figure over the runs (None when never measured)."""
+
+    median: float | None
+    worst: float | None
+
+    @staticmethod
+    def of(values: list[float | None], *, higher_is_better: bool) -> Spread:
+        got = [v for v in values if v is not None]
+        if not got:
+            return Spread(None, None)
+        worst = min(got) if higher_is_better else max(got)
+        return Spread(statistics.median(got), worst)
+
+
+@dataclass
+class Summary:
+    """One row over all its runs: our figure, the peer's, and the per-run ratio, each as
+    median and worst; `met` tells whether the goal holds on both (see `goal_met`)."""
+
+    row: Row  # the first run's row: name, unit, peer, goal
+    runs: list[Row]
+    ours: Spread
+    peer: Spread
+    ratio: Spread
+
+    @property
+    def met(self) -> str:
+        """ "yes" (median and worst), "median only", "no", or "" for a goal not checkable."""
+        return goal_met(self.row.goal, self.ratio, self.ours, self.row.higher_is_better)
+
+    def to_dict(self) -> dict[str, Any]:
+        row = self.row
+        return {
+            "name": row.name,
+            "unit": row.unit,
+            "peer_name": row.peer_name,
+            "peer_version": row.peer_version,
+            "higher_is_better": row.higher_is_better,
+            "goal": row.goal,
+            "headline": row.headline,
+            "runs": len(self.runs),
+            "ours": asdict(self.ours),
+            "peer": asdict(self.peer),
+            "ratio": asdict(self.ratio),
+            "met": self.met,
+            "each_run": [r.to_dict() for r in self.runs],
+        }
+
+
+def summarize(runs: list[list[Row]]) -> list[Summary]:
+    """Group the rows of several runs by row key, in the order they first appeared."""
+    grouped: dict[tuple[str, str | None], list[Row]] = {}
+    for rows in runs:
+        for row in rows:
+            grouped.setdefault(row.key, []).append(row)
+    summaries = []
+    for rows in grouped.values():
+        first = rows[0]
+        better = first.higher_is_better
+        summaries.append(
+            Summary(
+                row=first,
+                runs=rows,
+                ours=Spread.of([r.ours for r in rows], higher_is_better=better),
+                peer=Spread.of([r.peer for r in rows], higher_is_better=better),
+                ratio=Spread.of([r.ratio for r in rows], higher_is_better=True),
+            )
+        )
+    return summaries
+
+
+_GOAL = re.compile(r"^\s*(>=|<=)\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*(x\b)?")
+
+
+def goal_met(goal: str | None, ratio: Spread, ours: Spread, higher_is_better: bool) -> str:
+    """Check a goal written as ``>= 12x`` (on the ratio) or ``<= 1024 bytes`` / ``>= 50
+    tokens/s`` (on our figure) against the median and the worst of the runs."""
+    match = _GOAL.match(goal or "")
+    if match is None:
+        return ""
+    op, number, times = match.groups()
+    bound = float(number.replace(",", ""))
+    spread = ratio if times else ours
+    if spread.median is None or spread.worst is None:
+        return ""
+
+    def holds(value: float) -> bool:
+        return value >= bound if op == ">=" else value <= bound
+
+    if holds(spread.median) and holds(spread.worst):
+        return "yes"
+    return "median only" if holds(spread.median) else "no"
 
 
 def peer_version(distribution: str) -> str | None:
@@ -69,7 +192,8 @@ async def measure(fn: Callable[[], Awaitable[Any]], *, repeat: int = 5) -> list[
 async def best_rate(fn: Callable[[], Awaitable[Any]], work: int, *, repeat: int = 5) -> float:
     """Operations per second of the best of `repeat` timed calls, each doing `work` operations.
 
-    Best-of rather than mean: on a shared machine the noise only ever slows a run down.
+    Best-of within one run: on a shared machine the noise only ever slows a call down. The
+    spread across runs is what `summarize` reports.
     """
     times = await measure(fn, repeat=repeat)
     return work / min(times)

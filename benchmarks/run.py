@@ -1,8 +1,13 @@
-"""Run the benchmarks, print one table, write JSON.
+"""Run the benchmarks several times, print the median and the worst of every row, write JSON.
 
-python benchmarks/run.py                 # everything
-python benchmarks/run.py --quick         # smaller workloads
+python benchmarks/run.py                 # everything, 5 runs of each benchmark
+python benchmarks/run.py --quick         # smaller workloads, 3 runs unless --repeat says
+python benchmarks/run.py --repeat 7      # 7 runs of each
 python benchmarks/run.py --only runtime  # modules whose name contains "runtime"
+
+Each run of a module measures cantata and the peer side by side (see `_harness.py`), so a
+row's ratio is taken per run; the table shows the median and the worst of the runs for our
+figure, the peer's figure and the ratio, and whether the row's goal holds on both.
 """
 
 from __future__ import annotations
@@ -22,7 +27,21 @@ from rich.table import Table
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _harness import Row  # noqa: E402
+from _harness import Row, Summary, summarize  # noqa: E402
+
+COLUMNS = (
+    "benchmark",
+    "unit",
+    "cantata median",
+    "cantata worst",
+    "peer",
+    "peer median",
+    "peer worst",
+    "ratio median",
+    "ratio worst",
+    "goal",
+    "met",
+)
 
 
 def _modules(only: list[str]) -> list[str]:
@@ -30,13 +49,17 @@ def _modules(only: list[str]) -> list[str]:
     return [n for n in names if not only or any(o in n for o in only)]
 
 
-async def _collect(names: list[str], quick: bool, console: Console) -> list[Row]:
-    rows: list[Row] = []
+async def _collect(names: list[str], quick: bool, repeat: int, console: Console) -> list[Summary]:
+    summaries: list[Summary] = []
     for name in names:
-        console.print(f"[dim]running {name} ...[/dim]")
         module = importlib.import_module(name)
-        rows.extend(await module.collect(quick))
-    return rows
+        runs = min(repeat, getattr(module, "MAX_REPEAT", repeat))
+        results: list[list[Row]] = []
+        for i in range(runs):
+            console.print(f"[dim]running {name} ({i + 1}/{runs}) ...[/dim]")
+            results.append(await module.collect(quick))
+        summaries.extend(summarize(results))
+    return summaries
 
 
 def _fmt(value: float | None) -> str:
@@ -45,26 +68,58 @@ def _fmt(value: float | None) -> str:
     return f"{value:,.1f}" if value >= 100 else f"{value:,.3g}"
 
 
+def _times(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _cells(s: Summary) -> list[str]:
+    row = s.row
+    peer = f"{row.peer_name} {row.peer_version or ''}".strip() if row.peer_name else "-"
+    return [
+        row.name,
+        row.unit,
+        _fmt(s.ours.median),
+        _fmt(s.ours.worst),
+        peer,
+        _fmt(s.peer.median),
+        _fmt(s.peer.worst),
+        _times(s.ratio.median),
+        _times(s.ratio.worst),
+        row.goal or "",
+        s.met,
+    ]
+
+
+def _tables(summaries: list[Summary]) -> list[tuple[str, list[Summary]]]:
+    headline = [s for s in summaries if s.row.headline]
+    tables = [("headline rows", headline)] if headline else []
+    return [*tables, ("all rows", summaries)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="smaller workloads")
+    parser.add_argument("--quick", action="store_true", help="smaller workloads, fewer runs")
+    parser.add_argument("--repeat", type=int, help="runs of each benchmark (default 5, quick 3)")
     parser.add_argument("--only", action="append", default=[], help="substring of module names")
     parser.add_argument("--json", type=Path, default=HERE / "results" / "latest.json")
-    parser.add_argument("--markdown", type=Path, help="also write the table as Markdown here")
+    parser.add_argument("--markdown", type=Path, help="also write the tables as Markdown here")
     args = parser.parse_args()
-    console = Console(width=None if sys.stdout.isatty() else 160)
-    rows = asyncio.run(_collect(_modules(args.only), args.quick, console))
+    repeat = args.repeat if args.repeat is not None else (3 if args.quick else 5)
+    if repeat < 1:
+        parser.error(f"--repeat must be 1 or more, not {repeat}")
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    summaries = asyncio.run(_collect(_modules(args.only), args.quick, repeat, console))
 
-    table = Table(title="cantata benchmarks (ratio > 1: cantata is better)")
-    for col in ("benchmark", "unit", "cantata", "peer", "peer figure", "ratio", "goal"):
-        table.add_column(col)
-    for row in rows:
-        peer = f"{row.peer_name} {row.peer_version or ''}".strip() if row.peer_name else "-"
-        ratio = f"{row.ratio:.2f}x" if row.ratio is not None else "-"
-        table.add_row(
-            row.name, row.unit, _fmt(row.ours), peer, _fmt(row.peer), ratio, row.goal or ""
+    for title, group in _tables(summaries):
+        table = Table(
+            title=f"cantata benchmarks, {title}: median and worst of {repeat} runs "
+            "(ratio > 1: cantata is better)"
         )
-    console.print(table)
+        for col in COLUMNS:
+            table.add_column(col)
+        for s in group:
+            table.add_row(*_cells(s))
+        console.print(table)
 
     args.json.parent.mkdir(parents=True, exist_ok=True)
     report = {
@@ -72,28 +127,28 @@ def main() -> None:
         "python": platform.python_version(),
         "machine": platform.machine(),
         "quick": args.quick,
-        "rows": [r.to_dict() for r in rows],
+        "repeat": repeat,
+        "rows": [s.to_dict() for s in summaries],
     }
     args.json.write_text(json.dumps(report, indent=2))
     console.print(f"[dim]wrote {args.json}[/dim]")
     if args.markdown:
-        args.markdown.write_text(_markdown(rows))
+        args.markdown.write_text(_markdown(summaries))
         console.print(f"[dim]wrote {args.markdown}[/dim]")
 
 
-def _markdown(rows: list[Row]) -> str:
-    lines = [
-        "| benchmark | unit | cantata | peer | peer figure | ratio | goal |",
-        "| --- | --- | ---: | --- | ---: | ---: | --- |",
-    ]
-    for row in rows:
-        peer = f"{row.peer_name} {row.peer_version or ''}".strip() if row.peer_name else "-"
-        ratio = f"{row.ratio:.2f}x" if row.ratio is not None else "-"
-        lines.append(
-            f"| {row.name} | {row.unit} | {_fmt(row.ours)} | {peer} | {_fmt(row.peer)} "
-            f"| {ratio} | {row.goal or ''} |"
-        )
-    return "\n".join(lines) + "\n"
+def _markdown(summaries: list[Summary]) -> str:
+    lines: list[str] = []
+    for title, group in _tables(summaries):
+        lines += [
+            f"**{title}**",
+            "",
+            "| " + " | ".join(COLUMNS) + " |",
+            "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | --- |",
+        ]
+        lines += ["| " + " | ".join(_cells(s)) + " |" for s in group]
+        lines.append("")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
