@@ -3,6 +3,7 @@ processes; the agents built on it run what they are given."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from pathlib import Path
@@ -72,10 +73,8 @@ async def test_no_socket_can_be_created(executor: LocalCodeExecutor) -> None:
     server.settimeout(3)
 
     def accept() -> None:
-        try:
+        with contextlib.suppress(OSError):
             accepted.append(server.accept())
-        except OSError:
-            pass
 
     waiter = threading.Thread(target=accept)
     waiter.start()
