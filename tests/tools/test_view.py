@@ -89,3 +89,21 @@ def test_the_memo_keeps_only_its_last_conversations() -> None:
         memo.view(thread, set())
     assert len(memo._entries) == 2
     assert id(threads[0][0]) not in memo._entries
+
+
+def test_a_result_after_a_hidden_approval_request_follows_the_closed_call() -> None:
+    """The counterexample the property found: c1 was closed as "not run", then an approval
+    request (which the model never sees) and a result for c2 came. The full view puts c2's
+    result right after c1's call, before c1's "not run" result; the memo must too."""
+    call = FunctionCallContent("c1", "f")
+    stored = [Message("assistant", [call])]
+    memo = ViewMemo()
+    assert shape(memo.view(list(stored), set())) == shape(full(stored, set()))
+    stored += [
+        Message("assistant", [FunctionApprovalRequestContent("c1", call)]),
+        Message("tool", [FunctionResultContent("c2", 1)]),
+    ]
+    view = memo.view(list(stored), set())
+    assert shape(view) == shape(full(stored, set()))
+    assert [m.role for m in view] == ["assistant", "tool", "tool"]
+    assert view[1].function_results[0].call_id == "c2"

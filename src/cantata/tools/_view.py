@@ -81,17 +81,20 @@ def _extend(seen: _Seen, rest: list[Message], pending: set[str]) -> _Seen | None
         return None
     if seen.held:
         return None  # calls left open as pending: their results may be anywhere now
+    if not pending.isdisjoint(seen.closed):
+        return None  # a call closed as "not run" was answered after all
     tail = rest[count:]
-    if seen.closed:
-        if not pending.isdisjoint(seen.closed):
-            return None  # a call closed as "not run" was answered after all
-        if tail and tail[0].role == "tool":
-            return None  # its "not run" result would go after this tool message
-        if any(r.call_id in seen.closed for m in tail for r in m.function_results):
-            return None
     if not tail:
         return _Seen(rest, seen.view, seen.closed, seen.held)
-    view, closed, held = close_open_calls(model_view(tail), pending)
+    # the view of the tail, not the tail: an approval request the model never sees may
+    # stand between the closed calls and a tool message that then follows them directly
+    tail_view = model_view(tail)
+    if seen.closed:
+        if tail_view and tail_view[0].role == "tool":
+            return None  # its "not run" result would go after this tool message
+        if any(r.call_id in seen.closed for m in tail_view for r in m.function_results):
+            return None
+    view, closed, held = close_open_calls(tail_view, pending)
     return _Seen(rest, [*seen.view, *view], seen.closed | closed, held)
 
 
