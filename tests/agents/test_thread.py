@@ -11,6 +11,7 @@ import pytest
 
 from cantata.agents import (
     THREAD_SCHEMA_VERSION,
+    ChatAgent,
     InMemoryMessageStore,
     LocalThread,
     ServiceThread,
@@ -23,6 +24,7 @@ from cantata.core import (
     SerializationError,
     ThreadError,
 )
+from cantata.models import ScriptedChatClient
 from cantata.stores import MemoryStore
 
 
@@ -318,3 +320,11 @@ async def test_only_messages_are_recorded() -> None:
     with pytest.raises(InvalidMessageError, match="str"):
         await thread.on_new_message([Message("user", "a"), "b"])  # type: ignore[list-item]
     assert await thread.get_messages() == []
+
+
+@pytest.mark.parametrize("data", [{"foo": 1}, {}, '{"kind": "local", "id": "x"}'])
+async def test_data_that_is_no_serialized_thread_is_named_so(data: Any) -> None:
+    with pytest.raises(SerializationError, match="not a serialized thread") as caught:
+        await ChatAgent(ScriptedChatClient([])).deserialize_thread(data)
+    assert not isinstance(caught.value, SchemaVersionError)
+    assert "thread.serialize()" in str(caught.value)

@@ -292,6 +292,11 @@ def load_thread_data(data: Any, kind: str) -> dict[str, Any]:
         raise SerializationError(
             f"a serialized thread must be a JSON object, got {type(data).__name__}"
         )
+    if "schema_version" not in data:
+        raise SerializationError(
+            f"this is not a serialized thread: it has no 'schema_version' field (it has "
+            f"{_keys(data)}); pass what `thread.serialize()` returned"
+        )
     version = data.get("schema_version")
     if type(version) is not int or version != THREAD_SCHEMA_VERSION:  # True == 1.0 == 1
         raise SchemaVersionError(
@@ -312,3 +317,11 @@ def load_thread_data(data: Any, kind: str) -> dict[str, Any]:
             f"serialized thread has state {state!r}; expected 'new' or 'created'"
         )
     return data
+
+
+def _keys(data: dict[Any, Any]) -> str:
+    """The first few keys of `data`, for an error message (never the values)."""
+    if not data:
+        return "no fields"
+    shown = ", ".join(repr(str(k))[:40] for k in list(data)[:5])
+    return f"fields {shown}{', ...' if len(data) > 5 else ''}"
