@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from cantata.core import (
+    MAX_JSON_DEPTH,
     SerializationError,
     TypeRegistry,
     UnknownTypeError,
@@ -162,3 +163,67 @@ def test_special_builtins() -> None:
 def test_bad_base64_is_refused() -> None:
     with pytest.raises(SerializationError):
         loads('{"$type": "bytes", "base64": "***"}')
+
+
+# --- depth limit -------------------------------------------------------------------------
+
+
+def _deep_list(depth: int) -> Any:
+    value: Any = 0
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 300, 5_000])
+def test_deep_text_is_refused_by_loads(depth: int) -> None:
+    with pytest.raises(SerializationError, match="limit"):
+        loads("[" * depth + "]" * depth)
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 5_000])
+def test_deep_values_are_refused_by_to_json_and_dumps(depth: int) -> None:
+    with pytest.raises(SerializationError, match="limit"):
+        to_json(_deep_list(depth))
+    with pytest.raises(SerializationError, match="limit"):
+        dumps(_deep_list(depth))
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 5_000])
+def test_deep_data_is_refused_by_from_json(depth: int) -> None:
+    with pytest.raises(SerializationError, match="limit"):
+        from_json(_deep_list(depth))
+
+
+def test_tuples_count_the_levels_they_are_written_with() -> None:
+    # A tuple is written as {"$type": "tuple", "items": [...]}: two levels of JSON each.
+    value: Any = 0
+    for _ in range(MAX_JSON_DEPTH // 2 + 1):
+        value = (value,)
+    with pytest.raises(SerializationError, match="limit"):
+        dumps(value)
+
+
+def test_a_value_that_contains_itself_is_refused() -> None:
+    looped: list[Any] = []
+    looped.append(looped)
+    with pytest.raises(SerializationError):
+        dumps(looped)
+
+
+def test_what_dumps_writes_loads_back_at_the_limit() -> None:
+    value = _deep_list(MAX_JSON_DEPTH)
+    assert loads(dumps(value)) == value
+
+
+def test_lone_surrogates_are_refused_both_ways() -> None:
+    with pytest.raises(SerializationError, match="lone surrogate"):
+        dumps(["\ud800"])
+    with pytest.raises(SerializationError, match="lone surrogate"):
+        loads('["\\udfff"]')
+
+
+def test_an_unknown_huge_tag_is_not_repeated_whole() -> None:
+    with pytest.raises(UnknownTypeError) as info:
+        loads(json.dumps({"$type": "x" * 100_000}))
+    assert len(str(info.value)) < 300

@@ -1,5 +1,6 @@
 """cantata.core: messages, contents, ids, errors, cancellation and the JSON type registry."""
 
+from .bounded_json import MAX_JSON_DEPTH, check_json_depth, loads_json, short_repr
 from .cancellation import CancellationToken
 from .errors import (
     AgentError,
@@ -56,6 +57,7 @@ from .serialization import (
 )
 
 __all__ = [
+    "MAX_JSON_DEPTH",
     "TYPE_KEY",
     "AgentError",
     "ApprovalRequired",
@@ -97,11 +99,14 @@ __all__ = [
     "UsageContent",
     "UsageError",
     "WorkflowError",
+    "check_json_depth",
     "dumps",
     "from_json",
     "loads",
+    "loads_json",
     "new_id",
     "register",
     "registry",
+    "short_repr",
     "to_json",
 ]

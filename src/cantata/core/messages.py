@@ -10,11 +10,11 @@ bare string (the tagged ``{"$type": "text", ...}`` form is read too).
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, cast, get_args
 
+from .bounded_json import loads_json, short_repr
 from .errors import InvalidMessageError, SerializationError
 from .ids import new_id
 from .serialization import TYPE_KEY, registry
@@ -71,21 +71,25 @@ class FunctionCallContent:
     arguments: dict[str, Any] | str = field(default_factory=dict)
 
     def parse_arguments(self) -> dict[str, Any]:
-        """The arguments as a dict; raises `InvalidMessageError` when they are not a JSON object."""
+        """The arguments as a dict; raises `InvalidMessageError` when they are not a JSON object.
+
+        Text nested deeper than `cantata.core.MAX_JSON_DEPTH` is refused like malformed text.
+        """
         args = self.arguments
         if isinstance(args, str):
             if not args.strip():
                 return {}
             try:
-                args = json.loads(args)
-            except (ValueError, RecursionError) as exc:  # deep nesting exhausts the parser
+                args = loads_json(args)
+            except SerializationError as exc:
                 raise InvalidMessageError(
-                    f"arguments of call {self.call_id!r} to {self.name!r} are not valid JSON: {exc}"
+                    f"arguments of call {short_repr(self.call_id)} to {short_repr(self.name)} "
+                    f"are not valid JSON: {exc}"
                 ) from exc
         if not isinstance(args, dict):
             raise InvalidMessageError(
-                f"arguments of call {self.call_id!r} to {self.name!r} must be a JSON object, "
-                f"got {type(args).__name__}"
+                f"arguments of call {short_repr(self.call_id)} to {short_repr(self.name)} must "
+                f"be a JSON object, got {type(args).__name__}"
             )
         return args
 
@@ -185,7 +189,9 @@ class Message:
         metadata: dict[str, Any] | None = None,
     ) -> None:
         if role not in _ROLES:
-            raise InvalidMessageError(f"role must be one of {sorted(_ROLES)}, got {role!r}")
+            raise InvalidMessageError(
+                f"role must be one of {sorted(_ROLES)}, got {short_repr(role)}"
+            )
         self.role: Role = role
         if contents is None:
             self.contents: list[Content] = []
@@ -256,7 +262,8 @@ class Message:
     def __repr__(self) -> str:
         who = f", author_name={self.author_name!r}" if self.author_name else ""
         text = self.text
-        body = repr(text if len(text) <= 60 else text[:57] + "...") if text else repr(self.contents)
+        body = repr(text if len(text) <= 60 else text[:57] + "...") if text else None
+        body = body or short_repr(self.contents, 120)
         return f"Message({self.role!r}, {body}{who}, message_id={self.message_id!r})"
 
     @staticmethod
@@ -284,7 +291,9 @@ class Message:
 
 # --- JSON codecs (hand-written: threads serialize thousands of these) -----------------
 
-_to, _from = registry.to_json, registry.from_json
+# The registry's inner conversions: the depth of a whole value is checked once, at the
+# public `to_json`/`from_json` that started the conversion.
+_to, _from = registry._to_json, registry._from_json
 
 
 def _req(data: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
@@ -347,7 +356,9 @@ def _dec_content(data: Any) -> Content:
             except SerializationError:
                 raise
             except Exception as exc:
-                raise SerializationError(f"malformed message content: {exc}") from exc
+                raise SerializationError(
+                    f"malformed message content: {short_repr(str(exc), 300)}"
+                ) from exc
             return content
     value = _from(data)  # raises the registry's own error for unknown tags
     raise SerializationError(f"a message content cannot be a {type(value).__name__}")
@@ -361,7 +372,7 @@ def _dec_message(d: dict[str, Any]) -> Message:
         raise SerializationError("field 'metadata' must be an object")
     role = _req(d, "role", str)
     if role not in _ROLES:
-        raise SerializationError(f"role must be one of {sorted(_ROLES)}, got {role!r}")
+        raise SerializationError(f"role must be one of {sorted(_ROLES)}, got {short_repr(role)}")
     return Message._trusted(
         role, contents, _opt_str(d, "author_name"), _req(d, "id", str), metadata
     )

@@ -10,6 +10,11 @@ Built in: ``None``, ``bool``, ``int``, ``float``, ``str``, ``list``, ``dict`` (a
 ``tuple``, ``set``, ``frozenset``, ``bytes``, ``datetime``, ``date``, ``UUID``. Dataclasses
 and pydantic models are registered with `register`; anything else takes an explicit
 ``encode``/``decode`` pair.
+
+Nesting is bounded by `MAX_JSON_DEPTH` both ways: `to_json` refuses to produce data that
+`from_json` would refuse, so whatever is written can be read back. Registered codecs get
+the unchecked inner conversions, so a value is walked for its depth once, not once per
+level of registered types.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel
 
+from .bounded_json import MAX_JSON_DEPTH, check_json_depth, loads_json, short_repr
 from .errors import SerializationError, UnknownTypeError
 
 __all__ = [
@@ -53,7 +59,8 @@ _PRIMITIVES = (str, int, float, bool, type(None))
 class TypeRegistry:
     """Maps Python types to stable names and back, and converts values to and from JSON."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_depth: int = MAX_JSON_DEPTH) -> None:
+        self.max_depth = max_depth
         self._encoders: dict[type, tuple[str, Encoder]] = {}
         self._decoders: dict[str, Decoder] = {}
         self._names: dict[str, type] = {}
@@ -130,7 +137,7 @@ class TypeRegistry:
             return encode or enc_model, decode or dec_model
         if dataclasses.is_dataclass(cls):
             names = [f.name for f in dataclasses.fields(cls) if f.init]
-            to, frm = self.to_json, self.from_json
+            to, frm = self._to_json, self._from_json
 
             def enc_dc(obj: Any) -> dict[str, Any]:
                 return {n: to(getattr(obj, n)) for n in names}
@@ -168,25 +175,45 @@ class TypeRegistry:
             return self._names[name]
         except KeyError:
             raise UnknownTypeError(
-                f"unknown type tag {name!r}: register the type before loading this data",
+                f"unknown type tag {short_repr(name)}: register the type before loading this data",
                 type_name=name,
             ) from None
 
     # -- conversion ------------------------------------------------------------------
 
     def to_json(self, value: Any) -> Any:
-        """Convert a value into plain JSON data (dicts, lists, primitives)."""
+        """Convert a value into plain JSON data (dicts, lists, primitives).
+
+        Data nested deeper than `max_depth` (a value that contains itself included) raises
+        `SerializationError`, so everything written here can be read back.
+        """
+        if type(value) in _PRIMITIVES:
+            return value
+        try:
+            data = self._to_json(value)
+        except RecursionError:
+            raise self._too_deep("write") from None
+        check_json_depth(data, max_depth=self.max_depth)
+        return data
+
+    def _too_deep(self, action: str) -> SerializationError:
+        return SerializationError(
+            f"cannot {action} a value nested deeper than the limit of {self.max_depth} "
+            "levels of lists and objects (or one that contains itself); flatten it"
+        )
+
+    def _to_json(self, value: Any) -> Any:
         cls = type(value)
         if cls in _PRIMITIVES:
             return value
         if cls is list:
-            return [self.to_json(v) for v in value]
+            return [self._to_json(v) for v in value]
         if cls is dict:
             if all(type(k) is str for k in value) and TYPE_KEY not in value:
-                return {k: self.to_json(v) for k, v in value.items()}
+                return {k: self._to_json(v) for k, v in value.items()}
             return {
                 TYPE_KEY: "map",
-                "items": [[self.to_json(k), self.to_json(v)] for k, v in value.items()],
+                "items": [[self._to_json(k), self._to_json(v)] for k, v in value.items()],
             }
         entry = self._encoders.get(cls)
         if entry is None:
@@ -210,48 +237,80 @@ class TypeRegistry:
         )
 
     def from_json(self, data: Any) -> Any:
-        """Rebuild values from plain JSON data written by `to_json`."""
+        """Rebuild values from plain JSON data written by `to_json`.
+
+        Data nested deeper than `max_depth` raises `SerializationError` before any of it
+        is decoded.
+        """
+        if type(data) in _PRIMITIVES:
+            return data
+        check_json_depth(data, max_depth=self.max_depth)
+        return self._from_checked(data)
+
+    def _from_checked(self, data: Any) -> Any:
+        try:
+            return self._from_json(data)
+        except RecursionError:
+            raise self._too_deep("read") from None
+
+    def _from_json(self, data: Any) -> Any:
         cls = type(data)
         if cls in _PRIMITIVES:
             return data
         if cls is list:
-            return [self.from_json(v) for v in data]
+            return [self._from_json(v) for v in data]
         if cls is dict:
             tag = data.get(TYPE_KEY)
             if tag is None:
-                return {k: self.from_json(v) for k, v in data.items()}
+                return {k: self._from_json(v) for k, v in data.items()}
             if type(tag) is not str:
                 raise SerializationError(f"{TYPE_KEY} must be a string, got {type(tag).__name__}")
             decode = self._decoders.get(tag)
             if decode is None:
                 raise UnknownTypeError(
-                    f"unknown type tag {tag!r}: register the type before loading this data",
+                    f"unknown type tag {short_repr(tag)}: register the type before loading "
+                    "this data",
                     type_name=tag,
                 )
             try:
                 return decode(data)
-            except SerializationError:
+            except (SerializationError, RecursionError):
                 raise
             except Exception as exc:
-                raise SerializationError(f"malformed data for type {tag!r}: {exc}") from exc
+                raise SerializationError(
+                    f"malformed data for type {short_repr(tag)}: {short_repr(str(exc), 300)}"
+                ) from exc
         raise SerializationError(f"not JSON data: a value of type {cls.__name__}")
 
     def dumps(self, value: Any) -> str:
-        """Serialize to a JSON string (compact, UTF-8 friendly)."""
-        return json.dumps(self.to_json(value), separators=(",", ":"), ensure_ascii=False)
+        """Serialize to a JSON string (compact, UTF-8 friendly).
+
+        A string holding a lone surrogate raises `SerializationError`: such text cannot be
+        written as UTF-8, and `loads` refuses it.
+        """
+        text = json.dumps(self.to_json(value), separators=(",", ":"), ensure_ascii=False)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise SerializationError(
+                f"cannot serialize a string holding a lone surrogate "
+                f"(near {short_repr(text[max(exc.start - 20, 0) : exc.start])}); "
+                "build strings from proper text"
+            ) from None
+        return text
 
     def loads(self, text: str | bytes) -> Any:
-        """Parse a JSON string written by `dumps`; malformed text raises `SerializationError`."""
-        try:
-            data = json.loads(text)
-        except (ValueError, TypeError) as exc:
-            raise SerializationError(f"malformed JSON: {exc}") from exc
-        return self.from_json(data)
+        """Parse a JSON string written by `dumps`; bad input raises `SerializationError`.
+
+        Malformed JSON, bytes that are not UTF-8, lone surrogates and nesting deeper than
+        `max_depth` are all refused (see `cantata.core.loads_json`).
+        """
+        return self._from_checked(loads_json(text, max_depth=self.max_depth))
 
     # -- builtins ----------------------------------------------------------------------
 
     def _install_builtins(self) -> None:
-        to, frm = self.to_json, self.from_json
+        to, frm = self._to_json, self._from_json
 
         def builtin(cls: type, name: str, enc: Encoder, dec: Decoder) -> None:
             self._encoders[cls] = (name, enc)

@@ -1,0 +1,151 @@
+"""JSON parsing with a nesting limit, for every decoder that reads text from outside.
+
+Python's parser recurses once per level, so a few thousand ``[`` exhaust the stack and
+reach callers as a bare `RecursionError`; code that walks parsed data recurses the same
+way. One limit, far deeper than any thread, checkpoint or tool call ever nests and far
+below the interpreter's recursion limit, keeps every reader and writer safe.
+
+The C parser checks the interpreter's recursion limit at every level and unwinds
+cleanly, so text deeper than it can take is turned into the typed error; what parses is
+then measured by an iterative walk, which costs less than the parse itself (counting
+the depth on the text first, with regular expressions, cost twice the parse). Everything
+here raises `SerializationError` and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import reprlib
+from typing import Any
+
+from .errors import SerializationError
+
+__all__ = ["MAX_JSON_DEPTH", "check_json_depth", "loads_json", "short_repr"]
+
+MAX_JSON_DEPTH = 100
+"""Most levels of nested lists and objects any cantata reader or writer accepts.
+
+``[]`` is one level, ``[[1]]`` two. Real threads and checkpoints stay under ten; the
+interpreter's recursion limit (1,000 frames) would be reached near 300-500 levels.
+"""
+
+_parse = json.JSONDecoder().decode
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_CONTAINERS = frozenset({list, dict, tuple, set, frozenset})
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = 60
+_SHORT.maxother = 60
+_SHORT.maxlevel = 3
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 4
+
+
+def short_repr(value: Any, limit: int = 80) -> str:
+    """A repr of at most `limit` characters and a few levels, safe for any value.
+
+    Error messages use it so that a huge or deeply nested input never lands in a log
+    whole (nor costs a recursion of its own to print).
+    """
+    try:
+        text = _SHORT.repr(value)
+    except Exception:  # a broken __repr__ must not hide the real error
+        text = f"<{type(value).__name__} object>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _too_deep(max_depth: int) -> SerializationError:
+    return SerializationError(
+        f"JSON nested deeper than the limit of {max_depth} levels of lists and objects; "
+        "flatten the data (cantata.core.MAX_JSON_DEPTH is the limit every reader applies)"
+    )
+
+
+def _check_str(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise SerializationError(
+            f"JSON text holds a lone surrogate at character {exc.start}; "
+            "it cannot be valid Unicode text: decode the source with errors='strict'"
+        ) from None
+
+
+def loads_json(
+    text: str | bytes | bytearray,
+    *,
+    max_depth: int = MAX_JSON_DEPTH,
+    allow_surrogates: bool = False,
+) -> Any:
+    """Parse JSON text (or UTF-8 bytes) nested at most `max_depth` levels deep.
+
+    Deeper text, malformed JSON, bytes that are not UTF-8 and lone surrogates (raw, or
+    as ``\\ud800`` escapes) all raise `SerializationError`, whose message never holds the
+    input whole. `allow_surrogates=True` keeps escaped lone surrogates, for readers whose
+    writer escapes them on purpose (the stores, which are ASCII-only on disk).
+    """
+    if isinstance(text, bytes | bytearray):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SerializationError(
+                f"JSON bytes are not valid UTF-8 (byte {exc.start}: {exc.reason}); "
+                "send UTF-8 encoded text"
+            ) from None
+    elif type(text) is not str:
+        raise SerializationError(
+            f"JSON text must be str or bytes, got {type(text).__name__}; "
+            "pass the text, not the parsed value"
+        )
+    if not allow_surrogates:
+        _check_str(text)
+    try:
+        value = _parse(text)
+    except ValueError as exc:
+        raise SerializationError(f"malformed JSON: {short_repr(str(exc), 200)}") from None
+    except RecursionError:
+        # The C parser checks the interpreter's limit at every level and unwinds cleanly.
+        raise _too_deep(max_depth) from None
+    check_json_depth(value, max_depth=max_depth)
+    if not allow_surrogates and _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(value):
+        raise SerializationError(
+            "JSON text holds a lone surrogate escape (such as \\ud800) that is not half of "
+            "a pair; it cannot be valid Unicode text"
+        )
+    return value
+
+
+def check_json_depth(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Raise `SerializationError` when `value` nests deeper than `max_depth` levels.
+
+    Lists, dicts, tuples and sets count as levels. Iterative, so a value of any depth is
+    checked without recursion; a value that contains itself is reported as too deep.
+    """
+    level = [value] if type(value) in _CONTAINERS else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > max_depth:
+            raise _too_deep(max_depth)
+        below: list[Any] = []
+        for container in level:
+            items = container.values() if type(container) is dict else container
+            below.extend([item for item in items if type(item) in _CONTAINERS])
+        level = below
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is str:
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif kind is list:
+            stack.extend(item)
+        elif kind is dict:
+            stack.extend(item)
+            stack.extend(item.values())
+    return False
