@@ -1,12 +1,77 @@
 """cantata: one engine for AI agents, workflows and teams.
 
-The layers are subpackages (see DESIGN.md): `cantata.core`, `cantata.stores`,
-`cantata.runtime`, `cantata.models`, `cantata.tools`, `cantata.agents`,
-`cantata.workflows`, `cantata.teams`, `cantata.declarative`, `cantata.serve`, `cantata.cli`.
+The names a first program needs are importable from here (``from cantata import
+ChatAgent, tool, WorkflowBuilder, LocalChatClient``); everything else lives in the layer
+that owns it (see DESIGN.md): `cantata.core`, `cantata.stores`, `cantata.runtime`,
+`cantata.models`, `cantata.tools`, `cantata.agents`, `cantata.workflows`, `cantata.teams`,
+`cantata.cli`. The root names load their layer on first use, so ``import cantata.core``
+does not pay for the agents and workflows.
 """
 
-from .core import Message
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .agents import AgentResponse, ChatAgent, LocalThread
+    from .core import CantataError, Message
+    from .models import ChatOptions, LocalChatClient, OpenAIChatClient, ScriptedChatClient
+    from .runtime import AgentId, LocalRuntime, RoutedAgent, TopicId, message_handler
+    from .stores import MemoryStore, SQLiteStore, open_store
+    from .tools import tool
+    from .workflows import (
+        AgentExecutor,
+        Executor,
+        Workflow,
+        WorkflowBuilder,
+        WorkflowContext,
+        executor,
+        handler,
+    )
 
 __version__ = "0.1.0"
 
-__all__ = ["Message", "__version__"]
+# name -> the layer that defines it
+_EXPORTS: dict[str, str] = {
+    "Message": "core",
+    "CantataError": "core",
+    "MemoryStore": "stores",
+    "SQLiteStore": "stores",
+    "open_store": "stores",
+    "AgentId": "runtime",
+    "TopicId": "runtime",
+    "LocalRuntime": "runtime",
+    "RoutedAgent": "runtime",
+    "message_handler": "runtime",
+    "ChatOptions": "models",
+    "LocalChatClient": "models",
+    "OpenAIChatClient": "models",
+    "ScriptedChatClient": "models",
+    "tool": "tools",
+    "ChatAgent": "agents",
+    "AgentResponse": "agents",
+    "LocalThread": "agents",
+    "WorkflowBuilder": "workflows",
+    "Workflow": "workflows",
+    "Executor": "workflows",
+    "WorkflowContext": "workflows",
+    "AgentExecutor": "workflows",
+    "executor": "workflows",
+    "handler": "workflows",
+}
+
+__all__ = [*_EXPORTS, "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    layer = _EXPORTS.get(name)
+    if layer is None:
+        raise AttributeError(f"module 'cantata' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{layer}", __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
