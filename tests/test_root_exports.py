@@ -48,3 +48,7 @@ def test_importing_a_layer_does_not_load_the_others() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "False"
+
+
+def test_all_lists_exactly_the_lazy_names() -> None:
+    assert set(cantata.__all__) == {*cantata._EXPORTS, "__version__"}

@@ -61,7 +61,34 @@ _EXPORTS: dict[str, str] = {
     "handler": "workflows",
 }
 
-__all__ = [*_EXPORTS, "__version__"]
+__all__ = [
+    "AgentExecutor",
+    "AgentId",
+    "AgentResponse",
+    "CantataError",
+    "ChatAgent",
+    "ChatOptions",
+    "Executor",
+    "LocalChatClient",
+    "LocalRuntime",
+    "LocalThread",
+    "MemoryStore",
+    "Message",
+    "OpenAIChatClient",
+    "RoutedAgent",
+    "SQLiteStore",
+    "ScriptedChatClient",
+    "TopicId",
+    "Workflow",
+    "WorkflowBuilder",
+    "WorkflowContext",
+    "__version__",
+    "executor",
+    "handler",
+    "message_handler",
+    "open_store",
+    "tool",
+]
 
 
 def __getattr__(name: str) -> Any:
