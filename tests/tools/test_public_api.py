@@ -22,6 +22,7 @@ EXPECTED = {
     "OnMessage",
     "ToolArgumentsError",
     "ToolContext",
+    "ToolSchemaError",
     "chat_middleware",
     "function_middleware",
     "tool",

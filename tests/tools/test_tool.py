@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import threading
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, Optional, Union
 
 import pytest
@@ -14,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from cantata.core import ConfigurationError, ToolError
 from cantata.models import ToolSpec
-from cantata.tools import FunctionTool, ToolArgumentsError, ToolContext, tool
+from cantata.tools import FunctionTool, ToolArgumentsError, ToolContext, ToolSchemaError, tool
 
 
 class Point(BaseModel):
@@ -399,3 +400,40 @@ def test_a_method_decorated_in_its_class_is_refused_with_what_to_do() -> None:
 
     bound = tool(Phonebook().lookup)
     assert set(bound.parameters["properties"]) == {"name"}
+
+
+class _Plain:
+    """A class pydantic can check by isinstance but not describe as JSON."""
+
+
+@pytest.mark.parametrize(
+    ("annotation", "shown"),
+    [
+        (_Plain, "_Plain"),
+        (asyncio.Queue, "asyncio.queues.Queue"),
+        (Callable[[int], int], "Callable"),
+    ],
+)
+def test_a_parameter_type_without_json_schema_names_the_tool_and_parameter(
+    annotation: Any, shown: str
+) -> None:
+    def handle(count: int, thing: Any) -> int:
+        return count
+
+    handle.__annotations__["thing"] = annotation
+    with pytest.raises(ToolSchemaError) as caught:
+        tool(handle)
+    error = caught.value
+    assert isinstance(error, ConfigurationError)
+    assert (error.tool_name, error.parameter) == ("handle", "thing")
+    text = str(error)
+    assert "tool 'handle'" in text and "parameter 'thing'" in text and shown in text
+    assert "str, int, float, bool" in text and "ToolContext" in text
+
+
+def test_a_type_without_json_schema_is_fine_with_an_explicit_schema() -> None:
+    def handle(thing: _Plain) -> str:
+        return "ok"
+
+    made = FunctionTool("handle", func=handle, parameters={"type": "object", "properties": {}})
+    assert made.parameters == {"type": "object", "properties": {}}

@@ -2,6 +2,7 @@
 middleware around model calls and tool calls."""
 
 from .context import ToolContext
+from .errors import ToolSchemaError
 from .invoking import FunctionInvokingChatClient, LimitName, OnMessage
 from .middleware import (
     ChatContext,
@@ -29,6 +30,7 @@ __all__ = [
     "OnMessage",
     "ToolArgumentsError",
     "ToolContext",
+    "ToolSchemaError",
     "chat_middleware",
     "function_middleware",
     "tool",

@@ -17,10 +17,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, TypeAdapter, create_model
 
 from ..core import ConfigurationError
 from .context import ToolContext
+from .errors import ToolSchemaError
 
 _SCHEMA_KEYS_WITH_SCHEMA = ("items", "additionalProperties", "not", "contains")
 _SCHEMA_KEYS_WITH_LIST = ("anyOf", "allOf", "oneOf", "prefixItems")
@@ -89,6 +90,50 @@ def build_signature(func: Callable[..., Any], tool_name: str) -> Signature:
             f"tool {tool_name!r}: cannot build a schema from the function's parameters: {exc}"
         ) from exc
     return Signature(model, tuple(names), tuple(positional_only), context_param, accepts_extra)
+
+
+_JSON_TYPES = (
+    "str, int, float, bool, None, list/tuple/set and dict of those, Literal, an Enum, "
+    "or a dataclass, TypedDict or pydantic model made of them"
+)
+
+
+def signature_schema(sig: Signature, tool_name: str) -> dict[str, Any]:
+    """The JSON schema of the arguments model; a parameter whose type has none (a plain
+    class, a callable, a queue) raises `ToolSchemaError` naming the tool and the parameter:
+    a model cannot be told how to fill it."""
+    try:
+        return sig.model.model_json_schema(by_alias=True)
+    except PydanticUserError as exc:
+        internal, param = _without_schema(sig)
+        shown = sig.model.model_fields[internal].annotation if internal else None
+        raise ToolSchemaError(
+            f"tool {tool_name!r}: parameter {param!r} has type {_type_name(shown)}, which has "
+            f"no JSON schema, so a model cannot be told how to fill it; use JSON types "
+            f"({_JSON_TYPES}), pass the object to the run as a tool keyword argument and read "
+            "it from a `ToolContext` parameter, or give the tool an explicit `parameters=` "
+            f"schema ({exc.message})",
+            tool_name=tool_name,
+            parameter=param,
+        ) from exc
+
+
+def _without_schema(sig: Signature) -> tuple[str | None, str]:
+    """The first (internal name, parameter name) whose type has no JSON schema."""
+    config = ConfigDict(arbitrary_types_allowed=True)
+    for internal, param in sig.fields:
+        field = sig.model.model_fields[internal]
+        try:
+            TypeAdapter(field.annotation or Any, config=config).json_schema()
+        except PydanticUserError:
+            return internal, param
+    return None, "(unknown)"
+
+
+def _type_name(annotation: Any) -> str:
+    if isinstance(annotation, type):
+        return f"{annotation.__module__}.{annotation.__qualname__}"
+    return repr(annotation)
 
 
 def _refuse_unbound_method(

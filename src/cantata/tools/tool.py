@@ -18,7 +18,13 @@ from pydantic import BaseModel, ValidationError
 
 from ..core import ConfigurationError, ToolError
 from ..models import ToolSpec
-from ._signature import Signature, build_signature, clean_schema, first_paragraph
+from ._signature import (
+    Signature,
+    build_signature,
+    clean_schema,
+    first_paragraph,
+    signature_schema,
+)
 from .context import ToolContext
 
 __all__ = ["ApprovalMode", "FunctionTool", "ToolArgumentsError", "tool"]
@@ -93,7 +99,7 @@ class FunctionTool:
         self._approval_mode: ApprovalMode = approval_mode
         self._is_async = _is_async_callable(func)
         self._signature: Signature = build_signature(func, name)
-        self._parameters, self._required = _parameters_schema(parameters, self._signature)
+        self._parameters, self._required = _parameters_schema(parameters, self._signature, name)
 
     # -- definition ----------------------------------------------------------------
 
@@ -261,11 +267,11 @@ def _is_async_callable(func: Callable[..., Any]) -> bool:
 
 
 def _parameters_schema(
-    parameters: dict[str, Any] | type[BaseModel] | None, sig: Signature
+    parameters: dict[str, Any] | type[BaseModel] | None, sig: Signature, tool_name: str
 ) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The schema to show the model, and the names it requires beyond the function's own."""
     if parameters is None:
-        schema = clean_schema(sig.model.model_json_schema(by_alias=True))
+        schema = clean_schema(signature_schema(sig, tool_name))
         schema.setdefault("properties", {})
         return schema, ()
     if isinstance(parameters, type) and issubclass(parameters, BaseModel):
