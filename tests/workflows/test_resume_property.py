@@ -127,10 +127,39 @@ def specs(draw: st.DrawFn) -> Spec:
     return Spec(
         size,
         asks,
-        tuple(groups),
+        _once(groups),
         draw(st.integers(2, 5)),
         draw(st.sampled_from(["run", "executor"])),
     )
+
+
+def _once(groups: list[tuple[Any, ...]]) -> tuple[tuple[Any, ...], ...]:
+    """The groups with no edge drawn twice (build() refuses that): an edge already drawn is
+    left out of a later group (a group left with none is dropped, a switch keeps its other
+    branch for both). A node stays reachable: the edge left out already reaches it."""
+    seen: set[tuple[int, int]] = set()
+    out: list[tuple[Any, ...]] = []
+    for g in groups:
+        kind = g[0]
+        if kind in ("fan_out", "select"):
+            targets = tuple(t for t in g[2] if (g[1], t) not in seen)
+            g = (kind, g[1], targets)
+            pairs = [(g[1], t) for t in targets]
+        elif kind == "switch":
+            fresh = [t for t in (g[2], g[3]) if (g[1], t) not in seen]
+            if fresh:
+                g = (kind, g[1], fresh[0], fresh[-1], g[4])
+            pairs = [(g[1], t) for t in fresh]
+        elif kind == "fan_in":
+            sources = tuple(x for x in g[1] if (x, g[2]) not in seen)
+            g = (kind, sources, g[2])
+            pairs = [(x, g[2]) for x in sources]
+        else:
+            pairs = [(g[1], g[2])] if (g[1], g[2]) not in seen else []
+        if pairs:
+            seen.update(pairs)
+            out.append(g)
+    return tuple(out)
 
 
 def build(spec: Spec, fail: dict[str, int] | None = None) -> Workflow:

@@ -24,6 +24,7 @@ from .checkpoint_store import (
 )
 from .context import RunLog, WorkflowContext
 from .edges import Case, Default, EdgeGroup
+from .errors import ValidationProblem, WorkflowValidationError
 from .events import (
     AgentResponseEvent,
     AgentUpdateEvent,
@@ -78,6 +79,7 @@ __all__ = [
     "SuperstepCompletedEvent",
     "SuperstepStartedEvent",
     "TurnToken",
+    "ValidationProblem",
     "WarningEvent",
     "Workflow",
     "WorkflowAgent",
@@ -90,6 +92,7 @@ __all__ = [
     "WorkflowRun",
     "WorkflowRunResult",
     "WorkflowStartedEvent",
+    "WorkflowValidationError",
     "executor",
     "handler",
     "response_handler",

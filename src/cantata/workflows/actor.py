@@ -55,12 +55,29 @@ __all__ = [
     "Invocation",
     "PublishedEvent",
     "Publisher",
+    "Wiring",
     "execute",
     "execute_task",
     "to_task",
 ]
 
 EVENTS_TOPIC = "cantata.workflow.events"
+
+
+@dataclass(frozen=True, slots=True)
+class Wiring:
+    """Where an executor sits in one workflow: what its edges reach, and whether what it
+    yields (and, for an agent executor, its response) counts as a workflow output."""
+
+    targets: frozenset[str] = frozenset()
+    yields: bool = True
+    """False when the builder's ``output_from=`` leaves the executor out."""
+    answer_is_output: bool = False
+    """True when an agent executor's response is an output by default (no out-edges, or
+    named by ``output_from=``)."""
+
+
+_UNWIRED = Wiring()
 
 
 @dataclass(slots=True)
@@ -76,7 +93,7 @@ class Invocation:
     executor_state: Any = None
     logs: Mapping[str, list[Any]] = field(default_factory=dict)
     """The run's committed logs by key (read-only here; appends go into the result)."""
-    targets: frozenset[str] = frozenset()
+    wiring: Wiring = field(default_factory=lambda: _UNWIRED)
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     streaming: bool = False
     sink: Callable[[WorkflowEvent], None] = field(default=lambda e: None)
@@ -121,12 +138,14 @@ def _context(
         state=inv.state,
         executor_state=inv.executor_state,
         logs=inv.logs,
-        targets=inv.targets,
+        targets=inv.wiring.targets,
         sink=inv.sink,
         kwargs=inv.kwargs,
         streaming=inv.streaming,
         cancellation_token=inv.cancellation_token,
         result=result,
+        yields=inv.wiring.yields,
+        answer_is_output=inv.wiring.answer_is_output,
     )
 
 
@@ -379,7 +398,7 @@ class Publisher:
 
 async def execute_task(
     executor: Executor,
-    targets: frozenset[str],
+    wiring: Wiring,
     task: ExecutorTask,
     runtime: Any,
     token: CancellationToken,
@@ -398,7 +417,7 @@ async def execute_task(
         state=task.state,
         executor_state=task.executor_state,
         logs=task.logs,
-        targets=targets,
+        wiring=wiring,
         kwargs=task.kwargs,
         streaming=task.streaming,
         sink=sink,

@@ -97,8 +97,9 @@ class AgentExecutor(Executor):
     to the model as user messages; `forward_incoming` puts what it received before its
     reply in `full_conversation`; `requests_for_input` turns approval requests and
     function calls left without a result into workflow requests; `emit_response` adds an
-    `AgentResponseEvent` to a streamed run; `output_response` yields the response as a
-    workflow output.
+    `AgentResponseEvent` to a streamed run; `output_response` says whether the response is a
+    workflow output: by default (None) it is when the executor has no out-edges (the last
+    agent of a chain answers the run) or the builder's ``output_from=`` names it.
     """
 
     def __init__(
@@ -114,7 +115,7 @@ class AgentExecutor(Executor):
         requests_for_input: bool = False,
         turn_token: bool = False,
         emit_response: bool = False,
-        output_response: bool = False,
+        output_response: bool | None = None,
     ) -> None:
         super().__init__(id or agent.name)
         if context_mode not in ("full", "last_agent", "custom"):
@@ -220,6 +221,9 @@ class AgentExecutor(Executor):
         if not state.waiting and not self.turn_token:
             await self._run_agent(state, ctx, stream=None)
 
+    def _answers_as_output(self) -> bool:
+        return True
+
     async def _initial_logs(self) -> dict[str, list[Any]]:
         """A run's copy of the thread given as ``thread=`` (the definition's is not changed)."""
         if self._seed_thread is None:
@@ -277,7 +281,8 @@ class AgentExecutor(Executor):
             for request in open_requests(response.messages):
                 state.waiting.append(await ctx.request_info(request))
         ctx.set_executor_state(state)
-        if self.output_response:
+        wanted = self.output_response
+        if wanted or (wanted is None and ctx._answer_is_output):
             await ctx.yield_output(response)
         full = conversation.entries if self.forward_incoming else list(response.messages)
         await ctx.send_message(AgentExecutorResponse(self.id, response, full))

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import ConfigurationError
 from .edges import Case, Condition, Default, EdgeGroup, Selection
+from .errors import WorkflowValidationError
 from .executor import Executor
 from .validation import validate
 
@@ -42,6 +43,13 @@ class WorkflowBuilder:
     or one per executor of a run (``"executor"``, spreads a fan-out). `max_supersteps`
     bounds each call that drives a run (`run`, `send_responses`, `resume`), not the run's
     whole life: a run that waits for people between calls may take any number of steps.
+
+    Outputs: by default, what any executor yields (``ctx.yield_output``) is a workflow
+    output, and so is the response of every agent executor without out-edges (the last
+    agent of a chain answers the run; pass ``output_response=False`` to its `AgentExecutor`
+    to keep it quiet). `output_from` (executors, agents or ids) chooses instead: only those
+    executors' yields are outputs, and the agent executors among them output their
+    responses.
     """
 
     def __init__(
@@ -53,6 +61,7 @@ class WorkflowBuilder:
         max_supersteps: int = 100,
         checkpoint_store: CheckpointStore | None = None,
         placement: Placement = "run",
+        output_from: Sequence[Executor | Any] | None = None,
     ) -> None:
         if placement not in ("run", "executor"):
             raise ConfigurationError(f"placement must be 'run' or 'executor', not {placement!r}")
@@ -67,6 +76,7 @@ class WorkflowBuilder:
         self._max_supersteps = max_supersteps
         self._checkpoint_store = checkpoint_store
         self._start = self._add(start)
+        self._output_from = None if output_from is None else list(output_from)
 
     def _add(self, candidate: Executor | Any) -> str:
         executor = self._as_executor(candidate)
@@ -137,7 +147,12 @@ class WorkflowBuilder:
             raise ConfigurationError("add_fan_in_edges needs at least one source")
         ids = tuple(self._add(s) for s in sources)
         if len(set(ids)) != len(ids):
-            raise ConfigurationError(f"the fan-in sources {list(ids)} name an executor twice")
+            twice = sorted({i for i in ids if ids.count(i) > 1})
+            raise WorkflowValidationError(
+                f"the fan-in sources {list(ids)} name {twice} twice; name each source once",
+                problem="duplicate_edge",
+                executor_ids=twice,
+            )
         t = self._add(target)
         return self._group(EdgeGroup("fan_in", ids, (t,)))
 
@@ -174,7 +189,8 @@ class WorkflowBuilder:
             )
             for i, g in enumerate(self._groups)
         )
-        validate(self._executors, groups, self._start)
+        output_from = self._output_ids()
+        validate(self._executors, groups, self._start, output_from)
         return Workflow(
             executors=dict(self._executors),
             groups=groups,
@@ -184,4 +200,26 @@ class WorkflowBuilder:
             max_supersteps=self._max_supersteps,
             checkpoint_store=self._checkpoint_store,
             placement=self._placement,
+            output_from=output_from,
         )
+
+    def _output_ids(self) -> frozenset[str] | None:
+        """The ids `output_from` names (executors or agents already in the graph, or ids)."""
+        if self._output_from is None:
+            return None
+        ids: list[str] = []
+        for item in self._output_from:
+            if isinstance(item, str):
+                ids.append(item)
+            elif isinstance(item, Executor):
+                ids.append(item.id)
+            elif id(item) in self._wrapped:
+                ids.append(self._wrapped[id(item)].id)
+            else:
+                raise WorkflowValidationError(
+                    f"output_from names {item!r}, which is not an executor of this workflow; "
+                    "name executors (or agents) that edges connect, or their ids",
+                    problem="unknown_output_executor",
+                    executor_ids=[str(getattr(item, "name", item))],
+                )
+        return frozenset(ids)

@@ -128,6 +128,7 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
     """
 
     __slots__ = (
+        "_answer_is_output",
         "_executor",
         "_initial_executor_state",
         "_logs",
@@ -135,6 +136,7 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
         "_sink",
         "_state",
         "_targets",
+        "_yields",
         "cancellation_token",
         "executor_id",
         "kwargs",
@@ -159,6 +161,8 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
         streaming: bool,
         cancellation_token: CancellationToken,
         result: StepResult,
+        yields: bool = True,
+        answer_is_output: bool = False,
     ) -> None:
         self._executor = executor
         self.executor_id = executor.id
@@ -178,6 +182,11 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
         self.request_id: str | None = None
         """In a response handler: the id of the request being answered."""
         self._initial_executor_state = executor_state
+        self._yields = yields
+        """False when the builder's ``output_from=`` leaves this executor out."""
+        self._answer_is_output = answer_is_output
+        """True when this executor's answer (an agent's response) is a workflow output by
+        default: it has no out-edges, or ``output_from=`` names it."""
 
     # -- messages and outputs ----------------------------------------------------------
 
@@ -197,7 +206,13 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
 
     def yield_output(self, output: WorkflowOutT) -> Done[None]:
         """Yield a workflow output: it appears in the run's result and as an `OutputEvent`
-        (at once; awaiting is optional)."""
+        (at once; awaiting is optional).
+
+        When the builder's ``output_from=`` does not name this executor, the value is not a
+        workflow output and is dropped.
+        """
+        if not self._yields:
+            return _DONE
         self._result.outputs.append(output)
         self._sink(OutputEvent(self.executor_id, output))
         return _DONE

@@ -224,6 +224,11 @@ class Executor:
         """
         return {}
 
+    def _answers_as_output(self) -> bool:
+        """Whether, as a terminal node, what this executor answers is a workflow output by
+        default (an agent executor's response); plain executors yield explicitly."""
+        return False
+
     def _response_type_for(self, request: Any) -> Any:
         """The answer type declared by the response handler for this request, or None."""
         for h in self._responses:

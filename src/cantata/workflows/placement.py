@@ -42,6 +42,7 @@ from .actor import (
     ExecutorTask,
     Invocation,
     PublishedEvent,
+    Wiring,
     execute,
     execute_task,
     to_task,
@@ -116,17 +117,17 @@ class ExecutorActor(BaseAgent):
     with (factories are code, registered in each process), never from the message.
     """
 
-    __slots__ = ("executor", "targets")
+    __slots__ = ("executor", "wiring")
 
-    def __init__(self, executor: Executor, targets: frozenset[str]) -> None:
+    def __init__(self, executor: Executor, wiring: Wiring) -> None:
         self.executor = executor
-        self.targets = targets
+        self.wiring = wiring
 
     async def on_message(self, message: Any, ctx: MessageContext) -> StepResult:
         """Execute one `Invocation` (in process) or `ExecutorTask` (values only)."""
         if type(message) is ExecutorTask:
             return await execute_task(
-                self.executor, self.targets, message, self.runtime, ctx.cancellation_token
+                self.executor, self.wiring, message, self.runtime, ctx.cancellation_token
             )
         return await execute(self.executor, message)
 
@@ -251,8 +252,8 @@ async def _register_all(runtime: AgentRuntime, workflow: Workflow) -> None:
 
 
 def _factory(workflow: Workflow, eid: str) -> Callable[[], BaseAgent]:
-    executor, targets = workflow.executors[eid], workflow._targets[eid]
-    return lambda: ExecutorActor(executor, targets)
+    executor, wiring = workflow.executors[eid], workflow._wiring[eid]
+    return lambda: ExecutorActor(executor, wiring)
 
 
 def _events_type(workflow: Workflow) -> str:

@@ -215,7 +215,7 @@ class Runner:
                 state=run.state,
                 executor_state=run.executor_states.get(target),
                 logs=run.logs,
-                targets=self.workflow._targets[target],
+                wiring=self.workflow._wiring[target],
                 kwargs=self._kwargs.get(target, _EMPTY),
                 streaming=self._streaming,
                 sink=sink,

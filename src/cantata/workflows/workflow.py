@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import CancellationToken, ConfigurationError, new_id
 from ._typing import type_name
+from .actor import Wiring
 from .edges import EdgeGroup
 from .events import RequestInfoEvent, RunStatus, WorkflowEvent
 from .executor import Executor
@@ -63,6 +64,17 @@ class WorkflowRunResult:
         return self.run.send_responses_stream(responses)
 
 
+def _wiring(
+    executor: Executor, targets: frozenset[str], output_from: frozenset[str] | None
+) -> Wiring:
+    """An executor's place in the graph, with the output rules of `WorkflowBuilder`."""
+    if output_from is None:
+        answers = executor._answers_as_output() and not targets
+        return Wiring(targets, True, answers)
+    chosen = executor.id in output_from
+    return Wiring(targets, chosen, chosen and executor._answers_as_output())
+
+
 class Workflow:
     """A checked, immutable graph of executors; build one with `WorkflowBuilder`."""
 
@@ -77,8 +89,12 @@ class Workflow:
         max_supersteps: int = 100,
         checkpoint_store: CheckpointStore | None = None,
         placement: Placement = "run",
+        output_from: frozenset[str] | None = None,
     ) -> None:
         self.placement: Placement = placement
+        self.output_from = output_from
+        """Ids of the executors whose outputs are the workflow's (None: the default, see
+        `WorkflowBuilder`)."""
         self.executors: Mapping[str, Executor] = types.MappingProxyType(dict(executors))
         self.edge_groups = groups
         self.start_id = start_id
@@ -96,7 +112,9 @@ class Workflow:
         self._out_groups: Mapping[str, tuple[EdgeGroup, ...]] = {
             k: tuple(v) for k, v in out.items()
         }
-        self._targets: Mapping[str, frozenset[str]] = {k: frozenset(v) for k, v in targets.items()}
+        self._wiring: Mapping[str, Wiring] = {
+            eid: _wiring(ex, frozenset(targets[eid]), output_from) for eid, ex in executors.items()
+        }
         self._fan_ins = tuple(g for g in groups if g.kind == "fan_in")
         wiring = ";".join(
             f"{g.id}:{g.kind}:{','.join(g.sources)}>{','.join(g.targets)}" for g in groups
