@@ -138,3 +138,19 @@ def test_short_repr_is_short_for_huge_and_deep_values() -> None:
             raise RuntimeError("no")
 
     assert "Broken" in short_repr(Broken())
+
+
+@pytest.mark.parametrize("text", ["[NaN]", "[Infinity]", "[-Infinity]", "[1e400]", "-1e999"])
+def test_non_finite_numbers_may_be_refused(text: str) -> None:
+    loads_json(text)
+    with pytest.raises(SerializationError):
+        loads_json(text, allow_nan=False)
+
+
+def test_finite_floats_pass_when_nan_is_refused() -> None:
+    assert loads_json("[1.5, -0.0, 1e300, 3]", allow_nan=False) == [1.5, -0.0, 1e300, 3]
+
+
+def test_integers_too_long_to_convert_are_a_typed_error() -> None:
+    with pytest.raises(SerializationError, match="malformed"):
+        loads_json("1" * 5000)

@@ -227,3 +227,8 @@ def test_an_unknown_huge_tag_is_not_repeated_whole() -> None:
     with pytest.raises(UnknownTypeError) as info:
         loads(json.dumps({"$type": "x" * 100_000}))
     assert len(str(info.value)) < 300
+
+
+def test_an_int_too_long_for_text_is_a_typed_error() -> None:
+    with pytest.raises(SerializationError, match="cannot serialize"):
+        dumps(10**5000)

@@ -15,6 +15,7 @@ here raises `SerializationError` and nothing else.
 from __future__ import annotations
 
 import json
+import math
 import re
 import reprlib
 from typing import Any
@@ -31,6 +32,22 @@ interpreter's recursion limit (1,000 frames) would be reached near 300-500 level
 """
 
 _parse = json.JSONDecoder().decode
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise SerializationError(
+            f"JSON number {short_repr(text)} does not fit a float; write it as a string"
+        )
+    return number
+
+
+def _no_constant(name: str) -> Any:
+    raise SerializationError(f"JSON text holds {name}, which standard JSON does not allow")
+
+
+_parse_finite = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant).decode
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _CONTAINERS = frozenset({list, dict, tuple, set, frozenset})
 _SHORT = reprlib.Repr()
@@ -75,6 +92,7 @@ def loads_json(
     *,
     max_depth: int = MAX_JSON_DEPTH,
     allow_surrogates: bool = False,
+    allow_nan: bool = True,
 ) -> Any:
     """Parse JSON text (or UTF-8 bytes) nested at most `max_depth` levels deep.
 
@@ -82,6 +100,8 @@ def loads_json(
     as ``\\ud800`` escapes) all raise `SerializationError`, whose message never holds the
     input whole. `allow_surrogates=True` keeps escaped lone surrogates, for readers whose
     writer escapes them on purpose (the stores, which are ASCII-only on disk).
+    `allow_nan=False` also refuses ``NaN``, ``Infinity`` and numbers too large for a float,
+    for readers whose writer refuses them (so that what loads writes back).
     """
     if isinstance(text, bytes | bytearray):
         try:
@@ -99,7 +119,9 @@ def loads_json(
     if not allow_surrogates:
         _check_str(text)
     try:
-        value = _parse(text)
+        value = (_parse if allow_nan else _parse_finite)(text)
+    except SerializationError:
+        raise
     except ValueError as exc:
         raise SerializationError(f"malformed JSON: {short_repr(str(exc), 200)}") from None
     except RecursionError:

@@ -288,7 +288,11 @@ class TypeRegistry:
         A string holding a lone surrogate raises `SerializationError`: such text cannot be
         written as UTF-8, and `loads` refuses it.
         """
-        text = json.dumps(self.to_json(value), separators=(",", ":"), ensure_ascii=False)
+        data = self.to_json(value)
+        try:
+            text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+        except ValueError as exc:  # an int too long for a decimal string
+            raise SerializationError(f"cannot serialize: {short_repr(str(exc), 200)}") from None
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._codec import check_index, check_json, check_name, decode, encode
+from ._codec import check_index, check_json, check_name, decode, encode, quoted
 from ._lifecycle import StoreLifecycle
 from .errors import StoreClosedError
 
@@ -52,7 +52,7 @@ class MemoryStore(StoreLifecycle):
         """Append entries (all checked before any is written); returns the new length."""
         self._check()
         check_name(log, store=self._label, kind="log name")
-        where = f"an entry of log {log!r}"
+        where = f"an entry of log {quoted(log)}"
         converted = [self._in(e, where) for e in entries]
         items = self._logs.setdefault(log, [])
         items.extend(converted)
@@ -68,7 +68,7 @@ class MemoryStore(StoreLifecycle):
         items = self._logs.get(log, [])[start:stop]
         if not self._copy:
             return items
-        return [self._out(e, f"an entry of log {log!r}") for e in items]
+        return [self._out(e, f"an entry of log {quoted(log)}") for e in items]
 
     async def length(self, log: str) -> int:
         """Number of entries in a log (0 for a log never written)."""
@@ -87,13 +87,13 @@ class MemoryStore(StoreLifecycle):
         self._check()
         check_name(key, store=self._label, kind="key")
         value = self._values.get(key)
-        return None if value is None else self._out(value, f"the value at key {key!r}")
+        return None if value is None else self._out(value, f"the value at key {quoted(key)}")
 
     async def put(self, key: str, value: Any) -> None:
         """Set a value (JSON data)."""
         self._check()
         check_name(key, store=self._label, kind="key")
-        self._values[key] = self._in(value, f"key {key!r}")
+        self._values[key] = self._in(value, f"key {quoted(key)}")
 
     async def put_many(self, items: Mapping[str, Any]) -> None:
         """Set several values: all are checked before any is written."""
@@ -101,7 +101,7 @@ class MemoryStore(StoreLifecycle):
         converted = {}
         for key, value in items.items():
             check_name(key, store=self._label, kind="key")
-            converted[key] = self._in(value, f"key {key!r}")
+            converted[key] = self._in(value, f"key {quoted(key)}")
         self._values.update(converted)
 
     async def delete(self, key: str) -> None:

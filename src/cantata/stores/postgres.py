@@ -11,9 +11,17 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 
-from ..core import ConfigurationError, StoreError
+from ..core import ConfigurationError, StoreError, short_repr
 from ._batching import AppendBatcher
-from ._codec import SCHEMA_VERSION, check_index, check_name, decode, encode, prefix_upper
+from ._codec import (
+    SCHEMA_VERSION,
+    check_index,
+    check_name,
+    decode,
+    encode,
+    prefix_upper,
+    quoted,
+)
 from ._lifecycle import StoreLifecycle
 from .errors import StoreClosedError, StoreSchemaError
 
@@ -118,8 +126,8 @@ class PostgresStore(StoreLifecycle):
         elif row[0] != str(SCHEMA_VERSION):
             raise StoreSchemaError(
                 f"{self._label}: tables {self.table_prefix}* have store schema version "
-                f"{row[0]!r}, this cantata knows version {SCHEMA_VERSION}; upgrade cantata, "
-                "or use another table_prefix"
+                f"{short_repr(row[0])}, this cantata knows version {SCHEMA_VERSION}; "
+                "upgrade cantata, or use another table_prefix"
             )
 
     async def _disconnect(self) -> None:
@@ -152,7 +160,7 @@ class PostgresStore(StoreLifecycle):
     async def append(self, log: str, entries: Sequence[Any]) -> int:
         """Append entries atomically and contiguously; returns the log's new length."""
         check_name(log, store=self._label, kind="log name")
-        where = f"an entry of log {log!r}"
+        where = f"an entry of log {quoted(log)}"
         texts = [encode(entry, store=self._label, where=where) for entry in entries]
         if not texts:
             return await self.length(log)
@@ -160,9 +168,8 @@ class PostgresStore(StoreLifecycle):
         return await self._batcher.append(log, texts)
 
     async def _write_entries(self, log: str, texts: list[str]) -> int:
-        rows = await self._fetch(
-            f"append to log {log!r}", self._q.append, {"log": log, "n": len(texts), "v": texts}
-        )
+        params = {"log": log, "n": len(texts), "v": texts}
+        rows = await self._fetch(f"append to log {quoted(log)}", self._q.append, params)
         return int(rows[0][0])
 
     async def read(self, log: str, start: int = 0, stop: int | None = None) -> list[Any]:
@@ -176,14 +183,14 @@ class PostgresStore(StoreLifecycle):
             query = self._q.read_from_end
         else:
             query = self._q.read_to_end if stop is None else self._q.read
-        rows = await self._fetch(f"read log {log!r}", query, params)
+        rows = await self._fetch(f"read log {quoted(log)}", query, params)
         label = self._label
-        return [decode(v, store=label, where=f"entry {p} of log {log!r}") for p, v in rows]
+        return [decode(v, store=label, where=f"entry {p} of log {quoted(log)}") for p, v in rows]
 
     async def length(self, log: str) -> int:
         """Number of entries in a log (0 for a log never written)."""
         check_name(log, store=self._label, kind="log name")
-        rows = await self._fetch(f"read the length of log {log!r}", self._q.length, (log,))
+        rows = await self._fetch(f"read the length of log {quoted(log)}", self._q.length, (log,))
         return int(rows[0][0]) if rows else 0
 
     async def delete_log(self, log: str) -> None:
@@ -200,23 +207,23 @@ class PostgresStore(StoreLifecycle):
                 await conn.execute(self._q.delete_head, (log,))
                 await conn.execute(self._q.delete_entries, (log,))
         except psycopg.Error as exc:
-            self._fail(f"delete log {log!r}", exc)
+            self._fail(f"delete log {quoted(log)}", exc)
 
     # -- values ----------------------------------------------------------------------------
 
     async def get(self, key: str) -> Any | None:
         """The value at `key`, or None."""
         check_name(key, store=self._label, kind="key")
-        rows = await self._fetch(f"read key {key!r}", self._q.get, (key,))
+        rows = await self._fetch(f"read key {quoted(key)}", self._q.get, (key,))
         if not rows:
             return None
-        return decode(rows[0][0], store=self._label, where=f"the value at key {key!r}")
+        return decode(rows[0][0], store=self._label, where=f"the value at key {quoted(key)}")
 
     async def put(self, key: str, value: Any) -> None:
         """Set a value (JSON data)."""
         check_name(key, store=self._label, kind="key")
-        text = encode(value, store=self._label, where=f"key {key!r}")
-        await self._fetch(f"write key {key!r}", self._q.put, (key, text))
+        text = encode(value, store=self._label, where=f"key {quoted(key)}")
+        await self._fetch(f"write key {quoted(key)}", self._q.put, (key, text))
 
     async def put_many(self, items: Mapping[str, Any]) -> None:
         """Set several values in one statement: all or none."""
@@ -225,21 +232,22 @@ class PostgresStore(StoreLifecycle):
         for key, value in items.items():
             check_name(key, store=self._label, kind="key")
             keys.append(key)
-            texts.append(encode(value, store=self._label, where=f"key {key!r}"))
+            texts.append(encode(value, store=self._label, where=f"key {quoted(key)}"))
         if keys:
-            await self._fetch(f"write keys {keys[:5]!r}", self._q.put_many, (keys, texts))
+            action = f"write keys {short_repr(keys, 200)}"
+            await self._fetch(action, self._q.put_many, (keys, texts))
 
     async def delete(self, key: str) -> None:
         """Remove a value; a missing key is fine."""
         check_name(key, store=self._label, kind="key")
-        await self._fetch(f"delete key {key!r}", self._q.delete, (key,))
+        await self._fetch(f"delete key {quoted(key)}", self._q.delete, (key,))
 
     async def keys(self, prefix: str = "") -> list[str]:
         """Keys that start with `prefix`, sorted by code point."""
         check_name(prefix, store=self._label, kind="key prefix")
         upper = prefix_upper(prefix)
         rows = await self._fetch(
-            f"list keys with prefix {prefix!r}",
+            f"list keys with prefix {quoted(prefix)}",
             self._q.keys_from if upper is None else self._q.keys,
             {"low": prefix, "high": upper},
         )

@@ -9,8 +9,8 @@ from typing import Any, NoReturn, TypeVar
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from ..core import ConfigurationError, StoreError
-from ._codec import SCHEMA_VERSION, check_index, check_name, decode, encode
+from ..core import ConfigurationError, StoreError, short_repr
+from ._codec import SCHEMA_VERSION, check_index, check_name, decode, encode, quoted
 from ._lifecycle import StoreLifecycle
 from .errors import StoreClosedError, StoreSchemaError
 
@@ -40,7 +40,9 @@ class RedisStore(StoreLifecycle):
         timeout: float | None = 30.0,
     ) -> None:
         if type(prefix) is not str or "\x00" in prefix:
-            raise ConfigurationError(f"RedisStore prefix must be a string without NUL: {prefix!r}")
+            raise ConfigurationError(
+                f"RedisStore prefix must be a string without NUL: {short_repr(prefix)}"
+            )
         try:
             self._client: aioredis.Redis | None = aioredis.Redis.from_url(
                 url,
@@ -49,11 +51,11 @@ class RedisStore(StoreLifecycle):
                 decode_responses=False,
             )
         except ValueError as exc:
-            raise ConfigurationError(f"invalid Redis URL {url!r}: {exc}") from exc
+            raise ConfigurationError(f"invalid Redis URL {short_repr(url, 200)}: {exc}") from exc
         kwargs = self._client.connection_pool.connection_kwargs
         where = kwargs.get("path") or f"{kwargs.get('host')}:{kwargs.get('port')}"
         self._where = f"{where}/{kwargs.get('db', 0)}"
-        super().__init__(f"RedisStore at {self._where} (prefix {prefix!r})")
+        super().__init__(f"RedisStore at {self._where} (prefix {quoted(prefix)})")
         self.url = url
         self.prefix = prefix
         self._logs = f"{prefix}log:"
@@ -75,9 +77,9 @@ class RedisStore(StoreLifecycle):
             ) from exc
         if version != str(SCHEMA_VERSION).encode():
             raise StoreSchemaError(
-                f"{self._label}: key {version_key!r} says store schema version {version!r}, "
-                f"this cantata knows version {SCHEMA_VERSION}; upgrade cantata, or use "
-                "another prefix"
+                f"{self._label}: key {quoted(version_key)} says store schema version "
+                f"{short_repr(version)}, this cantata knows version {SCHEMA_VERSION}; "
+                "upgrade cantata, or use another prefix"
             )
 
     async def _disconnect(self) -> None:
@@ -113,13 +115,13 @@ class RedisStore(StoreLifecycle):
     async def append(self, log: str, entries: Sequence[Any]) -> int:
         """Append entries atomically and contiguously (one RPUSH); returns the new length."""
         check_name(log, store=self._label, kind="log name")
-        where = f"an entry of log {log!r}"
+        where = f"an entry of log {quoted(log)}"
         texts = [encode(entry, store=self._label, where=where) for entry in entries]
         client = await self._client_ready()
         name = self._logs + log
         if not texts:
-            return int(await self._call(f"read the length of log {log!r}", client.llen(name)))
-        return int(await self._call(f"append to log {log!r}", client.rpush(name, *texts)))
+            return int(await self._call(f"read the length of log {quoted(log)}", client.llen(name)))
+        return int(await self._call(f"append to log {quoted(log)}", client.rpush(name, *texts)))
 
     async def read(self, log: str, start: int = 0, stop: int | None = None) -> list[Any]:
         """Entries `start` to `stop` of a log, with the meaning of a Python slice."""
@@ -132,11 +134,12 @@ class RedisStore(StoreLifecycle):
         client = await self._client_ready()
         # LRANGE's end is inclusive, and -1 is the last entry.
         end = -1 if stop is None else stop - 1
-        raw = await self._call(f"read log {log!r}", client.lrange(self._logs + log, start, end))
+        action = f"read log {quoted(log)}"
+        raw = await self._call(action, client.lrange(self._logs + log, start, end))
         base = f"{start} + " if start < 0 else ""
         label = self._label
         return [
-            decode(v, store=label, where=f"entry {base}{i} of log {log!r}")
+            decode(v, store=label, where=f"entry {base}{i} of log {quoted(log)}")
             for i, v in enumerate(raw, start=max(start, 0))
         ]
 
@@ -144,14 +147,14 @@ class RedisStore(StoreLifecycle):
         """Number of entries in a log (0 for a log never written)."""
         check_name(log, store=self._label, kind="log name")
         client = await self._client_ready()
-        action = f"read the length of log {log!r}"
+        action = f"read the length of log {quoted(log)}"
         return int(await self._call(action, client.llen(self._logs + log)))
 
     async def delete_log(self, log: str) -> None:
         """Remove a log; a missing log is fine."""
         check_name(log, store=self._label, kind="log name")
         client = await self._client_ready()
-        await self._call(f"delete log {log!r}", client.delete(self._logs + log))
+        await self._call(f"delete log {quoted(log)}", client.delete(self._logs + log))
 
     # -- values ----------------------------------------------------------------------------
 
@@ -159,34 +162,35 @@ class RedisStore(StoreLifecycle):
         """The value at `key`, or None."""
         check_name(key, store=self._label, kind="key")
         client = await self._client_ready()
-        raw = await self._call(f"read key {key!r}", client.get(self._values + key))
+        raw = await self._call(f"read key {quoted(key)}", client.get(self._values + key))
         if raw is None:
             return None
-        return decode(raw, store=self._label, where=f"the value at key {key!r}")
+        return decode(raw, store=self._label, where=f"the value at key {quoted(key)}")
 
     async def put(self, key: str, value: Any) -> None:
         """Set a value (JSON data)."""
         check_name(key, store=self._label, kind="key")
-        text = encode(value, store=self._label, where=f"key {key!r}")
+        text = encode(value, store=self._label, where=f"key {quoted(key)}")
         client = await self._client_ready()
-        await self._call(f"write key {key!r}", client.set(self._values + key, text))
+        await self._call(f"write key {quoted(key)}", client.set(self._values + key, text))
 
     async def put_many(self, items: Mapping[str, Any]) -> None:
         """Set several values with one MSET: all or none."""
         mapping: dict[str, str] = {}
         for key, value in items.items():
             check_name(key, store=self._label, kind="key")
-            mapping[self._values + key] = encode(value, store=self._label, where=f"key {key!r}")
+            where = f"key {quoted(key)}"
+            mapping[self._values + key] = encode(value, store=self._label, where=where)
         if not mapping:
             return
         client = await self._client_ready()
-        await self._call(f"write keys {list(items)[:5]!r}", client.mset(mapping))
+        await self._call(f"write keys {short_repr(list(items), 200)}", client.mset(mapping))
 
     async def delete(self, key: str) -> None:
         """Remove a value; a missing key is fine."""
         check_name(key, store=self._label, kind="key")
         client = await self._client_ready()
-        await self._call(f"delete key {key!r}", client.delete(self._values + key))
+        await self._call(f"delete key {quoted(key)}", client.delete(self._values + key))
 
     async def keys(self, prefix: str = "") -> list[str]:
         """Keys that start with `prefix`, sorted by code point."""
@@ -199,5 +203,5 @@ class RedisStore(StoreLifecycle):
             async for raw in client.scan_iter(match=pattern, count=1000):
                 found.add(raw.decode("utf-8")[skip:])
         except RedisError as exc:
-            self._fail(f"list keys with prefix {prefix!r}", exc)
+            self._fail(f"list keys with prefix {quoted(prefix)}", exc)
         return sorted(found)

@@ -12,7 +12,7 @@ from typing import Any, Literal, NoReturn
 
 import aiosqlite
 
-from ..core import ConfigurationError, StoreError
+from ..core import ConfigurationError, StoreError, short_repr
 from ._batching import AppendBatcher
 from ._codec import (
     SCHEMA_VERSION,
@@ -21,6 +21,7 @@ from ._codec import (
     decode,
     encode,
     prefix_upper,
+    quoted,
 )
 from ._lifecycle import StoreLifecycle
 from .errors import StoreClosedError, StoreSchemaError
@@ -81,7 +82,7 @@ class SQLiteStore(StoreLifecycle):
         super().__init__(f"SQLiteStore at {self.path}")
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ConfigurationError(
-                f"{self._label}: synchronous={synchronous!r} is not one of "
+                f"{self._label}: synchronous={short_repr(synchronous)} is not one of "
                 "'OFF', 'NORMAL', 'FULL', 'EXTRA'"
             )
         if busy_timeout < 0:
@@ -107,7 +108,7 @@ class SQLiteStore(StoreLifecycle):
             if isinstance(thread, threading.Thread):
                 await asyncio.to_thread(thread.join, 5.0)
             raise StoreError(
-                f"cannot open the SQLite database {self.path!r}: {exc}; "
+                f"cannot open the SQLite database {short_repr(self.path, 200)}: {exc}; "
                 "check that its directory exists and is writable"
             ) from exc
         try:
@@ -182,7 +183,7 @@ class SQLiteStore(StoreLifecycle):
         version = str(rows[0][0])
         if version != str(SCHEMA_VERSION):
             raise StoreSchemaError(
-                f"{self._label}: the database has store schema version {version!r}, "
+                f"{self._label}: the database has store schema version {short_repr(version)}, "
                 f"this cantata knows version {SCHEMA_VERSION}; upgrade cantata, "
                 "or point the store at another file"
             )
@@ -215,7 +216,7 @@ class SQLiteStore(StoreLifecycle):
     async def append(self, log: str, entries: Sequence[Any]) -> int:
         """Append entries atomically and contiguously; returns the log's new length."""
         check_name(log, store=self._label, kind="log name")
-        where = f"an entry of log {log!r}"
+        where = f"an entry of log {quoted(log)}"
         texts = [encode(entry, store=self._label, where=where) for entry in entries]
         if not texts:
             return await self.length(log)
@@ -237,7 +238,7 @@ class SQLiteStore(StoreLifecycle):
                     await _rollback(db)
                     raise
             except sqlite3.Error as exc:
-                self._fail(f"append to log {log!r}", exc)
+                self._fail(f"append to log {quoted(log)}", exc)
             return start + len(texts)
 
     async def read(self, log: str, start: int = 0, stop: int | None = None) -> list[Any]:
@@ -256,9 +257,9 @@ class SQLiteStore(StoreLifecycle):
                 else:
                     rows = await _rows(db, log, start, stop)
             except sqlite3.Error as exc:
-                self._fail(f"read log {log!r}", exc)
+                self._fail(f"read log {quoted(log)}", exc)
         label = self._label
-        return [decode(v, store=label, where=f"entry {p} of log {log!r}") for p, v in rows]
+        return [decode(v, store=label, where=f"entry {p} of log {quoted(log)}") for p, v in rows]
 
     async def length(self, log: str) -> int:
         """Number of entries in a log (0 for a log never written)."""
@@ -268,13 +269,13 @@ class SQLiteStore(StoreLifecycle):
             try:
                 return await _scalar(await self._conn(), _LENGTH, (log,))
             except sqlite3.Error as exc:
-                self._fail(f"read the length of log {log!r}", exc)
+                self._fail(f"read the length of log {quoted(log)}", exc)
 
     async def delete_log(self, log: str) -> None:
         """Remove a log; a missing log is fine."""
         check_name(log, store=self._label, kind="log name")
         await self._execute(
-            "DELETE FROM cantata_log_entries WHERE log = ?", (log,), f"delete log {log!r}"
+            "DELETE FROM cantata_log_entries WHERE log = ?", (log,), f"delete log {quoted(log)}"
         )
 
     # -- values ----------------------------------------------------------------------------
@@ -291,23 +292,23 @@ class SQLiteStore(StoreLifecycle):
                     )
                 )
             except sqlite3.Error as exc:
-                self._fail(f"read key {key!r}", exc)
+                self._fail(f"read key {quoted(key)}", exc)
         if not rows:
             return None
-        return decode(rows[0][0], store=self._label, where=f"the value at key {key!r}")
+        return decode(rows[0][0], store=self._label, where=f"the value at key {quoted(key)}")
 
     async def put(self, key: str, value: Any) -> None:
         """Set a value (JSON data)."""
         check_name(key, store=self._label, kind="key")
-        text = encode(value, store=self._label, where=f"key {key!r}")
-        await self._execute(_PUT, (key, text), f"write key {key!r}")
+        text = encode(value, store=self._label, where=f"key {quoted(key)}")
+        await self._execute(_PUT, (key, text), f"write key {quoted(key)}")
 
     async def put_many(self, items: Mapping[str, Any]) -> None:
         """Set several values in one transaction: all or none."""
         rows = []
         for key, value in items.items():
             check_name(key, store=self._label, kind="key")
-            rows.append((key, encode(value, store=self._label, where=f"key {key!r}")))
+            rows.append((key, encode(value, store=self._label, where=f"key {quoted(key)}")))
         if not rows:
             return
         await self._ready()
@@ -322,13 +323,13 @@ class SQLiteStore(StoreLifecycle):
                     await _rollback(db)
                     raise
             except sqlite3.Error as exc:
-                self._fail(f"write keys {[k for k, _ in rows][:5]!r}", exc)
+                self._fail(f"write keys {short_repr([k for k, _ in rows], 200)}", exc)
 
     async def delete(self, key: str) -> None:
         """Remove a value; a missing key is fine."""
         check_name(key, store=self._label, kind="key")
         await self._execute(
-            "DELETE FROM cantata_values WHERE key = ?", (key,), f"delete key {key!r}"
+            "DELETE FROM cantata_values WHERE key = ?", (key,), f"delete key {quoted(key)}"
         )
 
     async def keys(self, prefix: str = "") -> list[str]:
@@ -345,7 +346,7 @@ class SQLiteStore(StoreLifecycle):
             try:
                 rows = await (await self._conn()).execute_fetchall(sql + " ORDER BY key", params)
             except sqlite3.Error as exc:
-                self._fail(f"list keys with prefix {prefix!r}", exc)
+                self._fail(f"list keys with prefix {quoted(prefix)}", exc)
         return [row[0] for row in rows]
 
     async def _execute(self, sql: str, params: Iterable[Any], action: str) -> None:

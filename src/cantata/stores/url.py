@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ..core import ConfigurationError
+from ..core import ConfigurationError, short_repr
 from .base import StateStore
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
@@ -46,8 +46,8 @@ def open_store(url: str, **options: Any) -> StateStore:
         store = cls(url, **options)
         return store
     raise ConfigurationError(
-        f"unknown store URL {url!r}: the scheme must be one of memory, sqlite, postgresql, "
-        f"redis (for example {_SUPPORTED})"
+        f"unknown store URL {short_repr(url, 200)}: the scheme must be one of memory, sqlite, "
+        f"postgresql, redis (for example {_SUPPORTED})"
     )
 
 
@@ -56,7 +56,7 @@ def _sqlite_path(url: str, rest: str) -> str:
         return ":memory:"
     if not rest.startswith("/"):
         raise ConfigurationError(
-            f"store URL {url!r} has no path: write sqlite:///relative.db, "
+            f"store URL {short_repr(url, 200)} has no path: write sqlite:///relative.db, "
             "sqlite:////absolute/path.db or sqlite://:memory:"
         )
     return rest[1:]
