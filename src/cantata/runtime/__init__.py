@@ -15,7 +15,7 @@ from .events import (
     MessageWasDropped,
     RuntimeEvent,
 )
-from .handlers import HandlerKind, event, message_handler, rpc
+from .handlers import HandlerKind, Match, event, message_handler, rpc
 from .ids import AgentId, TopicId
 from .interventions import DROP, DropMessage, InterventionHandler
 from .local import LocalRuntime
@@ -44,6 +44,7 @@ __all__ = [
     "HandlerKind",
     "InterventionHandler",
     "LocalRuntime",
+    "Match",
     "MessageContext",
     "MessageWasDropped",
     "RoutedAgent",

@@ -7,18 +7,21 @@ and the same class runs in any runtime.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..core import CancellationToken, CantHandle, RuntimeStateError
 from .context import MessageContext
-from .handlers import Table, build_tables, resolve
+from .handlers import CHAIN, Table, build_tables, resolve
 from .ids import AgentId, TopicId
 
 if TYPE_CHECKING:
     from .protocol import AgentRuntime
 
 __all__ = ["BaseAgent", "RoutedAgent"]
+
+_log = logging.getLogger("cantata.runtime")
 
 
 class BaseAgent:
@@ -142,10 +145,29 @@ class RoutedAgent(BaseAgent):
         return await self._dispatch(message, ctx)
 
     async def on_unhandled_message(self, message: Any, ctx: MessageContext) -> Any:
-        """Called when no handler takes the message: raises `CantHandle` for a direct request."""
-        if not ctx.is_rpc:
-            return None
+        """Called when no handler takes the message: raises `CantHandle` for a direct
+        request; a broadcast event is ignored (logged when handlers of its type exist but
+        none's `match=` took it)."""
         name = type(message).__qualname__
+        table = self._rpc_table if ctx.is_rpc else self._event_table
+        tried = getattr(table.get(type(message)), CHAIN, None)
+        if not ctx.is_rpc:
+            if tried:
+                _log.info(
+                    "agent %s (%s): no handler's match= took broadcast %s %s (tried %s); ignored",
+                    ctx.recipient,
+                    type(self).__qualname__,
+                    name,
+                    ctx.message_id,
+                    ", ".join(tried),
+                )
+            return None
+        if tried:
+            raise CantHandle(
+                f"agent {ctx.recipient} ({type(self).__qualname__}): none of the handlers for "
+                f"{name} ({', '.join(tried)}) matched this one (their match= returned False); "
+                "add a handler without match= to take the rest"
+            )
         hint = ""
         if self._event_table.get(type(message)) or resolve(dict(self._event_table), type(message)):
             hint = f" (its handler for {name} is @event, broadcast only; use @message_handler)"
