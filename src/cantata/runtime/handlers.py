@@ -174,8 +174,9 @@ def build_tables(cls: type) -> tuple[Table, Table]:
         entries.sort(key=lambda e: getattr(e[1], _MARK) == "any")
         for name, func in entries:
             kind: HandlerKind = getattr(func, _MARK)
-            entry = _Entry(func, getattr(func, _MATCH, None), name, kind, klass)
-            for message_type in message_types(cast(Callable[..., Any], func), klass):
+            handler = cast(Handler, func)
+            entry = _Entry(handler, getattr(func, _MATCH, None), name, kind, klass)
+            for message_type in message_types(handler, klass):
                 for table_kind in ("rpc", "event"):
                     if kind in ("any", table_kind):
                         chain = chains[table_kind].setdefault(message_type, [])
