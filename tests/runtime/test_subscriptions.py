@@ -145,3 +145,14 @@ async def test_a_custom_subscription_is_consulted_for_every_topic() -> None:
         await runtime.publish_message(_Hello(source), TopicId("orders", source))
     await runtime.stop_when_idle()
     assert sorted(_Listener.heard) == [("exact/vip-1", "vip-1"), ("exact/vip-2", "vip-2")]
+
+
+def test_map_to_agent_refuses_a_topic_the_subscription_does_not_match() -> None:
+    exact = TypeSubscription("orders", "order_agent")
+    with pytest.raises(
+        ConfigurationError, match=r"'type:orders->order_agent'.*orders\.created/o-1"
+    ):
+        exact.map_to_agent(TopicId("orders.created", "o-1"))
+    prefix = TypePrefixSubscription("orders.", "auditor")
+    with pytest.raises(ConfigurationError, match=r"does not start with 'orders\.'"):
+        prefix.map_to_agent(TopicId("invoices", "x"))

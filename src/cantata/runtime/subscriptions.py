@@ -78,8 +78,18 @@ class TypeSubscription:
         return topic_id[0] == self.topic_type
 
     def map_to_agent(self, topic_id: TopicId) -> AgentId:
-        """The `agent_type` instance whose key is the topic's source."""
+        """The `agent_type` instance whose key is the topic's source; a topic this
+        subscription does not match raises `ConfigurationError`."""
+        if topic_id[0] != self.topic_type:
+            raise _no_match(self, topic_id, f"its type is not {self.topic_type!r}")
         return AgentId(self.agent_type, topic_id[1])
+
+
+def _no_match(sub: Subscription, topic_id: TopicId, why: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"subscription {sub.id!r} does not match topic {topic_id} ({why}), so it maps it to "
+        "no agent; check is_match(topic_id) first"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +116,11 @@ class TypePrefixSubscription:
         return topic_id[0].startswith(self.topic_type_prefix)
 
     def map_to_agent(self, topic_id: TopicId) -> AgentId:
-        """The `agent_type` instance whose key is the topic's source."""
+        """The `agent_type` instance whose key is the topic's source; a topic this
+        subscription does not match raises `ConfigurationError`."""
+        if not topic_id[0].startswith(self.topic_type_prefix):
+            why = f"its type does not start with {self.topic_type_prefix!r}"
+            raise _no_match(self, topic_id, why)
         return AgentId(self.agent_type, topic_id[1])
 
 
