@@ -294,3 +294,34 @@ async def test_an_async_factory_failure_is_reported_for_queued_events() -> None:
         ("broken/k", Tell("b"), "cannot connect"),
     ]
     assert runtime.live_agents() == []
+
+
+class OtherCounter(Counter):
+    pass
+
+
+async def test_instances_of_two_classes_under_one_type_are_refused_naming_both() -> None:
+    runtime = await _runtime()
+    await runtime.register_instance(Counter(), AgentId("fixed", "one"))
+    with pytest.raises(
+        ConfigurationError, match=r"'fixed' is Counter.*fixed/two is a OtherCounter"
+    ):
+        await runtime.register_instance(OtherCounter(), AgentId("fixed", "two"))
+    await runtime.register_instance(Counter(), AgentId("fixed", "two"))  # same class: fine
+    await runtime.stop()
+
+
+async def test_a_factory_that_makes_another_class_than_declared_is_refused() -> None:
+    made = iter([Counter(), OtherCounter()])
+    runtime = await _runtime(("mixed", lambda: next(made)), ("declared", Router))
+    assert await runtime.send_message(1, AgentId("mixed", "a")) == ("mixed/a", 1)
+    with pytest.raises(
+        ConfigurationError, match=r"'mixed' is Counter.*factory made a OtherCounter"
+    ):
+        await runtime.send_message(1, AgentId("mixed", "b"))
+    await runtime.register_factory("liar", lambda: Counter(), agent_class=Router)
+    with pytest.raises(ConfigurationError, match=r"'liar' is Router.*made a Counter"):
+        await runtime.send_message(1, AgentId("liar", "a"))
+    with pytest.raises(ConfigurationError, match="not a BaseAgent subclass"):
+        await runtime.register_factory("bad", lambda: Counter(), agent_class=int)  # type: ignore[arg-type]
+    await runtime.stop()

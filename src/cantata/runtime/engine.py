@@ -144,6 +144,9 @@ class Engine:
             raise ConfigurationError(f"dedup_window must be 0 or more, not {dedup_window}")
         self._factories: dict[str, AgentFactory] = {}
         self._instance_types: set[str] = set()
+        # The class of each agent type's agents: one type, one class, so that the class's
+        # subscriptions and handlers are the type's (a second class is refused).
+        self._classes: dict[str, type[BaseAgent]] = {}
         self._cells: dict[AgentId, Cell] = {}
         self._listeners: list[Callable[[RuntimeEvent], object]] = []
         self._on_error = on_error
@@ -467,7 +470,18 @@ class Engine:
                 f"the factory of agent type {agent_id.type!r} returned {agent!r}, "
                 "not a BaseAgent; return an agent instance"
             )
+        self._check_class(agent_id.type, type(agent), "its factory made")
         agent._bind(cast("AgentRuntime", self), agent_id)
+
+    def _check_class(self, agent_type: str, cls: type[BaseAgent], how: str) -> None:
+        """Record the class of `agent_type`'s agents, or refuse a second one."""
+        known = self._classes.setdefault(agent_type, cls)
+        if known is not cls:
+            raise ConfigurationError(
+                f"agent type {agent_type!r} is {known.__qualname__}, but {how} a "
+                f"{cls.__qualname__}: one agent type has one class (its handlers and "
+                "subscriptions are the type's); register the other class under another type"
+            )
 
     async def _finish_activation(
         self, cell: Cell, agent_id: AgentId, factory: AgentFactory, made: Any

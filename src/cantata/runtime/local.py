@@ -120,9 +120,14 @@ class LocalRuntime(Engine):
             )
         if not callable(factory):
             raise ConfigurationError(f"the factory for agent type {agent_type!r} is not callable")
-        self._factories[agent_type] = factory
         cls = agent_class or (factory if isinstance(factory, type) else None)
+        if cls is not None and not (isinstance(cls, type) and issubclass(cls, BaseAgent)):
+            raise ConfigurationError(
+                f"agent_class {cls!r} of agent type {agent_type!r} is not a BaseAgent subclass"
+            )
+        self._factories[agent_type] = factory
         if cls is not None:
+            self._classes[agent_type] = cls
             for sub in default_subscriptions(cls, agent_type):
                 if sub.id not in self._subs:
                     await self.add_subscription(sub)
@@ -140,6 +145,7 @@ class LocalRuntime(Engine):
             )
         if agent_id in self._cells:
             raise ConfigurationError(f"an agent is already registered at {agent_id}")
+        self._check_class(agent_id.type, type(agent), f"the instance for {agent_id} is")
         agent._bind(self, agent_id)
         first = agent_id.type not in self._instance_types
         self._instance_types.add(agent_id.type)
