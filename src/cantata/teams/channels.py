@@ -1,0 +1,389 @@
+"""Channels: one shared history mirrored into threads of different kinds.
+
+A group chat keeps one authoritative history. Participants whose agents use the same kind
+of thread share one channel (not one per agent): the channel mirrors the history into that
+kind of thread. A local channel keeps the mirror here and shows each local agent the
+conversation from its own side; a service channel holds one server-side thread and hands it
+what it has not seen yet.
+
+`ChannelSet` is the broadcast queue between them. A new message is queued for every other
+channel and delivered in the background: the writer does not wait. Reading a channel (to
+run an agent on it) waits until its queue is empty; a delivery that failed is kept, and
+its error is raised there, at that sync point. Delivery peeks at the head of the queue and
+pops it only once the channel took it, so a failed batch is delivered again at the next
+sync and nothing is lost. A channel made late receives the whole history first. Messages
+are trimmed to the contents a channel takes, and a message left with none is not
+forwarded. Reducing the history resets every channel and delivers the reduced history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+from ..agents import Agent, AgentResponse, AgentResponseUpdate, AgentThread, LocalThread
+from ..agents import ServiceThread as _ServiceThread
+from ..core import (
+    CancellationToken,
+    ConfigurationError,
+    Content,
+    DataContent,
+    FunctionCallContent,
+    FunctionResultContent,
+    Message,
+    RunError,
+    TextContent,
+    TimeoutError,
+)
+
+__all__ = [
+    "AgentChannel",
+    "ChannelFactory",
+    "ChannelSet",
+    "ChannelSyncError",
+    "LocalChannel",
+    "ServiceChannel",
+    "channel_key",
+    "default_channel_factory",
+]
+
+UpdateSink = Callable[[AgentResponseUpdate], None]
+
+
+class ChannelSyncError(RunError):
+    """A message could not be delivered to a channel; raised when that channel is next read.
+
+    The undelivered messages stay queued and are delivered again at the next sync."""
+
+
+class AgentChannel(ABC):
+    """One mirror of the group's history for every participant of one thread kind."""
+
+    accepted_contents: ClassVar[tuple[type, ...]] = (TextContent, DataContent)
+    """Content types this channel takes; other contents are trimmed before delivery."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def admit(self, message: Message) -> Message | None:
+        """The message trimmed to the contents this channel takes, or None if none remain."""
+        kept = [c for c in message.contents if isinstance(c, self.accepted_contents)]
+        if len(kept) == len(message.contents):
+            return message
+        if not kept:
+            return None
+        return message.copy(contents=kept)
+
+    @abstractmethod
+    async def receive(self, messages: Sequence[tuple[str, Message]]) -> None:
+        """Take new history messages, each with its source (a participant, or "user")."""
+
+    @abstractmethod
+    async def invoke(
+        self,
+        agent: Agent,
+        *,
+        on_update: UpdateSink | None = None,
+        cancellation_token: CancellationToken | None = None,
+    ) -> AgentResponse:
+        """Run `agent` on this channel's view of the history; the channel keeps the reply."""
+
+    @abstractmethod
+    async def reset(self) -> None:
+        """Forget everything (the history was reduced; the reduced one follows)."""
+
+
+async def _call(
+    agent: Agent,
+    messages: list[Message] | None,
+    thread: AgentThread,
+    on_update: UpdateSink | None,
+    token: CancellationToken | None,
+) -> AgentResponse:
+    if on_update is None:
+        return await agent.run(messages, thread=thread, cancellation_token=token)
+    stream = agent.run_stream(messages, thread=thread, cancellation_token=token)
+    async for update in stream:
+        on_update(update)
+    return stream.response
+
+
+class LocalChannel(AgentChannel):
+    """The channel of agents on local threads: the mirror is a list kept here.
+
+    Each agent sees the conversation from its side: its own messages as they are, other
+    participants' replies as user messages carrying their text (a model reads those as
+    input, not as something it said), tool traffic of others left out.
+    """
+
+    accepted_contents = (TextContent, DataContent, FunctionCallContent, FunctionResultContent)
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self._mirror: list[tuple[str, Message]] = []
+
+    async def receive(self, messages: Sequence[tuple[str, Message]]) -> None:
+        self._mirror.extend(messages)
+
+    def view(self, name: str) -> list[Message]:
+        """The conversation as the participant `name` reads it."""
+        out: list[Message] = []
+        for source, m in self._mirror:
+            if source == name or m.role in ("user", "system"):
+                out.append(m)
+                continue
+            kept: list[Content] = [c for c in m.contents if type(c) in (TextContent, DataContent)]
+            if kept:
+                out.append(Message("user", kept, author_name=m.author_name or source))
+        return out
+
+    async def invoke(
+        self,
+        agent: Agent,
+        *,
+        on_update: UpdateSink | None = None,
+        cancellation_token: CancellationToken | None = None,
+    ) -> AgentResponse:
+        thread = agent.create_thread()
+        view = self.view(agent.name)
+        if view:
+            await thread.on_new_message(view)
+        response = await _call(agent, None, thread, on_update, cancellation_token)
+        self._mirror.extend((agent.name, m) for m in response.messages)
+        return response
+
+    async def reset(self) -> None:
+        self._mirror = []
+
+    def __len__(self) -> int:
+        return len(self._mirror)
+
+
+class ServiceChannel(AgentChannel):
+    """The channel of agents whose thread lives on a server: one server thread for them all.
+
+    New history reaches the server through the thread's `on_new_message` (the thread kind
+    decides how); an agent then runs on the shared thread with no new input.
+    """
+
+    def __init__(self, key: str, agent: Agent) -> None:
+        super().__init__(key)
+        self._first = agent
+        self._thread: AgentThread | None = None
+
+    @property
+    def thread(self) -> AgentThread:
+        """The shared server-side thread (made on first use)."""
+        if self._thread is None:
+            self._thread = self._first.create_thread()
+        return self._thread
+
+    async def receive(self, messages: Sequence[tuple[str, Message]]) -> None:
+        if messages:
+            await self.thread.on_new_message([m for _, m in messages])
+
+    async def invoke(
+        self,
+        agent: Agent,
+        *,
+        on_update: UpdateSink | None = None,
+        cancellation_token: CancellationToken | None = None,
+    ) -> AgentResponse:
+        return await _call(agent, None, self.thread, on_update, cancellation_token)
+
+    async def reset(self) -> None:
+        old, self._thread = self._thread, None
+        if old is not None:
+            await old.delete()
+
+
+ChannelFactory = Callable[[str, Agent], AgentChannel]
+"""Makes the channel for a thread kind, given its key and the first agent of that kind."""
+
+
+def channel_key(agent: Agent) -> str:
+    """The key of the channel an agent uses: its thread kind's qualified class name."""
+    cls = agent.thread_type
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def default_channel_factory(agent: Agent) -> ChannelFactory | None:
+    """The built-in channel for an agent's thread kind (local or service), or None."""
+    if issubclass(agent.thread_type, LocalThread):
+        return lambda key, _agent: LocalChannel(key)
+    if issubclass(agent.thread_type, _ServiceThread):
+        return ServiceChannel
+    return None
+
+
+def factories_for(
+    agents: Sequence[Agent], custom: Mapping[type[AgentThread], ChannelFactory] | None = None
+) -> dict[str, ChannelFactory]:
+    """The channel factory of every thread kind among `agents`; refuses a kind with none."""
+    out: dict[str, ChannelFactory] = {}
+    for agent in agents:
+        key = channel_key(agent)
+        if key in out:
+            continue
+        factory = (custom or {}).get(agent.thread_type) or default_channel_factory(agent)
+        if factory is None:
+            raise ConfigurationError(
+                f"participant {agent.name!r} is an agent of kind {type(agent).__name__} whose "
+                f"threads are {agent.thread_type.__name__}, a kind no channel serves; pass "
+                f"channels={{{agent.thread_type.__name__}: make_channel}} to the team, or "
+                "give the agent a LocalThread or ServiceThread subclass"
+            )
+        out[key] = factory
+    return out
+
+
+class _Entry:
+    __slots__ = ("channel", "failure", "queue", "task")
+
+    def __init__(self, channel: AgentChannel) -> None:
+        self.channel = channel
+        self.queue: deque[list[tuple[str, Message]]] = deque()
+        self.task: asyncio.Task[None] | None = None
+        self.failure: BaseException | None = None
+
+
+class ChannelSet:
+    """The channels of one conversation (one team run) and the queue between them.
+
+    Made per session, never shared by two conversations. `sync_timeout` bounds how long
+    reading a channel waits for its deliveries.
+    """
+
+    def __init__(
+        self,
+        factories: Mapping[str, ChannelFactory],
+        *,
+        sync_timeout: float = 60.0,
+    ) -> None:
+        self._factories = dict(factories)
+        self._entries: dict[str, _Entry] = {}
+        self.sync_timeout = sync_timeout
+
+    @property
+    def keys(self) -> list[str]:
+        """Keys of the channels made so far."""
+        return list(self._entries)
+
+    def channel(self, key: str) -> AgentChannel | None:
+        """The channel with this key, if it was made."""
+        entry = self._entries.get(key)
+        return None if entry is None else entry.channel
+
+    def broadcast(self, messages: Sequence[tuple[str, Message]], *, exclude: str = "") -> None:
+        """Queue messages for every channel but `exclude`, and return at once."""
+        for key, entry in self._entries.items():
+            if key == exclude:
+                continue
+            admitted = [
+                (source, kept)
+                for source, m in messages
+                if (kept := entry.channel.admit(m)) is not None
+            ]
+            if admitted:
+                entry.queue.append(admitted)
+                self._start(entry)
+
+    def _start(self, entry: _Entry) -> None:
+        if entry.failure is None and (entry.task is None or entry.task.done()):
+            entry.task = asyncio.ensure_future(self._deliver(entry))
+
+    async def _deliver(self, entry: _Entry) -> None:
+        while entry.queue:
+            batch = entry.queue[0]  # peek: popped only once delivered
+            try:
+                await entry.channel.receive(batch)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                entry.failure = exc
+                return
+            entry.queue.popleft()
+
+    async def sync(
+        self,
+        key: str,
+        agent: Agent,
+        history: Callable[[], Sequence[tuple[str, Message]]],
+    ) -> AgentChannel:
+        """The channel `key`, caught up with the history; raises a kept delivery failure.
+
+        A channel made now first receives the whole `history()`."""
+        entry = self._entries.get(key)
+        if entry is None:
+            factory = self._factories.get(key)
+            if factory is None:
+                raise ConfigurationError(
+                    f"participant {agent.name!r} needs a channel for threads of kind {key!r}, "
+                    f"and this team has none; its channels serve {sorted(self._factories)}"
+                )
+            entry = _Entry(factory(key, agent))
+            self._entries[key] = entry
+            everything = [
+                (source, kept)
+                for source, m in history()
+                if (kept := entry.channel.admit(m)) is not None
+            ]
+            if everything:
+                entry.queue.append(everything)
+        if entry.failure is not None:
+            failure, entry.failure = entry.failure, None
+            raise ChannelSyncError(
+                f"channel {key!r} failed to receive {sum(len(b) for b in entry.queue)} "
+                f"message(s) before participant {agent.name!r} could read it: {failure}; they "
+                "are kept and delivered again at the next sync"
+            ) from failure
+        if entry.queue:
+            self._start(entry)
+        if entry.task is not None and not entry.task.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(entry.task), self.sync_timeout)
+            except builtins_timeout as exc:
+                raise TimeoutError(
+                    f"channel {key!r} did not catch up within {self.sync_timeout:g}s before "
+                    f"participant {agent.name!r} could read it; raise sync_timeout or look at "
+                    "why its thread is slow to take messages"
+                ) from exc
+        if entry.failure is not None:
+            return await self.sync(key, agent, history)
+        return entry.channel
+
+    async def reset(self, history: Sequence[tuple[str, Message]]) -> None:
+        """The history was reduced to `history`: reset every channel and deliver it."""
+        for entry in self._entries.values():
+            await self._stop(entry)
+            entry.queue.clear()
+            entry.failure = None
+            await entry.channel.reset()
+        self.broadcast(history)
+
+    async def _stop(self, entry: _Entry) -> None:
+        task, entry.task = entry.task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def close(self) -> None:
+        """Stop deliveries under way and forget every channel."""
+        for entry in self._entries.values():
+            await self._stop(entry)
+        self._entries.clear()
+
+    def state(self) -> dict[str, Any]:
+        """For tests and diagnostics: per channel, queued batches and a kept failure."""
+        return {
+            k: {"queued": len(e.queue), "failed": e.failure is not None}
+            for k, e in self._entries.items()
+        }
+
+
+builtins_timeout = asyncio.TimeoutError

@@ -1,0 +1,260 @@
+"""`TeamManager`: the executor at the centre of every team's workflow.
+
+It owns the authoritative history (the run's shared log `HISTORY_LOG`), starts each team
+run (fresh termination state, a new correlation id, the task into the history), checks
+termination after the task and after every turn, logs each routing decision as a
+`RoutingEvent`, and when the run stops yields the `TaskResult` and asks for the next task
+(a human-in-the-loop request of the workflow), so the team waits, checkpointed, until
+`run()` is called again. A team type subclasses it and decides who works next in
+`on_start` and `on_turn` by calling `speak` (or `stop`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core import ConfigurationError, DataContent, Message, Usage, new_id, register
+from ..workflows import Executor, WorkflowContext, handler, response_handler
+from .channels import ChannelSet
+from .events import RoutingEvent, TeamMessageEvent, TeamStoppedEvent
+from .result import StopMessage, TaskResult
+from .termination import Observation, TerminationCondition
+from .turns import HISTORY_LOG, AwaitingTask, SpeakTurn, TeamTask, TurnDone
+
+__all__ = ["CHANNELS_KEY", "MANAGER_ID", "ManagerState", "TeamManager", "channels_of", "visible"]
+
+MANAGER_ID = "team.manager"
+"""Executor id of a team's manager (agent names cannot contain a dot, so it never clashes)."""
+CHANNELS_KEY = "cantata.teams.channels"
+"""The run keyword argument that carries the session's `ChannelSet` to the executors."""
+
+
+@register(name="cantata.teams.ManagerState")
+@dataclass(slots=True)
+class ManagerState:
+    """What a manager keeps in its run (checkpointed as its executor state)."""
+
+    correlation_id: str = ""
+    turn: int = 0
+    """Turns taken in the current team run."""
+    run_start: int = 0
+    """Index in the history where the current team run began."""
+    last_speaker: str | None = None
+    streak: int = 0
+    """How many turns in a row `last_speaker` took."""
+    termination: dict[str, Any] = field(default_factory=dict)
+    stopped: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Free JSON for a team type's own bookkeeping."""
+
+
+def channels_of(ctx: WorkflowContext[Any, Any]) -> ChannelSet:
+    """The session's channel set, handed to the run as a keyword argument."""
+    channels = ctx.kwargs.get(CHANNELS_KEY)
+    if not isinstance(channels, ChannelSet):
+        raise ConfigurationError(
+            f"executor {ctx.executor_id!r} of a team runs without its channels: run a team "
+            "through team.run(), team.create_session() or team.resume(), not its workflow"
+        )
+    return channels
+
+
+def visible(turn: Sequence[Message]) -> list[Message]:
+    """A turn's messages as the transcript shows them: tool calls and results are hidden
+    unless they are the turn's last message."""
+    out: list[Message] = []
+    last = len(turn) - 1
+    for i, m in enumerate(turn):
+        if i == last or m.text or any(type(c) is DataContent for c in m.contents):
+            out.append(m)
+    return out
+
+
+def sourced(messages: Sequence[Message]) -> list[tuple[str, Message]]:
+    """Messages with their source, as channels take them."""
+    return [(m.author_name or m.role, m) for m in messages]
+
+
+class TeamManager(Executor):
+    """Base of a team's manager executor. Subclasses implement `on_start` and `on_turn`.
+
+    `participants` are the participant executor ids (the agents' names); the manager sends
+    the turn token to one of them with `speak`, and stops the run with `stop`.
+    """
+
+    def __init__(
+        self,
+        participants: Sequence[str],
+        *,
+        termination: TerminationCondition | None = None,
+        max_turns: int | None = None,
+        id: str = MANAGER_ID,
+    ) -> None:
+        super().__init__(id)
+        if max_turns is not None and (
+            isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1
+        ):
+            raise ConfigurationError(f"max_turns must be a positive integer, got {max_turns!r}")
+        if termination is not None and not isinstance(termination, TerminationCondition):
+            raise ConfigurationError(
+                f"termination must be a TerminationCondition, got {termination!r}"
+            )
+        self.participants = tuple(participants)
+        self.termination = termination
+        self.max_turns = max_turns
+
+    # -- hooks for team types ----------------------------------------------------------
+
+    async def on_start(self, state: ManagerState, ctx: WorkflowContext[Any, Any]) -> None:
+        """A team run started (its task is in the history): route the first turn."""
+        raise NotImplementedError
+
+    async def on_turn(
+        self, state: ManagerState, done: TurnDone, ctx: WorkflowContext[Any, Any]
+    ) -> None:
+        """A participant finished its turn (its messages are in the history): route on."""
+        raise NotImplementedError
+
+    # -- what team types call -----------------------------------------------------------
+
+    def history(self, ctx: WorkflowContext[Any, Any]) -> list[Message]:
+        """The whole authoritative history, tool traffic included."""
+        entries: list[Message] = ctx.log(HISTORY_LOG, shared=True).entries
+        return entries
+
+    def publish(
+        self,
+        state: ManagerState,
+        messages: Sequence[Message],
+        ctx: WorkflowContext[Any, Any],
+        *,
+        source: str = "user",
+        channel: str = "",
+    ) -> None:
+        """Add messages to the history, show the visible ones, and broadcast them to every
+        channel but `channel` (the one they were written on)."""
+        if not messages:
+            return
+        ctx.log(HISTORY_LOG, shared=True).extend(list(messages))
+        for m in visible(messages):
+            ctx.add_event(TeamMessageEvent(m, m.author_name or source))
+        channels = ctx.kwargs.get(CHANNELS_KEY)
+        if isinstance(channels, ChannelSet):
+            channels.broadcast(sourced(messages), exclude=channel)
+
+    def speak(
+        self,
+        state: ManagerState,
+        speaker: str,
+        ctx: WorkflowContext[Any, Any],
+        *,
+        reason: str,
+        candidates: Sequence[str] | None = None,
+        fallback_used: bool = False,
+        attempts: Sequence[str] = (),
+    ) -> None:
+        """Give the turn to `speaker`, logging the decision as a `RoutingEvent`."""
+        if speaker not in self.participants:
+            raise ConfigurationError(
+                f"the team routed to {speaker!r}, which is not a participant; participants "
+                f"are {list(self.participants)}"
+            )
+        state.streak = state.streak + 1 if speaker == state.last_speaker else 1
+        state.last_speaker = speaker
+        state.turn += 1
+        ctx.set_executor_state(state)
+        ctx.add_event(
+            RoutingEvent(
+                state.correlation_id,
+                list(candidates if candidates is not None else self.participants),
+                speaker,
+                reason,
+                fallback_used,
+                state.turn,
+                list(attempts),
+            )
+        )
+        ctx.send_message(SpeakTurn(state.correlation_id, state.turn), target_id=speaker)
+
+    def stop(self, state: ManagerState, stop: StopMessage, ctx: WorkflowContext[Any, Any]) -> None:
+        """End the team run: yield its `TaskResult`, then wait for the next task."""
+        state.stopped = True
+        ctx.set_executor_state(state)
+        shown = visible(self.history(ctx)[state.run_start :])
+        ctx.add_event(TeamStoppedEvent(stop, state.correlation_id))
+        ctx.yield_output(TaskResult(shown, stop))
+        ctx.request_info(AwaitingTask(state.correlation_id))
+
+    # -- the workflow's handlers ---------------------------------------------------------
+
+    def _state(self, ctx: WorkflowContext[Any, Any]) -> ManagerState:
+        state = ctx.get_executor_state()
+        if state is None:
+            return ManagerState()
+        if not isinstance(state, ManagerState):
+            raise ConfigurationError(
+                f"manager {self.id!r} found executor state of type {type(state).__name__}"
+            )
+        return state
+
+    @handler(output=SpeakTurn, workflow_output=TaskResult)
+    async def take_task(self, task: TeamTask, ctx: WorkflowContext[Any, Any]) -> None:
+        """The first task of a session."""
+        await self._begin(task, ctx)
+
+    @response_handler(output=SpeakTurn, workflow_output=TaskResult)
+    async def take_next_task(
+        self, request: AwaitingTask, task: TeamTask, ctx: WorkflowContext[Any, Any]
+    ) -> None:
+        """The task of a later run (empty: continue the conversation)."""
+        await self._begin(task, ctx)
+
+    async def _begin(self, task: TeamTask, ctx: WorkflowContext[Any, Any]) -> None:
+        state = self._state(ctx)
+        state.correlation_id = new_id()
+        state.turn = 0
+        state.run_start = len(ctx.log(HISTORY_LOG, shared=True))
+        state.stopped = False
+        if self.termination is not None:
+            state.termination = self.termination.start(time.time())
+        messages = [m if m.author_name else m.copy(author_name="user") for m in task.messages]
+        self.publish(state, messages, ctx)
+        ctx.set_executor_state(state)
+        if await self._should_stop(state, messages, Usage(), ctx):
+            return
+        await self.on_start(state, ctx)
+
+    @handler(output=SpeakTurn, workflow_output=TaskResult)
+    async def take_turn(self, done: TurnDone, ctx: WorkflowContext[Any, Any]) -> None:
+        """A participant's turn: into the history, then termination, then the next turn."""
+        state = self._state(ctx)
+        if state.stopped:
+            return  # a turn that was under way when the run was stopped from outside
+        self.publish(state, done.messages, ctx, source=done.speaker, channel=done.channel)
+        ctx.set_executor_state(state)
+        if await self._should_stop(state, done.messages, done.usage, ctx):
+            return
+        await self.on_turn(state, done, ctx)
+
+    async def _should_stop(
+        self,
+        state: ManagerState,
+        messages: Sequence[Message],
+        usage: Usage,
+        ctx: WorkflowContext[Any, Any],
+    ) -> bool:
+        if self.termination is not None:
+            seen = Observation(messages, usage, time.time())
+            stop = await self.termination.check(state.termination, seen)
+            if stop is not None:
+                self.stop(state, stop, ctx)
+                return True
+        if self.max_turns is not None and state.turn >= self.max_turns:
+            self.stop(
+                state, StopMessage(f"maximum of {self.max_turns} turns reached", "max_turns"), ctx
+            )
+            return True
+        return False

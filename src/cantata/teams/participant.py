@@ -1,0 +1,51 @@
+"""`ParticipantExecutor`: one team member as a node of the team's workflow.
+
+On the turn token it brings its channel up to date (waiting for deliveries under way, and
+raising one that failed), runs its agent on the channel's view of the history, streaming
+the agent's chunks as workflow events in a streamed run, and hands the turn's messages
+back to the manager.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..agents import Agent, AgentResponseUpdate
+from ..core import Message, Usage
+from ..workflows import AgentUpdateEvent, Executor, WorkflowContext, handler
+from .channels import channel_key
+from .manager import channels_of, sourced
+from .turns import HISTORY_LOG, SpeakTurn, TurnDone
+
+__all__ = ["ParticipantExecutor"]
+
+
+class ParticipantExecutor(Executor):
+    """Runs `agent` when it gets the turn token; its id is the agent's name."""
+
+    def __init__(self, agent: Agent) -> None:
+        super().__init__(agent.name)
+        self.agent = agent
+        self.channel_key = channel_key(agent)
+
+    @handler(output=TurnDone)
+    async def take_turn(self, turn: SpeakTurn, ctx: WorkflowContext[Any, Any]) -> None:
+        """Speak: run the agent on the shared history, then give the turn back."""
+        channels = channels_of(ctx)
+
+        def history() -> list[tuple[str, Message]]:
+            return sourced(ctx.log(HISTORY_LOG, shared=True).entries)
+
+        channel = await channels.sync(self.channel_key, self.agent, history)
+        on_update = None
+        if ctx.streaming:
+
+            def on_update(update: AgentResponseUpdate) -> None:
+                ctx.add_event(AgentUpdateEvent(self.id, update))
+
+        response = await channel.invoke(
+            self.agent, on_update=on_update, cancellation_token=ctx.cancellation_token
+        )
+        name = self.agent.name
+        messages = [m if m.author_name else m.copy(author_name=name) for m in response.messages]
+        ctx.send_message(TurnDone(name, messages, response.usage or Usage(), self.channel_key))

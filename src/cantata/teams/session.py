@@ -1,0 +1,381 @@
+"""`TeamSession`: one conversation of a team, run after run.
+
+A session is one workflow run of the team's workflow that lives across team runs: when a
+team run stops, the manager yields the `TaskResult` and waits on a request for the next
+task; `run(task)` answers it. So the whole conversation is one run that checkpoints,
+resumes in a fresh process (`Team.resume`), and is saved and loaded as JSON. A session
+does one thing at a time; sessions of one team are independent and may run at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from ..core import (
+    CancellationToken,
+    CancelledError,
+    CheckpointError,
+    Message,
+    SchemaVersionError,
+    UsageError,
+    WorkflowError,
+)
+from ..workflows import (
+    AgentUpdateEvent,
+    CheckpointStore,
+    InMemoryCheckpointStore,
+    RequestInfoEvent,
+    WorkflowCheckpoint,
+    WorkflowEvent,
+    WorkflowRun,
+    WorkflowRunResult,
+)
+from .channels import ChannelSet
+from .events import TeamEvent
+from .manager import CHANNELS_KEY
+from .result import StopMessage, TaskResult
+from .turns import AwaitingTask, TeamTask
+
+if TYPE_CHECKING:
+    from ..runtime import AgentRuntime
+    from .team import Team
+
+__all__ = ["STATE_SCHEMA_VERSION", "TaskInput", "TeamBusyError", "TeamSession"]
+
+STATE_SCHEMA_VERSION = 1
+"""Version of `save_state` data. 1: the checkpoint record, its values and its log entries."""
+
+TaskInput: TypeAlias = str | Message | list[str | Message] | None
+"""A team run's task: text, a message, a list of them, or None to continue."""
+
+StreamItem: TypeAlias = WorkflowEvent | TaskResult
+
+
+class TeamBusyError(UsageError):
+    """The session is already running; one session does one thing at a time."""
+
+
+class TeamSession:
+    """One conversation of a team: `run`, `run_stream`, `reset`, `save_state`, `load_state`.
+
+    Get one from `team.create_session()` (or use the team's own default session through
+    `team.run`). Pass `checkpoint_store` to keep the conversation in a durable store
+    (SQLite, PostgreSQL, ...): every step is checkpointed there, and `team.resume` picks
+    the conversation up in another process.
+    """
+
+    def __init__(
+        self,
+        team: Team,
+        *,
+        checkpoint_store: CheckpointStore | None = None,
+        runtime: AgentRuntime | None = None,
+    ) -> None:
+        self.team = team
+        self._store = checkpoint_store
+        self._runtime = runtime
+        self._run: WorkflowRun | None = None
+        self._channels = team._new_channels()
+        self._busy = False
+
+    # -- what the session holds -----------------------------------------------------------
+
+    @property
+    def run_id(self) -> str | None:
+        """The id of the workflow run holding this conversation (None before the first)."""
+        return None if self._run is None else self._run.run_id
+
+    @property
+    def checkpoint_id(self) -> str | None:
+        """The last checkpoint of the conversation (None without a checkpoint store)."""
+        return None if self._run is None else self._run.checkpoint_id
+
+    @property
+    def channels(self) -> ChannelSet:
+        """The session's channels (one per thread kind among the participants)."""
+        return self._channels
+
+    @property
+    def is_running(self) -> bool:
+        """True while a run of this session is under way."""
+        return self._busy
+
+    # -- running --------------------------------------------------------------------------
+
+    async def run(
+        self, task: TaskInput = None, *, cancellation_token: CancellationToken | None = None
+    ) -> TaskResult:
+        """Run the team on `task` until it stops; without a task, continue the conversation.
+
+        A cancelled token stops the run at once and raises `CancelledError`; `run()` later
+        finishes the interrupted turn and goes on.
+        """
+        result: TaskResult | None = None
+        async for item in self.run_stream(
+            task, cancellation_token=cancellation_token, _streaming=False
+        ):
+            if isinstance(item, TaskResult):
+                result = item
+        if result is None:  # pragma: no cover - run_stream always ends with a result
+            raise WorkflowError(f"team {self.team.name!r} ended without a result")
+        return result
+
+    async def run_stream(
+        self,
+        task: TaskInput = None,
+        *,
+        cancellation_token: CancellationToken | None = None,
+        _streaming: bool = True,
+    ) -> AsyncIterator[StreamItem]:
+        """Run and yield as it happens: team events (each message of the transcript, each
+        routing decision, the stop), the agents' chunks, then the `TaskResult`."""
+        self._enter()
+        try:
+            messages = Message.coerce(task)
+            before = 0 if self._run is None else len(self._run.outputs)
+            if _streaming:
+                stream = self._drive_stream(messages, cancellation_token)
+                async with stream:
+                    async for event in stream:
+                        if _shown(event):
+                            yield event
+                    outcome = stream.result
+            else:
+                outcome = await self._drive(messages, cancellation_token)
+            yield self._result_of(outcome, before)
+        finally:
+            self._busy = False
+
+    def _enter(self) -> None:
+        if self._busy:
+            raise TeamBusyError(
+                f"team {self.team.name!r} is already running in this session; wait for that "
+                "run to end, or use team.create_session() for an independent conversation"
+            )
+        self._busy = True
+
+    def _waiting_request(self) -> str | None:
+        run = self._run
+        if run is None or run.status != "idle_with_pending_requests":
+            return None
+        for request in run.pending_requests:
+            if isinstance(request.data, AwaitingTask):
+                return request.request_id
+        return None
+
+    def _kwargs(self) -> dict[str, Any]:
+        return {CHANNELS_KEY: self._channels}
+
+    async def _drive(
+        self, messages: list[Message], token: CancellationToken | None
+    ) -> WorkflowRunResult:
+        run = self._run
+        if run is None:
+            workflow = self.team.workflow
+            result = await workflow.run(
+                TeamTask(messages),
+                runtime=self._runtime,
+                checkpoint_store=self._store,
+                kwargs=self._kwargs(),
+                cancellation_token=token,
+            )
+            self._run = result.run
+            return result
+        waiting = self._waiting_request()
+        if waiting is not None:
+            return await run.send_responses({waiting: TeamTask(messages)}, cancellation_token=token)
+        self._check_continuable(run, messages)
+        return await run.continue_run(cancellation_token=token)
+
+    def _drive_stream(self, messages: list[Message], token: CancellationToken | None) -> Any:
+        run = self._run
+        if run is None:
+            stream = self.team.workflow.run_stream(
+                TeamTask(messages),
+                runtime=self._runtime,
+                checkpoint_store=self._store,
+                kwargs=self._kwargs(),
+                cancellation_token=token,
+            )
+            return stream
+        waiting = self._waiting_request()
+        if waiting is not None:
+            return run.send_responses_stream(
+                {waiting: TeamTask(messages)}, cancellation_token=token
+            )
+        self._check_continuable(run, messages)
+        return run.continue_run_stream(cancellation_token=token)
+
+    def _check_continuable(self, run: WorkflowRun, messages: list[Message]) -> None:
+        others = [r for r in run.pending_requests if not isinstance(r.data, AwaitingTask)]
+        if others:
+            raise UsageError(
+                f"team {self.team.name!r} waits for answers to requests "
+                f"{[r.request_id for r in others]}; answer them with session.send_responses()"
+            )
+        if messages:
+            raise UsageError(
+                f"team {self.team.name!r} was stopped in the middle of a run (status "
+                f"{run.status!r}); call run() without a task to finish it, or reset() first"
+            )
+
+    def _result_of(self, outcome: WorkflowRunResult, before: int) -> TaskResult:
+        if self._run is None:
+            self._run = outcome.run
+        if outcome.status == "cancelled":
+            raise CancelledError(
+                f"team {self.team.name!r} was cancelled; run() without a task finishes the "
+                "interrupted turn and goes on, reset() starts over"
+            )
+        for output in reversed(outcome.outputs[before:]):
+            if isinstance(output, TaskResult):
+                return output
+        pending = [r.request_id for r in outcome.pending_requests]
+        return TaskResult([], StopMessage(f"waiting for answers to requests {pending}", "input"))
+
+    async def send_responses(self, responses: Mapping[str, Any]) -> TaskResult:
+        """Answer requests a participant made (not the next task: use `run`) and go on."""
+        self._enter()
+        try:
+            if self._run is None:
+                raise UsageError(f"team {self.team.name!r} has not run in this session yet")
+            before = len(self._run.outputs)
+            return self._result_of(await self._run.send_responses(responses), before)
+        finally:
+            self._busy = False
+
+    # -- reset, save, load ------------------------------------------------------------------
+
+    async def reset(self) -> None:
+        """Forget the conversation: the next run starts from nothing (every participant's
+        part of it lives in the session, so all of them are reset)."""
+        self._enter()
+        try:
+            self._run = None
+            await self._channels.close()
+            self._channels = self.team._new_channels()
+        finally:
+            self._busy = False
+
+    async def save_state(self) -> dict[str, Any]:
+        """The conversation as JSON data (its last checkpoint, with every value and log
+        entry it refers to); `load_state` takes it back, in any process."""
+        if self._busy:
+            raise TeamBusyError(f"team {self.team.name!r} is running; save its state after")
+        run = self._run
+        if run is None:
+            return {"schema_version": STATE_SCHEMA_VERSION, "team": self.team.name, "run": None}
+        store = self._store
+        if store is None or run.checkpoint_id is None:
+            raise UsageError(
+                f"team {self.team.name!r}: this session keeps no checkpoints; create it with "
+                "team.create_session(checkpoint_store=...) to save its state"
+            )
+        checkpoint = await store.load(run.checkpoint_id)
+        values = {
+            ref: await store.read_value(ref)
+            for ref in [*checkpoint.state_refs.values(), *checkpoint.executor_refs.values()]
+        }
+        logs: dict[str, list[Any]] = {}
+        for segments in [*checkpoint.logs.values(), checkpoint.outputs]:
+            for segment, count in segments:
+                if count > len(logs.get(segment, [])):
+                    logs[segment] = await store.read_log(segment, count)
+        return {
+            "schema_version": STATE_SCHEMA_VERSION,
+            "team": self.team.name,
+            "run": {"checkpoint": checkpoint.to_record(), "values": values, "logs": logs},
+        }
+
+    async def load_state(self, state: Mapping[str, Any]) -> None:
+        """Continue the conversation `save_state` wrote (this session's is replaced)."""
+        self._enter()
+        try:
+            saved = _check_state(state, self.team.name)
+            await self._channels.close()
+            self._channels = self.team._new_channels()
+            if saved is None:
+                self._run = None
+                return
+            checkpoint = WorkflowCheckpoint.from_record(
+                saved["checkpoint"], checkpoint_id=str(saved["checkpoint"].get("checkpoint_id"))
+            )
+            store = self._store
+            if store is None:
+                store = self._store = InMemoryCheckpointStore()
+            if not await _has_checkpoint(store, checkpoint.checkpoint_id):
+                await store.save(
+                    checkpoint,
+                    values=saved["values"],
+                    log_appends={seg: (0, list(entries)) for seg, entries in saved["logs"].items()},
+                )
+            self._run = await self.team.workflow.restore(
+                checkpoint.checkpoint_id,
+                checkpoint_store=store,
+                runtime=self._runtime,
+                kwargs=self._kwargs(),
+            )
+        finally:
+            self._busy = False
+
+    async def _restore(self, checkpoint_id: str) -> None:
+        """Pick the conversation up at a checkpoint of this session's store."""
+        if self._store is None:
+            raise UsageError("resuming a team needs its checkpoint_store")
+        self._run = await self.team.workflow.restore(
+            checkpoint_id,
+            checkpoint_store=self._store,
+            runtime=self._runtime,
+            kwargs=self._kwargs(),
+        )
+
+    async def close(self) -> None:
+        """Stop channel deliveries under way (the conversation itself is kept)."""
+        await self._channels.close()
+
+
+def _shown(event: WorkflowEvent) -> bool:
+    """Whether `run_stream` yields a workflow event: team events, agent chunks, and
+    requests for input other than the wait for the next task."""
+    if isinstance(event, TeamEvent | AgentUpdateEvent):
+        return True
+    return isinstance(event, RequestInfoEvent) and not isinstance(event.data, AwaitingTask)
+
+
+async def _has_checkpoint(store: CheckpointStore, checkpoint_id: str) -> bool:
+    try:
+        await store.load(checkpoint_id)
+    except CheckpointError:
+        return False
+    return True
+
+
+def _check_state(state: Mapping[str, Any], team: str) -> dict[str, Any] | None:
+    if not isinstance(state, Mapping):
+        raise CheckpointError(f"team state must be a JSON object, got {type(state).__name__}")
+    version = state.get("schema_version")
+    if type(version) is not int or version != STATE_SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"team state schema_version {version!r} is not supported (this cantata reads "
+            f"{STATE_SCHEMA_VERSION}); save it again with this version"
+        )
+    if state.get("team") != team:
+        raise CheckpointError(
+            f"this state was saved by team {state.get('team')!r}, not {team!r}; load it into "
+            "a session of the team that saved it"
+        )
+    saved = state.get("run")
+    if saved is None:
+        return None
+    if (
+        not isinstance(saved, Mapping)
+        or not isinstance(saved.get("checkpoint"), Mapping)
+        or not isinstance(saved.get("values"), Mapping)
+        or not isinstance(saved.get("logs"), Mapping)
+        or not all(isinstance(v, list) for v in saved["logs"].values())
+    ):
+        raise CheckpointError(
+            f"team state of {team!r} is damaged: 'run' needs 'checkpoint', 'values' and 'logs'"
+        )
+    return dict(saved)

@@ -1,0 +1,331 @@
+"""Speaker policies: who speaks next in a group chat.
+
+A policy is a definition shared by every run; it decides from the conversation's state
+(`ChatState`) alone, so concurrent runs never share a decision. `RoundRobin` takes turns
+in order; `Selector` asks a model to pick among candidates (constrained by a JSON schema
+whose only allowed values are the candidates' names, which the local model enforces with
+a grammar; any other answer is retried, boundedly, then a fallback picks); and any
+function of the state is a policy too.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from ..core import (
+    CancellationToken,
+    ConfigurationError,
+    DataContent,
+    Message,
+    ModelOutputError,
+    TextContent,
+)
+from ..models import ChatClient, ChatOptions
+
+__all__ = [
+    "DEFAULT_SELECTOR_PROMPT",
+    "ChatState",
+    "FunctionPolicy",
+    "RoundRobin",
+    "Selector",
+    "SpeakerChoice",
+    "SpeakerFunction",
+    "SpeakerPolicy",
+    "as_policy",
+]
+
+
+@dataclass(slots=True)
+class ChatState:
+    """The conversation as a speaker policy sees it."""
+
+    history: Sequence[Message]
+    """The whole history, tool traffic included."""
+    participants: Sequence[str]
+    descriptions: Mapping[str, str] = field(default_factory=dict)
+    last_speaker: str | None = None
+    streak: int = 0
+    """How many turns in a row `last_speaker` has taken."""
+    turn: int = 0
+    """Turns taken so far in this team run."""
+    correlation_id: str = ""
+
+    @property
+    def transcript(self) -> list[Message]:
+        """The messages that carry text or data (what people would read)."""
+        return [
+            m
+            for m in self.history
+            if any(type(c) in (TextContent, DataContent) for c in m.contents)
+        ]
+
+
+@dataclass(slots=True)
+class SpeakerChoice:
+    """A decision: who speaks, why, among whom, and whether a fallback chose."""
+
+    speaker: str
+    reason: str = ""
+    fallback_used: bool = False
+    candidates: list[str] | None = None
+    attempts: list[str] = field(default_factory=list)
+
+
+class SpeakerPolicy(ABC):
+    """Picks the next speaker of a group chat."""
+
+    @abstractmethod
+    async def select(
+        self, state: ChatState, *, cancellation_token: CancellationToken | None = None
+    ) -> SpeakerChoice:
+        """The next speaker; it must be one of `state.participants`."""
+
+
+class RoundRobin(SpeakerPolicy):
+    """Everyone in turn, in the order the participants were given."""
+
+    async def select(
+        self, state: ChatState, *, cancellation_token: CancellationToken | None = None
+    ) -> SpeakerChoice:
+        return SpeakerChoice(_after(state.last_speaker, state.participants), "round robin")
+
+    def __repr__(self) -> str:
+        return "RoundRobin()"
+
+
+def _after(last: str | None, order: Sequence[str]) -> str:
+    if last is not None and last in order:
+        return order[(list(order).index(last) + 1) % len(order)]
+    return order[0]
+
+
+SpeakerAnswer: TypeAlias = str | SpeakerChoice | None
+SpeakerFunction: TypeAlias = Callable[[ChatState], SpeakerAnswer | Awaitable[SpeakerAnswer]]
+"""A function of the conversation state naming the next speaker (sync or async)."""
+
+
+async def _ask(fn: SpeakerFunction, state: ChatState) -> SpeakerAnswer:
+    answer = fn(state)
+    if inspect.isawaitable(answer):
+        answer = await answer
+    if answer is not None and not isinstance(answer, str | SpeakerChoice):
+        raise ConfigurationError(
+            f"speaker function {getattr(fn, '__name__', fn)!r} returned {answer!r}; return a "
+            "participant's name, a SpeakerChoice, or None"
+        )
+    return answer
+
+
+def _checked(answer: str | SpeakerChoice, state: ChatState, origin: str) -> SpeakerChoice:
+    choice = answer if isinstance(answer, SpeakerChoice) else SpeakerChoice(answer, origin)
+    if choice.speaker not in state.participants:
+        raise ConfigurationError(
+            f"{origin} picked {choice.speaker!r}, which is not a participant; participants are "
+            f"{list(state.participants)}"
+        )
+    return choice
+
+
+class FunctionPolicy(SpeakerPolicy):
+    """A function of the `ChatState` picks the next speaker."""
+
+    def __init__(self, fn: SpeakerFunction) -> None:
+        if not callable(fn):
+            raise ConfigurationError(f"a speaker function must be callable, got {fn!r}")
+        self.fn = fn
+        self._name = getattr(fn, "__name__", "speaker function")
+
+    async def select(
+        self, state: ChatState, *, cancellation_token: CancellationToken | None = None
+    ) -> SpeakerChoice:
+        answer = await _ask(self.fn, state)
+        if answer is None:
+            raise ConfigurationError(
+                f"speaker function {self._name!r} returned None and no model is there to pick "
+                "instead; return a name, or use Selector(client, selector_func=...)"
+            )
+        return _checked(answer, state, f"speaker function {self._name!r}")
+
+
+def as_policy(speaker: SpeakerPolicy | SpeakerFunction) -> SpeakerPolicy:
+    """A policy, or a function of the state made one."""
+    if isinstance(speaker, SpeakerPolicy):
+        return speaker
+    if callable(speaker):
+        return FunctionPolicy(speaker)
+    raise ConfigurationError(
+        f"speaker must be a SpeakerPolicy (RoundRobin(), Selector(...)) or a function of the "
+        f"ChatState, got {speaker!r}"
+    )
+
+
+DEFAULT_SELECTOR_PROMPT = (
+    "You pick who speaks next in a team conversation.\n\n"
+    "Team members:\n{roles}\n\n"
+    "Conversation so far:\n{history}\n\n"
+    "Which member should speak next? Answer with one name from: {participants}."
+)
+"""The selector's default prompt; ``{roles}``, ``{history}`` and ``{participants}`` are filled."""
+
+Candidates: TypeAlias = Callable[[ChatState], Sequence[str] | Awaitable[Sequence[str]]]
+Fallback: TypeAlias = str | Callable[[ChatState], str]
+
+
+class Selector(SpeakerPolicy):
+    """A model picks the next speaker among the candidates.
+
+    - `candidates(state)` narrows who may speak (default: everyone);
+    - `allow_repeat=False` keeps the last speaker from speaking twice in a row (when there
+      is someone else); with ``allow_repeat=True`` nobody speaks more than `max_repeats`
+      turns in a row, so the chat never loops forever on one speaker;
+    - `selector_func(state)` may pick instead of the model, or return None to let it pick;
+    - the model's answer is constrained to the candidates' names by a JSON schema (a
+      grammar on the local model, so it is always valid); an answer that is not a
+      candidate is retried up to `max_attempts` times, then `fallback` picks (a name, or a
+      function of the state; default: the next candidate in round-robin order).
+
+    Every decision says why and whether the fallback chose (see `RoutingEvent`).
+    """
+
+    def __init__(
+        self,
+        client: ChatClient,
+        *,
+        prompt: str = DEFAULT_SELECTOR_PROMPT,
+        candidates: Candidates | None = None,
+        allow_repeat: bool = False,
+        max_repeats: int = 3,
+        selector_func: SpeakerFunction | None = None,
+        fallback: Fallback | None = None,
+        max_attempts: int = 3,
+        max_history: int = 20,
+        options: ChatOptions | None = None,
+    ) -> None:
+        if not isinstance(client, ChatClient):
+            raise ConfigurationError(f"Selector needs a ChatClient, got {client!r}")
+        if max_attempts < 1 or max_repeats < 1 or max_history < 0:
+            raise ConfigurationError(
+                "Selector needs max_attempts >= 1, max_repeats >= 1 and max_history >= 0"
+            )
+        for key in ("{participants}",):
+            if key not in prompt:
+                raise ConfigurationError(f"the selector prompt must contain {key}")
+        self.client = client
+        self.prompt = prompt
+        self.candidates = candidates
+        self.allow_repeat = allow_repeat
+        self.max_repeats = max_repeats
+        self.selector_func = selector_func
+        self.fallback = fallback
+        self.max_attempts = max_attempts
+        self.max_history = max_history
+        self.options = options
+
+    async def select(
+        self, state: ChatState, *, cancellation_token: CancellationToken | None = None
+    ) -> SpeakerChoice:
+        if self.selector_func is not None:
+            answer = await _ask(self.selector_func, state)
+            if answer is not None:
+                return _checked(answer, state, "selector_func")
+        names = await self._candidates(state)
+        if len(names) == 1:
+            return SpeakerChoice(names[0], "the only candidate", candidates=names)
+        attempts: list[str] = []
+        messages = [Message("user", self._render(state, names))]
+        options = ChatOptions(response_format=_schema(names), max_tokens=64).merge(self.options)
+        for _ in range(self.max_attempts):
+            if cancellation_token is not None:
+                cancellation_token.raise_if_cancelled()
+            try:
+                response = await self.client.get_response(
+                    messages, options=options, cancellation_token=cancellation_token
+                )
+                text, value = response.text, response.value
+            except ModelOutputError as exc:
+                text, value = str(exc), None
+            name = _parse(text, value, names)
+            if name is not None:
+                return SpeakerChoice(name, "chosen by the model", False, names, attempts)
+            attempts.append(text)
+            messages += [
+                Message("assistant", text or "(no answer)"),
+                Message("user", f"That is not one of them. Answer with exactly one of: {names}."),
+            ]
+        return SpeakerChoice(
+            self._fall_back(state, names),
+            f"fallback after {len(attempts)} answers that were not candidates",
+            True,
+            names,
+            attempts,
+        )
+
+    async def _candidates(self, state: ChatState) -> list[str]:
+        names = list(state.participants)
+        if self.candidates is not None:
+            given = self.candidates(state)
+            if inspect.isawaitable(given):
+                given = await given
+            names = [n for n in state.participants if n in set(given)]
+            unknown = sorted(set(given) - set(state.participants))
+            if unknown or not names:
+                raise ConfigurationError(
+                    f"the selector's candidates function returned {list(given)!r}; candidates "
+                    f"must be a non-empty subset of the participants {list(state.participants)}"
+                )
+        last = state.last_speaker
+        too_many = self.allow_repeat and state.streak >= self.max_repeats
+        if last in names and len(names) > 1 and (not self.allow_repeat or too_many):
+            names.remove(last)
+        return names
+
+    def _render(self, state: ChatState, names: list[str]) -> str:
+        roles = "\n".join(
+            f"- {n}: {state.descriptions.get(n, '') or 'a participant'}" for n in names
+        )
+        shown = state.transcript[-self.max_history :] if self.max_history else []
+        history = "\n".join(f"{m.author_name or m.role}: {m.text}" for m in shown) or "(empty)"
+        return self.prompt.format(roles=roles, history=history, participants=", ".join(names))
+
+    def _fall_back(self, state: ChatState, names: list[str]) -> str:
+        fallback = self.fallback
+        if fallback is None:
+            return _after(state.last_speaker, names) if state.last_speaker in names else names[0]
+        name = fallback if isinstance(fallback, str) else fallback(state)
+        if name not in state.participants:
+            raise ConfigurationError(
+                f"the selector's fallback picked {name!r}, which is not a participant; "
+                f"participants are {list(state.participants)}"
+            )
+        return name
+
+
+def _schema(names: list[str]) -> dict[str, Any]:
+    return {
+        "title": "next_speaker",
+        "type": "object",
+        "properties": {"speaker": {"type": "string", "enum": list(names)}},
+        "required": ["speaker"],
+    }
+
+
+def _parse(text: str, value: Any, names: list[str]) -> str | None:
+    """A candidate named by the answer: its structured value, JSON text, or plain text."""
+    if value is None and text:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = None
+    if isinstance(value, dict):
+        found = value.get("speaker")
+        return found if found in names else None
+    stripped = text.strip().strip("\"'.").strip()
+    if stripped in names:
+        return stripped
+    mentioned = [n for n in names if n in text]
+    return mentioned[0] if len(mentioned) == 1 else None

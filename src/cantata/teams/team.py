@@ -1,0 +1,192 @@
+"""`Team`: the base of every team type. A team IS a workflow.
+
+A team definition is immutable: its participants, its rules, and the workflow it builds
+once (a `TeamManager` executor and one executor per participant, passing a turn token).
+Conversations live in sessions: `create_session()` gives an independent one (any number
+may run at once), and the team's own default session serves AutoGen-style code:
+``await team.run(task)``, ``await team.run()`` to continue, ``await team.reset()``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..agents import Agent, AgentThread
+from ..core import CancellationToken, ConfigurationError
+from ..workflows import Executor, InMemoryCheckpointStore, Workflow, WorkflowBuilder
+from .channels import ChannelFactory, ChannelSet, factories_for
+from .manager import TeamManager
+from .participant import ParticipantExecutor
+from .result import TaskResult
+from .session import StreamItem, TaskInput, TeamSession
+
+if TYPE_CHECKING:
+    from ..runtime import AgentRuntime
+    from ..workflows import CheckpointStore
+    from .as_agent import TeamAgent
+
+__all__ = ["Team"]
+
+
+class Team(ABC):
+    """A team definition. Subclasses build their workflow in `_build_workflow`.
+
+    `channels` maps a thread kind to the factory of its channel, for agents whose threads
+    are neither local nor service threads. `sync_timeout` bounds how long a participant
+    waits for its channel to catch up.
+    """
+
+    def __init__(
+        self,
+        participants: Sequence[Agent],
+        *,
+        name: str = "team",
+        description: str = "",
+        channels: Mapping[type[AgentThread], ChannelFactory] | None = None,
+        sync_timeout: float = 60.0,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError(f"a team needs a non-empty name, got {name!r}")
+        agents = list(participants)
+        if not agents:
+            raise ConfigurationError(f"team {name!r} needs at least one participant")
+        seen: set[str] = set()
+        for agent in agents:
+            if not isinstance(agent, Agent):
+                raise ConfigurationError(
+                    f"team {name!r}: participant {agent!r} is not an Agent; wrap plain "
+                    "functions in an Agent subclass or use a workflow"
+                )
+            if agent.name in seen:
+                raise ConfigurationError(
+                    f"team {name!r} has two participants named {agent.name!r}; names pick "
+                    "the speaker, so give each a unique name"
+                )
+            seen.add(agent.name)
+        if sync_timeout <= 0:
+            raise ConfigurationError(f"sync_timeout must be positive, got {sync_timeout!r}")
+        self.name = name
+        self.description = description
+        self._participants = tuple(agents)
+        self._factories = factories_for(agents, channels)
+        self._sync_timeout = sync_timeout
+        self._workflow: Workflow | None = None
+        self._session: TeamSession | None = None
+
+    @property
+    def participants(self) -> tuple[Agent, ...]:
+        """The team's agents, in order."""
+        return self._participants
+
+    @property
+    def participant_names(self) -> list[str]:
+        """The participants' names, in order."""
+        return [a.name for a in self._participants]
+
+    # -- the workflow -----------------------------------------------------------------------
+
+    @property
+    def workflow(self) -> Workflow:
+        """The workflow this team runs as (built once, shared by every session)."""
+        if self._workflow is None:
+            self._workflow = self._build_workflow()
+        return self._workflow
+
+    @abstractmethod
+    def _build_workflow(self) -> Workflow:
+        """Build the team's workflow; its start executor takes a `TeamTask`."""
+
+    def _star_workflow(
+        self,
+        manager: TeamManager,
+        *,
+        participants: Sequence[Executor] | None = None,
+        max_supersteps: int = 10_000,
+    ) -> Workflow:
+        """The usual shape: the manager, and an edge to and from each participant."""
+        executors = list(participants or [ParticipantExecutor(a) for a in self._participants])
+        builder = WorkflowBuilder(
+            manager, name=self.name, description=self.description, max_supersteps=max_supersteps
+        )
+        for ex in executors:
+            builder.add_edge(manager, ex)
+            builder.add_edge(ex, manager)
+        return builder.build()
+
+    def _new_channels(self) -> ChannelSet:
+        return ChannelSet(self._factories, sync_timeout=self._sync_timeout)
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def create_session(
+        self,
+        *,
+        checkpoint_store: CheckpointStore | None = None,
+        runtime: AgentRuntime | None = None,
+    ) -> TeamSession:
+        """A new, independent conversation with this team."""
+        return TeamSession(self, checkpoint_store=checkpoint_store, runtime=runtime)
+
+    async def resume(
+        self,
+        checkpoint_id: str,
+        *,
+        checkpoint_store: CheckpointStore,
+        runtime: AgentRuntime | None = None,
+    ) -> TeamSession:
+        """The conversation saved at `checkpoint_id`, in this process; `run()` goes on."""
+        session = self.create_session(checkpoint_store=checkpoint_store, runtime=runtime)
+        await session._restore(checkpoint_id)
+        return session
+
+    @property
+    def session(self) -> TeamSession:
+        """The default session that `run`, `run_stream`, `reset` and the state methods use.
+
+        It checkpoints in memory, so `save_state` works as it does in AutoGen; sessions
+        from `create_session` checkpoint only when given a store."""
+        if self._session is None:
+            self._session = self.create_session(checkpoint_store=InMemoryCheckpointStore())
+        return self._session
+
+    async def run(
+        self, task: TaskInput = None, *, cancellation_token: CancellationToken | None = None
+    ) -> TaskResult:
+        """Run the default session on `task` (None continues); see `TeamSession.run`."""
+        return await self.session.run(task, cancellation_token=cancellation_token)
+
+    def run_stream(
+        self, task: TaskInput = None, *, cancellation_token: CancellationToken | None = None
+    ) -> AsyncIterator[StreamItem]:
+        """Stream a run of the default session; see `TeamSession.run_stream`."""
+        return self.session.run_stream(task, cancellation_token=cancellation_token)
+
+    async def reset(self) -> None:
+        """Reset the default session."""
+        await self.session.reset()
+
+    async def save_state(self) -> dict[str, Any]:
+        """The default session's state as JSON."""
+        return await self.session.save_state()
+
+    async def load_state(self, state: Mapping[str, Any]) -> None:
+        """Load a saved state into the default session."""
+        await self.session.load_state(state)
+
+    def use_checkpoint_store(self, store: CheckpointStore) -> TeamSession:
+        """Make the default session a new one that checkpoints into `store`."""
+        self._session = self.create_session(checkpoint_store=store)
+        return self._session
+
+    # -- as an agent ------------------------------------------------------------------------
+
+    def as_agent(self, *, name: str | None = None, description: str | None = None) -> TeamAgent:
+        """This team as an `Agent`: each run is a team run on the thread's conversation."""
+        from .as_agent import TeamAgent
+
+        return TeamAgent(self, name=name, description=description)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, participants={self.participant_names})"

@@ -1,0 +1,54 @@
+"""The messages a team's workflow passes: the task in, the turn token out to a participant,
+the participant's turn back to the manager, and the manager's request for the next task.
+
+All are registered with the JSON type registry: any of them may be in flight at a
+checkpoint, or be the pending request a saved team waits on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..core import Message, Usage, register
+
+__all__ = ["HISTORY_LOG", "AwaitingTask", "SpeakTurn", "TeamTask", "TurnDone"]
+
+HISTORY_LOG = "team.history"
+"""Name of the run's shared log holding the team's authoritative history."""
+
+
+@register(name="cantata.teams.TeamTask")
+@dataclass(slots=True)
+class TeamTask:
+    """A team run's input: the task's messages (empty to continue the previous run)."""
+
+    messages: list[Message] = field(default_factory=list)
+
+
+@register(name="cantata.teams.AwaitingTask")
+@dataclass(slots=True)
+class AwaitingTask:
+    """The request a stopped team waits on: the next run's task answers it."""
+
+    correlation_id: str = ""
+
+
+@register(name="cantata.teams.SpeakTurn")
+@dataclass(slots=True)
+class SpeakTurn:
+    """The turn token: the participant that receives it speaks now, then hands it back."""
+
+    correlation_id: str = ""
+    turn: int = 0
+
+
+@register(name="cantata.teams.TurnDone")
+@dataclass(slots=True)
+class TurnDone:
+    """What a participant produced in its turn, handed back to the manager."""
+
+    speaker: str
+    messages: list[Message] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    channel: str = ""
+    """The key of the channel the speaker ran on (that channel has the messages already)."""
