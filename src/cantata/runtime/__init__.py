@@ -7,6 +7,7 @@ one process; every runtime implements the `AgentRuntime` protocol.
 """
 
 from .agent import BaseAgent, RoutedAgent
+from .closure import Closure, ClosureAgent, register_closure
 from .context import MessageContext, current_context
 from .events import (
     AgentActivated,
@@ -39,6 +40,8 @@ __all__ = [
     "AgentId",
     "AgentRuntime",
     "BaseAgent",
+    "Closure",
+    "ClosureAgent",
     "DeliveryFailed",
     "DropMessage",
     "HandlerKind",
@@ -57,6 +60,7 @@ __all__ = [
     "default_subscriptions",
     "event",
     "message_handler",
+    "register_closure",
     "rpc",
     "type_prefix_subscription",
     "type_subscription",
