@@ -157,7 +157,7 @@ async def test_streamed_run_emits_one_update_per_chunk_and_optionally_the_respon
     [response] = [e for e in events if isinstance(e, AgentResponseEvent)]
     assert isinstance(response.data, AgentResponse) and response.data.text == "xy"
     # A run() that does not stream reports the whole response instead of chunks.
-    result = await quiet.run("go")
+    result = await quiet.run("go", include_events=True)
     assert [type(e) for e in result.events if isinstance(e, AgentUpdateEvent)] == []
     assert any(isinstance(e, AgentResponseEvent) for e in result.events)
 
@@ -198,7 +198,7 @@ async def test_turn_token_mode_waits_for_the_token_and_passes_it_on() -> None:
             tokens.append(item)
 
     wf = WorkflowBuilder(feed).add_edge(feed, turn).add_edge(turn, after).build()
-    result = await wf.run("go")
+    result = await wf.run("go", include_events=True)
     assert calls(agent) == ["user:go | user:go!"]
     assert tokens == [TurnToken(stream=True)]
     # The token switched streaming on in a run() that does not stream by itself.
@@ -326,7 +326,7 @@ async def test_a_fan_in_of_agents_feeds_one_summarizer() -> None:
         .add_edge(summary, out)
         .build()
     )
-    result = await wf.run("go")
+    result = await wf.run("go", include_events=True)
     # each message once: the shared beginning of both conversations is not repeated
     assert calls(summary) == ["user:go | user:topic | user:L | user:R"]
     assert result.outputs == ["user:go | assistant:topic | assistant:L | assistant:R | assistant:S"]

@@ -70,7 +70,9 @@ async def test_resume_from_every_checkpoint_equals_the_uninterrupted_run(
     full = await f.build_pipeline().run("a b c", checkpoint_store=store)
     assert full.outputs[-1] == "round 3: A B C!! ['A', 'B', 'C']"
     checkpoints = await store.list_checkpoints(run_id=full.run_id)
-    assert [c.superstep for c in checkpoints] == [1, 2, 3, 4, 5, 6]
+    # an entry checkpoint holding the input, then one per superstep
+    assert [c.superstep for c in checkpoints] == [0, 1, 2, 3, 4, 5, 6]
+    assert checkpoints[0].messages[0]["message"] == "a b c"
     assert full.checkpoint_id == checkpoints[-1].checkpoint_id
     for ckpt in checkpoints:
         resumed = await f.build_pipeline().resume(ckpt.checkpoint_id, checkpoint_store=store)
@@ -90,7 +92,7 @@ async def test_lineage_is_kept_across_resumes() -> None:
     while chain[-1].parent_id is not None:
         chain.append(await store.load(chain[-1].parent_id))
     supersteps = [c.superstep for c in reversed(chain)]
-    assert supersteps == [1, 2, 3, 4, 5, 6]
+    assert supersteps == [0, 1, 2, 3, 4, 5, 6]
     assert chain[-3].checkpoint_id == first[2].checkpoint_id  # the branch point
     assert chain[0].checkpoint_id not in {c.checkpoint_id for c in first}
 
@@ -335,7 +337,7 @@ async def test_the_cost_of_a_checkpoint_does_not_grow_with_the_saved_conversatio
 
     wf = WorkflowBuilder(chat, max_supersteps=1000).add_edge(chat, chat).build()
     result = await wf.run(1, checkpoint_store=Probe(raw))
-    assert len(costs) == 400
+    assert len(costs) == 401  # the entry checkpoint, then one per superstep
     assert max(costs[300:]) <= costs[10] + 16  # ids are fixed-size; only digits vary
     run = await wf.restore(result.checkpoint_id or "", checkpoint_store=store)
     assert run.status == "idle" and len(run._state.logs["chat/conversation"]) == 400
@@ -391,10 +393,12 @@ async def test_agent_chains_checkpoint_conversations_by_reference() -> None:
     probe = Probe(raw)
     result = await build().run("start", checkpoint_store=probe)
     assert result.outputs == [120]
-    agent_steps = costs[0::2]  # supersteps where the agent's response is in flight
+    agent_steps = costs[1::2]  # supersteps where the agent's response is in flight
     assert max(agent_steps[-5:]) < 2 * agent_steps[2], agent_steps
     checkpoints = await probe.list_checkpoints(run_id=result.run_id)
-    middle = checkpoints[len(checkpoints) // 2]
+    middle = next(
+        c for c in checkpoints[len(checkpoints) // 2 :] if c.messages[0]["target"] == "again"
+    )
     assert middle.messages[0].get("conversation") is not None
     resumed = await build().resume(middle.checkpoint_id, checkpoint_store=probe)
     assert resumed.outputs == result.outputs
@@ -662,7 +666,7 @@ async def test_a_message_its_target_cannot_take_is_a_damaged_checkpoint() -> Non
     f = flows()
     store = InMemoryCheckpointStore()
     run = await f.build_pipeline().run("a b c", checkpoint_store=store)
-    ckpt = (await store.list_checkpoints(run_id=run.run_id))[0]
+    ckpt = (await store.list_checkpoints(run_id=run.run_id))[1]  # after the entry one
     record = await store.store.get(f"wf:ckpt:{ckpt.checkpoint_id}")
     record["messages"][0]["message"] = 42  # the workers take lists of words
     await store.store.put(f"wf:ckpt:{ckpt.checkpoint_id}", record)

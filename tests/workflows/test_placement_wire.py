@@ -94,8 +94,8 @@ def shape(events: list[WorkflowEvent]) -> list[tuple[str, Any]]:
 
 async def both(build: Callable[[str], Workflow], given: Any, wire: LocalRuntime) -> Any:
     """Run in process (placement "run") and on the wire (placement "executor"); compare."""
-    local = await build("run").run(given)
-    remote = await build("executor").run(given, runtime=wire)
+    local = await build("run").run(given, include_events=True)
+    remote = await build("executor").run(given, runtime=wire, include_events=True)
     assert remote.outputs == local.outputs
     assert remote.status == local.status
     assert shape(remote.events) == shape(local.events)
@@ -228,7 +228,7 @@ def gate(placement: str) -> Workflow:
 
 async def answer(result: WorkflowRunResult, value: Any) -> WorkflowRunResult:
     [request] = result.pending_requests
-    return await result.run.send_responses({request.request_id: value})
+    return await result.run.send_responses({request.request_id: value}, include_events=True)
 
 
 async def test_a_request_and_its_answer(wire: LocalRuntime) -> None:
@@ -248,7 +248,9 @@ async def test_a_request_and_its_answer(wire: LocalRuntime) -> None:
 async def test_checkpoints_and_a_resume(wire: LocalRuntime) -> None:
     store_local, store_remote = InMemoryCheckpointStore(), InMemoryCheckpointStore()
     local = await fan("run").run(2, checkpoint_store=store_local)
-    remote = await fan("executor").run(2, runtime=wire, checkpoint_store=store_remote)
+    remote = await fan("executor").run(
+        2, runtime=wire, checkpoint_store=store_remote, include_events=True
+    )
     assert remote.outputs == local.outputs
     [first, *_] = [e.checkpoint_id for e in remote.events if isinstance(e, SuperstepCompletedEvent)]
     assert first is not None

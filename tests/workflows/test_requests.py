@@ -39,7 +39,7 @@ class Gate(Executor):
 
 async def test_round_trip_in_process() -> None:
     wf = WorkflowBuilder(Gate("gate")).build()
-    result = await wf.run(40)
+    result = await wf.run(40, include_events=True)
     assert result.status == "idle_with_pending_requests"
     [request] = result.pending_requests
     assert isinstance(request, RequestInfoEvent)

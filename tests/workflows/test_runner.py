@@ -57,7 +57,7 @@ def double(value: int) -> int:
 async def test_chain_delivers_one_superstep_per_hop() -> None:
     a, b = Adder("a", 1), Adder("b", 10)
     wf = WorkflowBuilder(a).add_chain([a, b, double, collect]).build()
-    result = await wf.run(1)
+    result = await wf.run(1, include_events=True)
     assert result.outputs == [24]
     assert result.status == "idle"
     steps = [e for e in result.events if isinstance(e, SuperstepStartedEvent)]
@@ -236,7 +236,7 @@ async def test_messages_no_target_takes_raise_a_warning() -> None:
         await ctx.send_message(value)
 
     wf = WorkflowBuilder(mixed).add_edge(mixed, collect).build()
-    result = await wf.run(3)
+    result = await wf.run(3, include_events=True)
     assert result.outputs == [3]
     warnings = [e for e in result.events if isinstance(e, WarningEvent)]
     assert len(warnings) == 1 and "str sent by 'mixed'" in warnings[0].message
@@ -253,7 +253,12 @@ async def test_custom_events_and_kwargs_targeted_by_executor_id() -> None:
         await ctx.yield_output(dict(ctx.kwargs))
 
     wf = WorkflowBuilder(first).add_edge(first, second).build()
-    result = await wf.run(1, kwargs={"tenant": "t1"}, executor_kwargs={"second": {"temp": 0.2}})
+    result = await wf.run(
+        1,
+        kwargs={"tenant": "t1"},
+        executor_kwargs={"second": {"temp": 0.2}},
+        include_events=True,
+    )
     assert result.outputs == [{"tenant": "t1", "temp": 0.2}]
     assert [e.text for e in result.events if isinstance(e, Tagged)] == ["first {'tenant': 't1'}"]
     with pytest.raises(ConfigurationError, match="'ghost'"):
@@ -345,7 +350,7 @@ async def test_both_placements_on_a_shared_runtime(placement: str) -> None:
 
 async def test_result_lists_status_events_in_order() -> None:
     wf = WorkflowBuilder(double).add_edge(double, collect).build()
-    result = await wf.run(2)
+    result = await wf.run(2, include_events=True)
     statuses = [e.status for e in result.events if isinstance(e, StatusEvent)]
     assert statuses == ["in_progress", "idle"]
 

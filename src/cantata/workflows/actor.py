@@ -35,7 +35,7 @@ from ..core import (
     to_json,
 )
 from ..runtime import TopicId
-from .context import PendingRequest, StepResult, WorkflowContext
+from .context import PendingRequest, StepResult, WorkflowContext, private_copy
 from .events import (
     AgentResponseEvent,
     AgentUpdateEvent,
@@ -98,6 +98,9 @@ class Invocation:
     streaming: bool = False
     sink: Callable[[WorkflowEvent], None] = field(default=lambda e: None)
     cancellation_token: CancellationToken = field(default_factory=CancellationToken)
+    observed: bool = True
+    """Whether someone consumes the run's events: when not, executor events are not made
+    (nor are the copies of messages they carry)."""
 
 
 async def execute(executor: Executor, inv: Invocation) -> StepResult:
@@ -105,27 +108,49 @@ async def execute(executor: Executor, inv: Invocation) -> StepResult:
     result = StepResult(executor.id)
     sink = inv.sink
     eid = executor.id
+    observed = inv.observed
+    marks = (0, 0)
     for request, answer in inv.answers:
         ctx = _context(executor, inv, result, [])
         ctx.request_id = request.request_id
-        sink(ExecutorInvokedEvent(eid, type(answer).__qualname__))
+        if observed:
+            marks = _invoked(sink, eid, answer, result)
         try:
             await executor._execute_response(request.data, answer, ctx)
         except BaseException as exc:
             sink(ExecutorFailedEvent(eid, exc))
             raise
-        sink(ExecutorCompletedEvent(eid))
+        if observed:
+            _completed(sink, eid, result, marks)
     for message, sources in inv.items:
         inv.cancellation_token.raise_if_cancelled()
         ctx = _context(executor, inv, result, sources)
-        sink(ExecutorInvokedEvent(eid, type(message).__qualname__))
+        if observed:
+            marks = _invoked(sink, eid, message, result)
         try:
             await executor._execute(message, ctx)
         except BaseException as exc:
             sink(ExecutorFailedEvent(eid, exc))
             raise
-        sink(ExecutorCompletedEvent(eid))
+        if observed:
+            _completed(sink, eid, result, marks)
     return result
+
+
+def _invoked(
+    sink: Callable[[WorkflowEvent], None], eid: str, message: Any, result: StepResult
+) -> tuple[int, int]:
+    """Report a message taken (a copy: the handler may change its own); returns where the
+    handler's sends and yields start, for the completed event."""
+    sink(ExecutorInvokedEvent(eid, type(message).__qualname__, private_copy(message)))
+    return len(result.sent), len(result.outputs)
+
+
+def _completed(
+    sink: Callable[[WorkflowEvent], None], eid: str, result: StepResult, marks: tuple[int, int]
+) -> None:
+    sent = [message for message, _ in result.sent[marks[0] :]]
+    sink(ExecutorCompletedEvent(eid, sent, result.outputs[marks[1] :]))
 
 
 def _context(
@@ -289,6 +314,8 @@ class ExecutorTask:
     """Only the logs this executor can read: its own and the shared ones."""
     kwargs: dict[str, Any]
     streaming: bool
+    observed: bool = True
+    """Whether the caller consumes events: when not, the actor publishes none."""
 
 
 @register(name="cantata.workflows.PublishedEvent")
@@ -323,6 +350,7 @@ def to_task(inv: Invocation, superstep: int, stream: str) -> ExecutorTask:
         logs,
         dict(inv.kwargs),
         inv.streaming,
+        inv.observed,
     )
 
 
@@ -408,6 +436,22 @@ async def execute_task(
     A handler's error is raised as it is, with the number of events published before it
     (``__cantata_published__``), so the runner still waits for those.
     """
+    if not task.observed:  # nobody reads the events: publish none, send the result only
+        quiet = Invocation(
+            task.run_id,
+            task.executor_id,
+            task.items,
+            answers=task.answers,
+            state=task.state,
+            executor_state=task.executor_state,
+            logs=task.logs,
+            wiring=wiring,
+            kwargs=task.kwargs,
+            streaming=task.streaming,
+            cancellation_token=token,
+            observed=False,
+        )
+        return await execute(executor, quiet)
     sink = Publisher(runtime, task.stream, task.executor_id, task.superstep)
     inv = Invocation(
         task.run_id,

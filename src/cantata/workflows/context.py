@@ -17,12 +17,12 @@ from typing_extensions import TypeVar
 
 from ..core import CancellationToken, WorkflowError, new_id
 from ._typing import type_name
-from .events import OutputEvent, RequestInfoEvent, WorkflowEvent
+from .events import LIFECYCLE_EVENTS, OutputEvent, RequestInfoEvent, WorkflowEvent
 
 if TYPE_CHECKING:
     from .executor import Executor
 
-__all__ = ["Done", "RunLog", "StepResult", "WorkflowContext"]
+__all__ = ["Done", "RunLog", "StepResult", "WorkflowContext", "private_copy"]
 
 OutT = TypeVar("OutT", default=Never)
 WorkflowOutT = TypeVar("WorkflowOutT", default=Never)
@@ -49,9 +49,10 @@ _DONE: Done[None] = Done(None)
 _IMMUTABLE = frozenset({str, int, float, bool, complex, bytes, type(None)})
 
 
-def _private(value: Any) -> Any:
-    """A copy of a committed value that one handler may change: the committed one is
-    shared by every executor of the superstep and by the next checkpoint."""
+def private_copy(value: Any) -> Any:
+    """A copy of a value that one handler may change without others seeing it: a committed
+    value is shared by every executor of the superstep and by the next checkpoint, and a
+    message by the event that reports it."""
     if type(value) in _IMMUTABLE:
         return value
     try:
@@ -219,11 +220,23 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
 
     def add_event(self, event: WorkflowEvent) -> Done[None]:
         """Emit a custom event (a `WorkflowEvent` subclass); streamed runs see it at once
-        (awaiting is optional)."""
+        (awaiting is optional).
+
+        Lifecycle events (status, superstep, executor, output, request and failure events:
+        `cantata.workflows.events.LIFECYCLE_EVENTS`) are the runner's alone, so consumers
+        can trust them: emitting one raises `WorkflowError` (and fails the handler). Use
+        `yield_output` and `request_info`, or define an event of your own.
+        """
         if not isinstance(event, WorkflowEvent):
             raise WorkflowError(
                 f"executor {self.executor_id!r} emitted a {type_name(type(event))}; "
                 "events must subclass cantata.workflows.WorkflowEvent"
+            )
+        if isinstance(event, LIFECYCLE_EVENTS):
+            raise WorkflowError(
+                f"executor {self.executor_id!r} emitted a {type(event).__name__}, a lifecycle "
+                "event that only the workflow runner emits; use ctx.yield_output or "
+                "ctx.request_info, or emit a WorkflowEvent subclass of your own"
             )
         self._sink(event)
         return _DONE
@@ -242,7 +255,7 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
             return writes[key]
         if key not in self._state:
             return default
-        return _private(self._state[key])
+        return private_copy(self._state[key])
 
     def set_state(self, key: str, value: Any) -> None:
         """Write a shared value; other executors see it from the next superstep on."""
@@ -259,7 +272,7 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
         if self._result.executor_state is not _UNSET:
             return self._result.executor_state
         value = self._initial_executor_state
-        return default if value is None else _private(value)
+        return default if value is None else private_copy(value)
 
     def _committed_executor_state(self) -> Any:
         """The state as committed, not copied: for executors that copy what they change."""

@@ -1,7 +1,12 @@
 """Events a workflow run emits: what `run()` collects and `run_stream()` yields live.
 
 Events are small slotted dataclasses, cheap to make: a run creates a few per executor
-invocation, and a streamed agent one per chunk.
+invocation, and a streamed agent one per chunk. A run that nobody watches (`Workflow.run`
+without ``include_events=True``) makes none of the executor events at all.
+
+Lifecycle events (`LIFECYCLE_EVENTS`: started, status, superstep, executor invoked,
+completed and failed, output, request, failure) are emitted by the runner only; a handler's
+`WorkflowContext.add_event` refuses them, so a consumer can trust what they say.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 __all__ = [
+    "LIFECYCLE_EVENTS",
     "AgentResponseEvent",
     "AgentUpdateEvent",
     "ExecutorCompletedEvent",
@@ -79,14 +85,22 @@ class ExecutorEvent(WorkflowEvent):
 
 @dataclass(slots=True)
 class ExecutorInvokedEvent(ExecutorEvent):
-    """An executor started handling a message."""
+    """An executor started handling a message (or an answer to one of its requests).
+
+    `data` is a copy of that message, made before the handler got it: what the handler
+    does to its own message does not change what the event says.
+    """
 
     message_type: str = ""
+    data: Any = None
 
 
 @dataclass(slots=True)
 class ExecutorCompletedEvent(ExecutorEvent):
-    """An executor finished handling a message."""
+    """An executor finished handling a message: what it sent and yielded while doing so."""
+
+    sent: list[Any] = field(default_factory=list)
+    yielded: list[Any] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -140,3 +154,18 @@ class WorkflowFailedEvent(WorkflowEvent):
 
     error: BaseException
     executor_id: str | None = None
+
+
+LIFECYCLE_EVENTS: tuple[type[WorkflowEvent], ...] = (
+    WorkflowStartedEvent,
+    StatusEvent,
+    SuperstepStartedEvent,
+    SuperstepCompletedEvent,
+    ExecutorInvokedEvent,
+    ExecutorCompletedEvent,
+    ExecutorFailedEvent,
+    OutputEvent,
+    RequestInfoEvent,
+    WorkflowFailedEvent,
+)
+"""Events only the runner emits (subclasses included); handlers cannot fake them."""

@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 __all__ = ["WorkflowRun"]
 
 
+def _discard(event: WorkflowEvent) -> None:
+    """The sink of a run whose events nobody asked for."""
+
+
 class WorkflowRun:
     """A run of a workflow: answer its requests, continue it, read its outputs."""
 
@@ -101,11 +105,18 @@ class WorkflowRun:
             )
 
     async def send_responses(
-        self, responses: Mapping[str, Any], *, cancellation_token: CancellationToken | None = None
+        self,
+        responses: Mapping[str, Any],
+        *,
+        cancellation_token: CancellationToken | None = None,
+        include_events: bool = False,
     ) -> WorkflowRunResult:
-        """Answer pending requests by id (all are checked first) and continue the run."""
+        """Answer pending requests by id (all are checked first) and continue the run
+        (``include_events=True``: the result keeps the continuation's events)."""
         self._accept(responses)
-        return await self._drive_collect(cancellation_token=cancellation_token)
+        return await self._drive_collect(
+            cancellation_token=cancellation_token, include_events=include_events
+        )
 
     def send_responses_stream(
         self, responses: Mapping[str, Any], *, cancellation_token: CancellationToken | None = None
@@ -115,10 +126,15 @@ class WorkflowRun:
         return self._drive_stream(cancellation_token=cancellation_token)
 
     async def continue_run(
-        self, *, cancellation_token: CancellationToken | None = None
+        self,
+        *,
+        cancellation_token: CancellationToken | None = None,
+        include_events: bool = False,
     ) -> WorkflowRunResult:
         """Continue a restored run with the messages that were in flight at its checkpoint."""
-        return await self._drive_collect(cancellation_token=cancellation_token)
+        return await self._drive_collect(
+            cancellation_token=cancellation_token, include_events=include_events
+        )
 
     def continue_run_stream(
         self, *, cancellation_token: CancellationToken | None = None
@@ -135,6 +151,7 @@ class WorkflowRun:
         streaming: bool,
         cancellation_token: CancellationToken | None,
         resumed_from: str | None,
+        observed: bool = True,
     ) -> RunStatus:
         self._check_idle()
         self._busy = True
@@ -148,6 +165,7 @@ class WorkflowRun:
                 kwargs=self._kwargs,
                 streaming=streaming,
                 cancellation_token=token,
+                observed=observed,
             )
             return await drive_placed(
                 runner,
@@ -159,11 +177,15 @@ class WorkflowRun:
         finally:
             self._busy = False
 
-    def _result(self, status: RunStatus, events: list[WorkflowEvent]) -> WorkflowRunResult:
+    def _result(self, status: RunStatus, events: list[WorkflowEvent] | None) -> WorkflowRunResult:
         from .workflow import WorkflowRunResult
 
         return WorkflowRunResult(
-            self, status, list(self._state.outputs), events, self._state.checkpoint_id
+            self,
+            status,
+            list(self._state.outputs),
+            checkpoint_id=self._state.checkpoint_id,
+            collected=events,
         )
 
     async def _drive_collect(
@@ -171,13 +193,15 @@ class WorkflowRun:
         *,
         cancellation_token: CancellationToken | None = None,
         resumed_from: str | None = None,
+        include_events: bool = False,
     ) -> WorkflowRunResult:
-        events: list[WorkflowEvent] = []
+        events: list[WorkflowEvent] | None = [] if include_events else None
         status = await self._drive(
-            events.append,
+            _discard if events is None else events.append,
             streaming=False,
             cancellation_token=cancellation_token,
             resumed_from=resumed_from,
+            observed=include_events,
         )
         return self._result(status, events)
 
@@ -188,7 +212,8 @@ class WorkflowRun:
         cancellation_token: CancellationToken | None = None,
         resumed_from: str | None = None,
     ) -> WorkflowRunResult:
-        """Drive in streaming mode, sending every event to `sink` as it happens."""
+        """Drive in streaming mode, sending every event to `sink` as it happens (they are
+        made anyway, so the result keeps them too)."""
         events: list[WorkflowEvent] = []
 
         def both(event: WorkflowEvent) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from .workflow import Workflow
 
 __all__ = ["Delivery", "RunState", "Runner"]
+
+_log = logging.getLogger("cantata.workflows")
 
 Dispatch = Callable[[list[Invocation]], Awaitable[list["StepResult | BaseException"]]]
 Sink = Callable[[WorkflowEvent], None]
@@ -90,6 +93,7 @@ class Runner:
         kwargs: Mapping[str, Mapping[str, Any]],
         streaming: bool,
         cancellation_token: CancellationToken,
+        observed: bool = True,
     ) -> None:
         self.workflow = workflow
         self.run = run
@@ -99,6 +103,9 @@ class Runner:
         self._kwargs = kwargs
         self._streaming = streaming
         self._token = cancellation_token
+        self._observed = observed
+        """Whether the sink consumes events: when not, superstep and executor events are
+        not made at all (a result needs only outputs, status, requests and a failure)."""
 
     async def drive(self, sink: Sink, *, resumed_from: str | None = None) -> RunStatus:
         """Run supersteps until nothing is pending; return the final status.
@@ -114,9 +121,18 @@ class Runner:
         run.status = "in_progress"
         sink(StatusEvent("in_progress"))
         steps = 0
+        _log.debug(
+            "workflow %r run %r: driving from superstep %d (resumed from %s)",
+            self.workflow.name,
+            run.run_id,
+            run.superstep,
+            resumed_from,
+        )
         try:
             if run.superstep == 0 and self.workflow._seeders:
                 await self._seed_logs()
+            if run.superstep == 0 and run.checkpoint_id is None and self._store is not None:
+                await self._entry_checkpoint(self._store)
             while run.pending or run.answers:
                 self._token.raise_if_cancelled()
                 if steps >= self.workflow.max_supersteps:
@@ -135,12 +151,30 @@ class Runner:
             error = _wrap(exc) if from_executor and not isinstance(exc, WorkflowError) else exc
             sink(WorkflowFailedEvent(error, getattr(error, "executor_id", None)))
             sink(StatusEvent("failed"))
+            _log.debug("workflow %r run %r failed: %s", self.workflow.name, run.run_id, error)
             if error is exc:
                 raise
             raise error from exc
         run.status = "idle_with_pending_requests" if run.requests else "idle"
         sink(StatusEvent(run.status))
+        _log.debug(
+            "workflow %r run %r: %s after superstep %d (%d outputs, %d requests pending)",
+            self.workflow.name,
+            run.run_id,
+            run.status,
+            run.superstep,
+            len(run.outputs),
+            len(run.requests),
+        )
         return run.status
+
+    async def _entry_checkpoint(self, store: CheckpointStore) -> None:
+        """Save a new run before its first superstep, input included, so that it can be
+        replayed from its raw input (lineage: entry, then one per superstep)."""
+        from .checkpointing import save_checkpoint
+
+        checkpoint_id = await save_checkpoint(self.workflow, self.run, store)
+        _log.debug("workflow run %r: entry checkpoint %s", self.run.run_id, checkpoint_id)
 
     async def _seed_logs(self) -> None:
         """Start a new run's logs with what its executors seed (the first one wins)."""
@@ -170,7 +204,15 @@ class Runner:
             self._invocation(batches, d.target, sink).items.append((d.message, d.sources))
         run.answers = []
         run.pending = []
-        sink(SuperstepStartedEvent(run.superstep, list(batches)))
+        if self._observed:
+            sink(SuperstepStartedEvent(run.superstep, list(batches)))
+        if _log.isEnabledFor(logging.DEBUG):
+            _log.debug(
+                "workflow run %r: superstep %d starts, executors %s",
+                run.run_id,
+                run.superstep,
+                list(batches),
+            )
         invocations = list(batches.values())
         results: list[StepResult] = []
         assert self.dispatch is not None, "the placement sets dispatch before driving"
@@ -202,7 +244,15 @@ class Runner:
             from .checkpointing import save_checkpoint
 
             checkpoint_id = await save_checkpoint(self.workflow, run, self._store)
-        sink(SuperstepCompletedEvent(run.superstep, checkpoint_id))
+        if self._observed:
+            sink(SuperstepCompletedEvent(run.superstep, checkpoint_id))
+        _log.debug(
+            "workflow run %r: superstep %d committed (%d deliveries next, checkpoint %s)",
+            run.run_id,
+            run.superstep,
+            len(run.pending),
+            checkpoint_id,
+        )
 
     def _invocation(self, batches: dict[str, Invocation], target: str, sink: Sink) -> Invocation:
         inv = batches.get(target)
@@ -220,6 +270,7 @@ class Runner:
                 streaming=self._streaming,
                 sink=sink,
                 cancellation_token=self._token,
+                observed=self._observed,
             )
             batches[target] = inv
         return inv
@@ -255,6 +306,7 @@ class Runner:
         for group_id, source, message in buffered:
             run.fan_in.setdefault(group_id, {}).setdefault(source, []).append(message)
         for warning in warnings:
+            _log.warning("workflow run %r: %s", run.run_id, warning.message)
             sink(warning)
         self._fire_fan_ins(sink)
 

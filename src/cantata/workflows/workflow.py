@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..core import CancellationToken, ConfigurationError, new_id
+from ..core import CancellationToken, ConfigurationError, WorkflowError, new_id
 from ._typing import type_name
 from .actor import Wiring
 from .edges import EdgeGroup
@@ -35,15 +35,31 @@ __all__ = ["Workflow", "WorkflowRunResult"]
 
 @dataclass(slots=True)
 class WorkflowRunResult:
-    """What a run (or one continuation of it) produced."""
+    """What a run (or one continuation of it) produced.
+
+    A result keeps what it needs (outputs, status, pending requests; a failure is raised);
+    the full list of events only when the call was made with ``include_events=True``, so a
+    run nobody watches does not pay for them.
+    """
 
     run: WorkflowRun
     status: RunStatus
     outputs: list[Any]
     """Every output of the run so far (a resumed run includes those before its checkpoint)."""
-    events: list[WorkflowEvent] = field(default_factory=list)
     checkpoint_id: str | None = None
     """The last checkpoint of the run, when a checkpoint store is configured."""
+    collected: list[WorkflowEvent] | None = field(default=None, repr=False)
+    """The call's events, when asked for; read them as `events`."""
+
+    @property
+    def events(self) -> list[WorkflowEvent]:
+        """The events of this call (needs ``include_events=True`` on the call)."""
+        if self.collected is None:
+            raise WorkflowError(
+                f"run {self.run.run_id!r} kept no events: pass include_events=True to the call "
+                "(run, resume, send_responses, continue_run), or iterate run_stream(...)"
+            )
+        return self.collected
 
     @property
     def run_id(self) -> str:
@@ -55,9 +71,11 @@ class WorkflowRunResult:
         """Requests for input waiting for an answer (answer with `send_responses`)."""
         return self.run.pending_requests
 
-    async def send_responses(self, responses: Mapping[str, Any]) -> WorkflowRunResult:
+    async def send_responses(
+        self, responses: Mapping[str, Any], *, include_events: bool = False
+    ) -> WorkflowRunResult:
         """Answer pending requests by id and continue the run (see `WorkflowRun`)."""
-        return await self.run.send_responses(responses)
+        return await self.run.send_responses(responses, include_events=include_events)
 
     def send_responses_stream(self, responses: Mapping[str, Any]) -> WorkflowEventStream:
         """Answer pending requests and stream the continuation's events."""
@@ -211,10 +229,12 @@ class Workflow:
         executor_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
         run_id: str | None = None,
         cancellation_token: CancellationToken | None = None,
+        include_events: bool = False,
     ) -> WorkflowRunResult:
         """Start a run with `message` for the start executor and wait until it is idle.
 
         `kwargs` reach every executor's `ctx.kwargs`; `executor_kwargs[id]` only that one's.
+        With ``include_events=True`` the result keeps every event of the run (`events`).
         Raises `WorkflowError` when an executor fails.
         """
         run = self._new_run(
@@ -225,7 +245,9 @@ class Workflow:
             executor_kwargs=executor_kwargs,
             run_id=run_id,
         )
-        return await run._drive_collect(cancellation_token=cancellation_token)
+        return await run._drive_collect(
+            cancellation_token=cancellation_token, include_events=include_events
+        )
 
     def run_stream(
         self,
@@ -259,6 +281,7 @@ class Workflow:
         kwargs: Mapping[str, Any] | None = None,
         executor_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
         cancellation_token: CancellationToken | None = None,
+        include_events: bool = False,
     ) -> WorkflowRunResult:
         """Continue a run from a checkpoint (optionally answering its pending requests)."""
         run = await self.restore(
@@ -271,7 +294,9 @@ class Workflow:
         if responses:
             run._accept(responses)
         return await run._drive_collect(
-            cancellation_token=cancellation_token, resumed_from=checkpoint_id
+            cancellation_token=cancellation_token,
+            resumed_from=checkpoint_id,
+            include_events=include_events,
         )
 
     def resume_stream(
