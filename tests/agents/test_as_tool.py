@@ -92,7 +92,7 @@ async def test_tool_kwargs_and_cancellation_flow_into_the_specialist() -> None:
         tools=[inner],
     )
     token = CancellationToken()
-    await outer.run("go", user_id="u1", cancellation_token=token)
+    await outer.run("go", tool_kwargs={"user_id": "u1"}, cancellation_token=token)
     assert seen["kwargs"] == {"user_id": "u1"}
     assert seen["token"] is token
 

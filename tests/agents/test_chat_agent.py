@@ -269,7 +269,7 @@ async def test_tool_kwargs_reach_the_tool_context() -> None:
 
     client = ScriptedChatClient([[tool_call("whoami")], "done"])
     agent = ChatAgent(client, name="a", tools=[whoami])
-    await agent.run("who?", user_id="u-42")
+    await agent.run("who?", tool_kwargs={"user_id": "u-42"})
     assert seen == {"user_id": "u-42"}
 
 
@@ -494,9 +494,9 @@ async def test_concurrent_runs_keep_their_own_arguments_options_tools_and_kwargs
             arguments={"who": "A"},
             tools=[make("a")],
             options=ChatOptions(temperature=0.1),
-            secret="sa",
+            tool_kwargs={"secret": "sa"},
         ),
-        agent.run("q-B", arguments={"who": "B"}, tools=[make("b")], secret="sb"),
+        agent.run("q-B", arguments={"who": "B"}, tools=[make("b")], tool_kwargs={"secret": "sb"}),
     )
     assert (a.text, b.text) == ("A got a:sa", "B got b:sb")
     assert seen["A"] == [("q-A", 0.1, ["tool_a"])] * 2

@@ -18,10 +18,12 @@ from .message_store import (
 )
 from .reducers import HistoryReducer, SummarizingReducer, TruncatingReducer
 from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
+from .run_options import CHAT_OPTION_KEYWORDS, ChatOptionKeywords, UnknownOptionError
 from .thread import THREAD_SCHEMA_VERSION, AgentThread, LocalThread, ServiceThread, ThreadState
 
 __all__ = [
     "AGENT_ID_KEY",
+    "CHAT_OPTION_KEYWORDS",
     "THREAD_SCHEMA_VERSION",
     "Agent",
     "AgentInput",
@@ -32,6 +34,7 @@ __all__ = [
     "AgentRunContext",
     "AgentThread",
     "ChatAgent",
+    "ChatOptionKeywords",
     "HistoryReducer",
     "InMemoryMessageStore",
     "InstructionTemplate",
@@ -45,5 +48,6 @@ __all__ = [
     "ThreadState",
     "ToolLike",
     "TruncatingReducer",
+    "UnknownOptionError",
     "agent_middleware",
 ]

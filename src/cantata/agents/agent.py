@@ -12,19 +12,21 @@ import inspect
 import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, Unpack
 
 from ..core import (
     CancellationToken,
     ConfigurationError,
     Message,
     ThreadError,
+    UsageError,
     new_id,
 )
 from ..models import ChatOptions
 from .as_tool import agent_as_tool
 from .instructions import InstructionTemplate, merge_arguments
 from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
+from .run_options import ChatOptionKeywords, call_options
 from .thread import AgentThread, LocalThread
 
 if TYPE_CHECKING:
@@ -118,11 +120,20 @@ class Agent(ABC):
         arguments: Mapping[str, Any] | None = None,
         options: ChatOptions | None = None,
         tools: Iterable[Any] | None = None,
+        tool_kwargs: Mapping[str, Any] | None = None,
+        instructions_override: str | None = None,
         cancellation_token: CancellationToken | None = None,
-        **kwargs: Any,
+        **chat_options: Unpack[ChatOptionKeywords],
     ) -> AgentResponse:
         """Run to the final answer; `on_intermediate` sees tool calls and results as they
-        happen. Extra keyword arguments are handed to tools (`ToolContext.kwargs`)."""
+        happen.
+
+        Chat options may be given as keywords (``temperature=0, response_format=Colour``,
+        see `ChatOptionKeywords`); they override ``options=`` for this call, and any other
+        keyword is refused with `UnknownOptionError`. ``tool_kwargs`` reach tools through
+        `ToolContext.kwargs`; ``arguments`` fill the instructions template;
+        ``instructions_override`` replaces the agent's instructions for this call only
+        (rendered with the same arguments; never stored on the agent)."""
 
     def run_stream(
         self,
@@ -133,8 +144,10 @@ class Agent(ABC):
         arguments: Mapping[str, Any] | None = None,
         options: ChatOptions | None = None,
         tools: Iterable[Any] | None = None,
+        tool_kwargs: Mapping[str, Any] | None = None,
+        instructions_override: str | None = None,
         cancellation_token: CancellationToken | None = None,
-        **kwargs: Any,
+        **chat_options: Unpack[ChatOptionKeywords],
     ) -> AgentResponseStream:
         """Run and stream `AgentResponseUpdate`s; `stream.response` holds the whole answer
         once the stream ends.
@@ -152,8 +165,10 @@ class Agent(ABC):
                 arguments=arguments,
                 options=options,
                 tools=tools,
+                tool_kwargs=tool_kwargs,
+                instructions_override=instructions_override,
                 cancellation_token=cancellation_token,
-                **kwargs,
+                **chat_options,
             )
             result.append(response)
             for message in response.messages:
@@ -218,13 +233,31 @@ class Agent(ABC):
             )
         return out
 
-    def _render_instructions(self, arguments: Mapping[str, Any] | None) -> str | None:
-        template = self._template
+    def _render_instructions(
+        self, arguments: Mapping[str, Any] | None, override: str | None = None
+    ) -> str | None:
+        """The instructions for one call: the agent's template, or the call's override
+        (compiled for this call only), rendered with the merged arguments."""
+        if override is not None:
+            if not isinstance(override, str):
+                raise UsageError(
+                    f"agent `{self._name}`: instructions_override must be a string, got "
+                    f"{type(override).__name__}"
+                )
+            template: InstructionTemplate | None = InstructionTemplate(override, owner=self._name)
+        else:
+            template = self._template
         if template is None:
             return None
         if template.is_static:
             return template.source
         return template.render(merge_arguments(self._arguments, arguments))
+
+    def _call_options(
+        self, options: ChatOptions | None, chat_options: Mapping[str, Any]
+    ) -> ChatOptions | None:
+        """The call's options with its keyword chat options over them (see `run`)."""
+        return call_options(self._name, options, chat_options)
 
     # -- composition -----------------------------------------------------------------
 
@@ -236,9 +269,12 @@ class Agent(ABC):
         arg_name: str = "task",
         arg_description: str | None = None,
         stream_callback: Callable[[Any], Any] | None = None,
+        allow_instructions_override: bool = False,
     ) -> FunctionTool:
         """This agent as a tool of another agent: each call runs it on a fresh thread with
-        the tool's one text argument and returns its answer's text."""
+        the tool's one text argument and returns its answer's text. With
+        `allow_instructions_override` the tool also takes an optional
+        ``instructions_override`` argument (see `agent_as_tool`)."""
         return agent_as_tool(
             self,
             name=name,
@@ -246,6 +282,7 @@ class Agent(ABC):
             arg_name=arg_name,
             arg_description=arg_description,
             stream_callback=stream_callback,
+            allow_instructions_override=allow_instructions_override,
         )
 
 

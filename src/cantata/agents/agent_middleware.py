@@ -31,9 +31,10 @@ AgentProcess = Callable[["AgentRunContext", AgentNext], Awaitable[None]]
 
 @dataclass(slots=True, kw_only=True)
 class AgentRunContext:
-    """One agent run as middleware sees it. Change `messages`, `options`, `arguments` or
-    `kwargs` before ``call_next``; read or replace `response` after it; set `response` and
-    skip ``call_next`` to answer without running the agent."""
+    """One agent run as middleware sees it. Change `messages`, `options`, `arguments`,
+    `instructions_override` or `kwargs` (the tool keyword arguments) before ``call_next``;
+    read or replace `response` after it; set `response` and skip ``call_next`` to answer
+    without running the agent. `options` already hold the call's keyword chat options."""
 
     agent: Agent
     messages: list[Message]
@@ -46,6 +47,7 @@ class AgentRunContext:
     is_streaming: bool = False
     response: AgentResponse | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    instructions_override: str | None = None
 
 
 class AgentMiddleware(ABC):

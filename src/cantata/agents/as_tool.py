@@ -24,6 +24,14 @@ if TYPE_CHECKING:
 __all__ = ["agent_as_tool"]
 
 _CONTEXT = "_tool_context"
+_OVERRIDE = "instructions_override"
+_OVERRIDE_TYPE = Annotated[
+    str | None,
+    Field(
+        description="Instructions that replace the agent's own for this call only; "
+        "leave out to keep them."
+    ),
+]
 _UNANSWERABLE = frozenset({"approval_required", "tool_calls"})
 
 
@@ -35,26 +43,39 @@ def agent_as_tool(
     arg_name: str = "task",
     arg_description: str | None = None,
     stream_callback: Callable[[Any], Any] | None = None,
+    allow_instructions_override: bool = False,
 ) -> FunctionTool:
     """A `FunctionTool` that runs `agent` with its one text argument and returns the text
-    of its answer. `stream_callback` (optional) sees each streamed update of the run."""
-    if not arg_name.isidentifier() or keyword.iskeyword(arg_name) or arg_name == _CONTEXT:
+    of its answer. `stream_callback` (optional) sees each streamed update of the run.
+
+    With `allow_instructions_override`, the tool also takes an optional
+    ``instructions_override`` argument: the calling model may replace the agent's
+    instructions for that one call. Off by default: it lets one model rewrite another's
+    role, which the developer should choose."""
+    reserved = (_CONTEXT, _OVERRIDE) if allow_instructions_override else (_CONTEXT,)
+    if not arg_name.isidentifier() or keyword.iskeyword(arg_name) or arg_name in reserved:
         raise ConfigurationError(
             f"as_tool of agent `{agent.name}`: arg_name {arg_name!r} must be a Python "
-            "identifier (it becomes the tool's parameter)"
+            f"identifier other than {', '.join(map(repr, reserved))} (it becomes the "
+            "tool's parameter)"
         )
     text = arg_description or "The question to hand over, in the user's own words."
 
     async def call_agent(**values: Any) -> str:
         context: ToolContext = values.pop(_CONTEXT)
         task: str = values[arg_name]
+        # only what is given is passed: an agent of another kind may take **kwargs only
+        passed: dict[str, Any] = {}
+        if context.kwargs:
+            passed["tool_kwargs"] = dict(context.kwargs)
+        if values.get(_OVERRIDE):
+            passed["instructions_override"] = values[_OVERRIDE]
         token = context.cancellation_token
-        extra = dict(context.kwargs)
         response: AgentResponse
         if stream_callback is None:
-            response = await agent.run(task, cancellation_token=token, **extra)
+            response = await agent.run(task, cancellation_token=token, **passed)
         else:
-            stream = agent.run_stream(task, cancellation_token=token, **extra)
+            stream = agent.run_stream(task, cancellation_token=token, **passed)
             async for update in stream:
                 result = stream_callback(update)
                 if inspect.isawaitable(result):
@@ -75,14 +96,20 @@ def agent_as_tool(
         return response.text
 
     annotation = Annotated[str, Field(description=text)]
+    keyword_only = inspect.Parameter.KEYWORD_ONLY
+    params = [inspect.Parameter(arg_name, keyword_only, annotation=annotation)]
+    annotations: dict[str, Any] = {arg_name: annotation}
+    if allow_instructions_override:
+        params.append(
+            inspect.Parameter(_OVERRIDE, keyword_only, annotation=_OVERRIDE_TYPE, default=None)
+        )
+        annotations[_OVERRIDE] = _OVERRIDE_TYPE
+    params.append(inspect.Parameter(_CONTEXT, keyword_only, annotation=ToolContext))
+    annotations.update({_CONTEXT: ToolContext, "return": str})
     call_agent.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [
-            inspect.Parameter(arg_name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation),
-            inspect.Parameter(_CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=ToolContext),
-        ],
-        return_annotation=str,
+        params, return_annotation=str
     )
-    call_agent.__annotations__ = {arg_name: annotation, _CONTEXT: ToolContext, "return": str}
+    call_agent.__annotations__ = annotations
     return FunctionTool(
         name or agent.name,
         description or agent.description or f"Ask the agent `{agent.name}`.",

@@ -11,9 +11,9 @@ leaves no call without its result); return.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, Unpack
 
-from ..core import CancellationToken, ConfigurationError, Message
+from ..core import CancellationToken, ConfigurationError, Message, UsageError
 from ..models import ChatClient, ChatOptions, ChatResponse, ChatResponseUpdate
 from ..tools import (
     ChatContext,
@@ -30,6 +30,7 @@ from .message_store import MessageStoreFactory
 from .recorder import Recorder
 from .reducers import HistoryReducer
 from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
+from .run_options import ChatOptionKeywords
 from .thread import AgentThread, LocalThread
 
 __all__ = ["ChatAgent", "ToolLike"]
@@ -140,9 +141,16 @@ class ChatAgent(Agent):
         options: ChatOptions | None,
         tools: Iterable[Any] | None,
         cancellation_token: CancellationToken | None,
-        kwargs: dict[str, Any],
+        tool_kwargs: Mapping[str, Any] | None,
+        instructions_override: str | None,
+        *,
         streaming: bool,
     ) -> AgentRunContext:
+        if tool_kwargs is not None and not isinstance(tool_kwargs, Mapping):
+            raise UsageError(
+                f"agent `{self.name}`: tool_kwargs must be a mapping of names to values, got "
+                f"{type(tool_kwargs).__name__}"
+            )
         return AgentRunContext(
             agent=self,
             messages=Message.coerce(messages),
@@ -150,9 +158,10 @@ class ChatAgent(Agent):
             arguments=arguments,
             options=options,
             tools=list(tools) if tools is not None else None,
-            kwargs=kwargs,
+            kwargs=dict(tool_kwargs or {}),
             cancellation_token=cancellation_token,
             is_streaming=streaming,
+            instructions_override=instructions_override,
         )
 
     async def _prepare(
@@ -161,7 +170,7 @@ class ChatAgent(Agent):
         if ctx.cancellation_token is not None:
             ctx.cancellation_token.raise_if_cancelled()
         thread = self._thread_for_run(ctx.thread)
-        instructions = self._render_instructions(ctx.arguments)
+        instructions = self._render_instructions(ctx.arguments, ctx.instructions_override)
         call_tools = [*self._call_tools, *_as_tools(ctx.tools or (), owner=self.name)]
         await log.record_input(thread, self._incoming(ctx.messages))
         ctx.thread = thread  # a retry (``call_next`` again) continues on the same thread
@@ -181,12 +190,22 @@ class ChatAgent(Agent):
         arguments: Mapping[str, Any] | None = None,
         options: ChatOptions | None = None,
         tools: Iterable[Any] | None = None,
+        tool_kwargs: Mapping[str, Any] | None = None,
+        instructions_override: str | None = None,
         cancellation_token: CancellationToken | None = None,
-        **kwargs: Any,
+        **chat_options: Unpack[ChatOptionKeywords],
     ) -> AgentResponse:
         """Run to the final answer (see `Agent.run`)."""
         ctx = self._context(
-            messages, thread, arguments, options, tools, cancellation_token, kwargs, False
+            messages,
+            thread,
+            arguments,
+            self._call_options(options, chat_options),
+            tools,
+            cancellation_token,
+            tool_kwargs,
+            instructions_override,
+            streaming=False,
         )
         log = _RunLog()
         if not self._agent_middleware:
@@ -260,12 +279,22 @@ class ChatAgent(Agent):
         arguments: Mapping[str, Any] | None = None,
         options: ChatOptions | None = None,
         tools: Iterable[Any] | None = None,
+        tool_kwargs: Mapping[str, Any] | None = None,
+        instructions_override: str | None = None,
         cancellation_token: CancellationToken | None = None,
-        **kwargs: Any,
+        **chat_options: Unpack[ChatOptionKeywords],
     ) -> AgentResponseStream:
         """Run and stream the answer (see `Agent.run_stream`)."""
         ctx = self._context(
-            messages, thread, arguments, options, tools, cancellation_token, kwargs, True
+            messages,
+            thread,
+            arguments,
+            self._call_options(options, chat_options),
+            tools,
+            cancellation_token,
+            tool_kwargs,
+            instructions_override,
+            streaming=True,
         )
         log = _RunLog()
         if not self._agent_middleware:
