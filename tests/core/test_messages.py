@@ -150,3 +150,49 @@ def test_text_inside_a_message_is_a_bare_string_and_the_tagged_form_still_loads(
     tagged = {**data, "contents": [{"$type": "text", "text": "hi"}]}
     assert loads(json.dumps(tagged)) == Message("user", "hi", message_id="m1")
     assert loads(dumps(TextContent("alone"))) == TextContent("alone")
+
+
+# --- deep function-call arguments ----------------------------------------------------------
+
+
+def _deep_args(depth: int) -> dict[str, Any]:
+    value: Any = 1
+    for _ in range(depth):
+        value = {"a": value}
+    return {"x": value}
+
+
+@pytest.mark.parametrize("depth", [150, 5_000])
+def test_a_call_with_deep_arguments_is_refused_on_write(depth: int) -> None:
+    message = Message("assistant", [FunctionCallContent("c1", "f", _deep_args(depth))])
+    with pytest.raises(SerializationError, match="limit"):
+        dumps(message)
+    with pytest.raises(SerializationError, match="limit"):
+        dumps([message])
+
+
+@pytest.mark.parametrize("depth", [150, 5_000])
+def test_a_message_with_deep_arguments_is_refused_on_read(depth: int) -> None:
+    inner = '{"a":' * depth + "1" + "}" * depth
+    text = (
+        '{"$type":"message","role":"assistant","id":"m1","contents":'
+        '[{"$type":"function_call","call_id":"c1","name":"f","arguments":' + inner + "}]}"
+    )
+    with pytest.raises(SerializationError, match="limit"):
+        loads(text)
+
+
+@pytest.mark.parametrize("depth", [150, 1_000, 100_000])
+def test_deep_argument_text_is_an_invalid_message(depth: int) -> None:
+    call = FunctionCallContent("c1", "f", '{"a":' + "[" * depth + "]" * depth + "}")
+    with pytest.raises(InvalidMessageError, match="'c1'.*limit") as info:
+        call.parse_arguments()
+    assert len(str(info.value)) < 400
+    # The raw text itself is kept and round-trips: the loop reports it back to the model.
+    assert loads(dumps(call)) == call
+
+
+def test_a_huge_bad_role_is_not_repeated_whole() -> None:
+    with pytest.raises(InvalidMessageError) as info:
+        Message("x" * 100_000, "hi")  # type: ignore[arg-type]
+    assert len(str(info.value)) < 300

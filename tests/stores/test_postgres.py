@@ -109,3 +109,55 @@ async def test_appends_from_many_stores_share_one_log(postgres_backend: Any) -> 
     assert await stores[0].read("log") == [0, 0, 1, 1, 2, 2]
     await stores[1].delete_log("log")
     assert await stores[2].append("log", ["x"]) == 1
+
+
+# -- statement timeout ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, "30", float("nan")])
+def test_statement_timeout_must_be_positive_seconds(pg: Any, postgres_dsn: str, bad: Any) -> None:
+    with pytest.raises(ConfigurationError, match="statement_timeout"):
+        pg(postgres_dsn, statement_timeout=bad)
+
+
+def test_statement_timeout_has_a_documented_default(pg: Any, postgres_dsn: str) -> None:
+    assert pg(postgres_dsn).statement_timeout == 30.0
+    assert "statement_timeout" in (pg.__doc__ or "")
+
+
+@pytest.mark.parametrize("operation", ["put", "append", "get"])
+async def test_a_locked_table_cannot_hang_a_writer(postgres_backend: Any, operation: str) -> None:
+    import asyncio
+
+    import psycopg
+
+    from cantata.stores import StoreTimeoutError
+    from cantata.stores.postgres import PostgresStore
+
+    prefix = postgres_backend.options["table_prefix"]
+    async with PostgresStore(postgres_backend.url, table_prefix=prefix) as setup:
+        await setup.put("k", 1)
+        await setup.append("log", [1])
+    store = PostgresStore(postgres_backend.url, table_prefix=prefix, statement_timeout=0.5)
+    postgres_backend.opened.append(store)
+    await store.open()
+    blocker = await psycopg.AsyncConnection.connect(postgres_backend.url)
+    try:
+        for table in ("values", "log_heads", "log_entries"):
+            await blocker.execute(f'LOCK TABLE "{prefix}{table}" IN ACCESS EXCLUSIVE MODE'.encode())
+        call = {
+            "put": lambda: store.put("k", 2),
+            "append": lambda: store.append("log", [2]),
+            "get": lambda: store.get("k"),
+        }[operation]
+        # wait_for only keeps a regression from hanging the suite; the store's own bound
+        # (0.5 s) is what must end the wait, with its typed error.
+        with pytest.raises(StoreTimeoutError, match=r"statement_timeout=0\.5s") as info:
+            await asyncio.wait_for(call(), 60)
+        assert isinstance(info.value, StoreError)
+        assert isinstance(info.value, TimeoutError)
+    finally:
+        await blocker.rollback()
+        await blocker.close()
+    await store.put("k", 3)  # the lock is gone: the store works again
+    assert await store.get("k") == 3

@@ -79,3 +79,25 @@ def test_a_malformed_url_is_refused(redis_url: str) -> None:
 
     with pytest.raises(ConfigurationError, match="Redis URL"):
         RedisStore("redis://127.0.0.1:port/0")
+
+
+async def test_a_server_that_never_answers_is_a_store_timeout() -> None:
+    import asyncio
+    import socket
+
+    from cantata.stores import RedisStore, StoreTimeoutError
+
+    # A listening socket that accepts connections (the kernel's backlog) and never answers.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    port = silent.getsockname()[1]
+    store = RedisStore(f"redis://127.0.0.1:{port}/0", connect_timeout=0.3, timeout=0.3)
+    try:
+        # wait_for only keeps a regression from hanging the suite.
+        with pytest.raises(StoreTimeoutError, match=r"127\.0\.0\.1") as info:
+            await asyncio.wait_for(store.put("k", 1), 60)
+        assert isinstance(info.value, TimeoutError)
+    finally:
+        await store.close()
+        silent.close()

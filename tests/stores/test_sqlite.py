@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cantata.core import ConfigurationError, SchemaVersionError, StoreError
-from cantata.stores import SQLiteStore, StoreSchemaError
+from cantata.stores import SQLiteStore, StoreSchemaError, StoreTimeoutError
 
 
 async def test_memory_database_works(tmp_path: Path) -> None:
@@ -80,9 +80,10 @@ async def test_a_held_write_lock_times_out_with_a_clear_error(tmp_path: Path) ->
     blocker.execute("BEGIN IMMEDIATE")
     try:
         async with SQLiteStore(path, busy_timeout=0) as store:
-            with pytest.raises(StoreError, match="busy_timeout"):
+            with pytest.raises(StoreTimeoutError, match="busy_timeout") as info:
                 await store.append("log", [1])
-            with pytest.raises(StoreError, match="'k'"):
+            assert isinstance(info.value, TimeoutError)
+            with pytest.raises(StoreTimeoutError, match="'k'"):
                 await store.put_many({"k": 2})
             assert await store.get("k") == 1  # WAL: readers are never blocked
     finally:

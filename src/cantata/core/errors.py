@@ -10,7 +10,18 @@ Families by audience:
   malformed or damaged data, unknown schema version). Nothing was loaded.
 - `ToolSignal`: raised by a tool to steer the function-invocation loop; not a failure.
 
-Every message names the identifiers involved and, where there is one, the fix.
+Every message names the identifiers involved and, where there is one, the fix; the
+identifiers can also be given as keyword fields, kept as attributes (``err.executor_id``)
+and together in ``err.fields``, so code can react without parsing the message.
+
+Where a builtin exception means the same thing, the error is also one of those, so
+``except ValueError`` written for plain Python keeps working: a mistake of the developer
+and unreadable data are `ValueError`s (as an invalid argument or ``json.loads`` would be),
+a type that cannot be serialized and a message no handler takes are `TypeError`s, an
+unknown recipient is a `LookupError`, a wait past its timeout is a `TimeoutError`, and
+the runtime used in the wrong state is also a `RuntimeError`; a model answer that does
+not fit its schema is a `ValueError` too. ``str(err)`` is always the
+message.
 """
 
 from __future__ import annotations
@@ -49,13 +60,31 @@ __all__ = [
 
 
 class CantataError(Exception):
-    """Root of every error cantata raises on purpose."""
+    """Root of every error cantata raises on purpose.
+
+    Keyword fields name what the error is about (ids, types); each is kept as an attribute
+    and all of them in `fields`. Names the exception itself uses are refused.
+    """
+
+    fields: dict[str, Any]
+
+    def __init__(self, *args: object, **fields: Any) -> None:
+        super().__init__(*args)
+        clash = sorted(n for n in fields if n == "fields" or hasattr(type(self), n))
+        if clash:
+            raise builtins.TypeError(
+                f"{type(self).__name__} cannot take the field(s) {clash}: the exception "
+                "already has attributes of those names; rename them"
+            )
+        self.fields = fields
+        for name, value in fields.items():
+            setattr(self, name, value)
 
 
 # --- mistakes of the developer ------------------------------------------------------
 
 
-class UsageError(CantataError):
+class UsageError(CantataError, ValueError):
     """The API was used in a way it does not support; the message says how to fix it."""
 
 
@@ -74,16 +103,23 @@ class InvalidMessageError(UsageError):
 # --- serialization ----------------------------------------------------------------
 
 
-class SerializationError(CantataError):
-    """Data could not be written to or read from JSON; nothing was loaded."""
+class SerializationError(CantataError, ValueError):
+    """Data could not be written to or read from JSON; nothing was loaded.
+
+    A `ValueError`, as the errors of ``json.loads`` are.
+    """
 
 
-class UnknownTypeError(SerializationError):
-    """A type is not in the JSON type registry (on write), or a `$type` tag is unknown (on read)."""
+class UnknownTypeError(SerializationError, builtins.TypeError):
+    """A type is not in the JSON type registry (on write), or a `$type` tag is unknown (on read).
 
-    def __init__(self, message: str, *, type_name: str) -> None:
-        super().__init__(message)
-        self.type_name = type_name
+    Also a `TypeError`, as ``json.dumps`` raises for a value it cannot serialize.
+    """
+
+    type_name: str
+
+    def __init__(self, message: str, *, type_name: str, **fields: Any) -> None:
+        super().__init__(message, type_name=type_name, **fields)
 
 
 class SchemaVersionError(SerializationError):
@@ -116,6 +152,10 @@ class ModelError(RunError):
 class ModelHTTPError(ModelError):
     """The model server answered with an HTTP error."""
 
+    status_code: int
+    body: Any
+    retry_after: float | None
+
     def __init__(
         self,
         message: str,
@@ -123,15 +163,18 @@ class ModelHTTPError(ModelError):
         status_code: int,
         body: Any = None,
         retry_after: float | None = None,
+        **fields: Any,
     ) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-        self.body = body
-        self.retry_after = retry_after
+        super().__init__(
+            message, status_code=status_code, body=body, retry_after=retry_after, **fields
+        )
 
 
-class ModelOutputError(ModelError):
-    """The model answered, but its output does not fit what was asked (schema, tool call JSON)."""
+class ModelOutputError(ModelError, ValueError):
+    """The model answered, but its output does not fit what was asked (schema, tool call JSON).
+
+    Also a `ValueError`, as a failed validation of the same text would be.
+    """
 
 
 class ToolError(RunError):
@@ -150,16 +193,19 @@ class WorkflowError(RunError):
     """A workflow run failed or was given input it cannot take."""
 
 
-class RuntimeStateError(UsageError):
-    """The actor runtime was used in a state that does not allow it (not started, stopped)."""
+class RuntimeStateError(UsageError, builtins.RuntimeError):
+    """The actor runtime was used in a state that does not allow it (not started, stopped).
+
+    Also a `RuntimeError`, as using a closed event loop is.
+    """
 
 
-class Undeliverable(RunError):
-    """No agent can receive a direct message at this `AgentId` (unknown type)."""
+class Undeliverable(RunError, LookupError):
+    """No agent can receive a direct message at this `AgentId` (unknown type); a `LookupError`."""
 
 
-class CantHandle(RunError):
-    """The recipient has no handler for the message's type."""
+class CantHandle(RunError, builtins.TypeError):
+    """The recipient has no handler for the message's type; a `TypeError`."""
 
 
 class MessageDropped(RunError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .base import StateStore
-from .errors import StoreClosedError, StoreCorruptionError, StoreSchemaError
+from .errors import StoreClosedError, StoreCorruptionError, StoreSchemaError, StoreTimeoutError
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
 from .url import open_store
@@ -27,6 +27,7 @@ __all__ = [
     "StoreClosedError",
     "StoreCorruptionError",
     "StoreSchemaError",
+    "StoreTimeoutError",
     "open_store",
 ]
 

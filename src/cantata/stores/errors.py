@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from ..core import SchemaVersionError, StoreError
+from ..core import SchemaVersionError, StoreError, TimeoutError
 
-__all__ = ["StoreClosedError", "StoreCorruptionError", "StoreSchemaError"]
+__all__ = ["StoreClosedError", "StoreCorruptionError", "StoreSchemaError", "StoreTimeoutError"]
 
 
-class StoreClosedError(StoreError):
-    """The store was closed; open a new one (closing twice is fine, using it is not)."""
+class StoreClosedError(StoreError, ValueError):
+    """The store was closed; open a new one (closing twice is fine, using it is not).
+
+    Also a `ValueError`, as an operation on a closed file is.
+    """
+
+
+class StoreTimeoutError(StoreError, TimeoutError):
+    """A store operation waited past its bound (a lock held by another connection, a slow
+    server); also `cantata.core.TimeoutError` and the builtin `TimeoutError`."""
 
 
 class StoreCorruptionError(StoreError):

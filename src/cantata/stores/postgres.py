@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..core import ConfigurationError, StoreError, short_repr
 from ._batching import AppendBatcher
@@ -23,7 +23,7 @@ from ._codec import (
     quoted,
 )
 from ._lifecycle import StoreLifecycle
-from .errors import StoreClosedError, StoreSchemaError
+from .errors import StoreClosedError, StoreSchemaError, StoreTimeoutError
 
 __all__ = ["PostgresStore"]
 
@@ -38,6 +38,11 @@ class PostgresStore(StoreLifecycle):
     logs proceed) and inserts its entries at the positions it reserved. Entries of one call
     are therefore contiguous and positions dense from 0, across any number of processes.
     `table_prefix` keeps several stores (or test runs) apart in one database.
+
+    Every wait is bounded: `connect_timeout` for a connection (and a free one from the
+    pool), `statement_timeout` seconds (default 30; None leaves the server's setting) for
+    each statement, lock waits included, so a table locked by another session makes an
+    operation fail with `StoreTimeoutError` instead of hanging.
     """
 
     def __init__(
@@ -48,6 +53,7 @@ class PostgresStore(StoreLifecycle):
         min_size: int = 1,
         max_size: int = 4,
         connect_timeout: float = 10.0,
+        statement_timeout: float | None = 30.0,
     ) -> None:
         try:
             info = conninfo_to_dict(dsn)
@@ -66,7 +72,15 @@ class PostgresStore(StoreLifecycle):
             raise ConfigurationError(
                 f"{self._label}: need 1 <= min_size <= max_size, got {min_size} and {max_size}"
             )
+        if statement_timeout is not None and not (
+            isinstance(statement_timeout, int | float) and statement_timeout > 0
+        ):
+            raise ConfigurationError(
+                f"{self._label}: statement_timeout must be a number of seconds > 0, or None "
+                f"for the server's setting; got {short_repr(statement_timeout)}"
+            )
         self.dsn = dsn
+        self.statement_timeout = statement_timeout
         self.table_prefix = table_prefix
         self._min_size = min_size
         self._max_size = max_size
@@ -88,6 +102,7 @@ class PostgresStore(StoreLifecycle):
                 "check that the server is up and the DSN's host, port, user and database"
             ) from exc
         try:
+            await self._configure(conn)
             async with conn.transaction():
                 await self._create_schema(conn)
         except psycopg.Error as exc:
@@ -99,6 +114,7 @@ class PostgresStore(StoreLifecycle):
             min_size=self._min_size,
             max_size=self._max_size,
             kwargs={"autocommit": True},
+            configure=self._configure,
             timeout=self._timeout,
             open=False,
             name=self._label,
@@ -111,6 +127,12 @@ class PostgresStore(StoreLifecycle):
                 f"cannot connect to PostgreSQL at {self._where}: {exc}; is the server running?"
             ) from exc
         self._pool = pool
+
+    async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Bound every statement of the session (the pool calls this for each connection)."""
+        if self.statement_timeout is not None:
+            millis = max(1, round(self.statement_timeout * 1000))
+            await conn.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(millis)))
 
     async def _create_schema(self, conn: psycopg.AsyncConnection[Any]) -> None:
         q = self._q
@@ -136,6 +158,20 @@ class PostgresStore(StoreLifecycle):
             await pool.close()
 
     def _fail(self, action: str, exc: psycopg.Error) -> NoReturn:
+        if isinstance(exc, psycopg.errors.QueryCanceled):
+            raise StoreTimeoutError(
+                f"{self._label}: cannot {action}: the statement ran past "
+                f"statement_timeout={self.statement_timeout}s ({exc}); another session may "
+                "hold a lock on the store's tables: end it, or raise statement_timeout",
+                action=action,
+            ) from exc
+        if isinstance(exc, PoolTimeout):
+            raise StoreTimeoutError(
+                f"{self._label}: cannot {action}: no connection was free within "
+                f"connect_timeout={self._timeout}s (max_size={self._max_size}); raise "
+                "max_size or connect_timeout",
+                action=action,
+            ) from exc
         hint = "check the server's log"
         if isinstance(exc, psycopg.OperationalError):
             hint = "is the server running and reachable?"

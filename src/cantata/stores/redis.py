@@ -8,11 +8,12 @@ from typing import Any, NoReturn, TypeVar
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..core import ConfigurationError, StoreError, short_repr
 from ._codec import SCHEMA_VERSION, check_index, check_name, decode, encode, quoted
 from ._lifecycle import StoreLifecycle
-from .errors import StoreClosedError, StoreSchemaError
+from .errors import StoreClosedError, StoreSchemaError, StoreTimeoutError
 
 __all__ = ["RedisStore"]
 
@@ -58,6 +59,7 @@ class RedisStore(StoreLifecycle):
         super().__init__(f"RedisStore at {self._where} (prefix {quoted(prefix)})")
         self.url = url
         self.prefix = prefix
+        self._timeout = timeout
         self._logs = f"{prefix}log:"
         self._values = f"{prefix}val:"
 
@@ -71,7 +73,8 @@ class RedisStore(StoreLifecycle):
             await client.set(version_key, str(SCHEMA_VERSION), nx=True)
             version = await client.get(version_key)
         except RedisError as exc:
-            raise StoreError(
+            kind = StoreTimeoutError if isinstance(exc, RedisTimeoutError) else StoreError
+            raise kind(
                 f"cannot connect to Redis at {self._where}: {exc}; is the server running, "
                 "and is the URL right?"
             ) from exc
@@ -106,6 +109,12 @@ class RedisStore(StoreLifecycle):
         return self._client_or_raise()
 
     def _fail(self, action: str, exc: RedisError) -> NoReturn:
+        if isinstance(exc, RedisTimeoutError):
+            raise StoreTimeoutError(
+                f"{self._label}: cannot {action}: no answer within timeout={self._timeout}s "
+                f"({exc}); is the server overloaded or blocked? Raise timeout if it is slow",
+                action=action,
+            ) from exc
         raise StoreError(
             f"{self._label}: cannot {action}: {exc}; is the server running and reachable?"
         ) from exc

@@ -24,7 +24,7 @@ from ._codec import (
     quoted,
 )
 from ._lifecycle import StoreLifecycle
-from .errors import StoreClosedError, StoreSchemaError
+from .errors import StoreClosedError, StoreSchemaError, StoreTimeoutError
 
 __all__ = ["SQLiteStore"]
 
@@ -140,7 +140,7 @@ class SQLiteStore(StoreLifecycle):
                 return
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc) or loop.time() + delay > deadline:
-                    raise StoreError(
+                    raise (StoreTimeoutError if _is_busy(exc) else StoreError)(
                         f"{self._label}: cannot switch the database to WAL mode: {exc}; "
                         f"another process held it for busy_timeout={self._busy_timeout}s"
                     ) from exc
@@ -203,12 +203,14 @@ class SQLiteStore(StoreLifecycle):
         return db
 
     def _fail(self, action: str, exc: sqlite3.Error) -> NoReturn:
-        hint = "check the file and its permissions"
         if _is_busy(exc):
-            hint = (
-                f"another connection held the write lock longer than "
-                f"busy_timeout={self._busy_timeout}s; raise busy_timeout or shorten its writes"
-            )
+            raise StoreTimeoutError(
+                f"{self._label}: cannot {action}: {exc}; another connection held the write "
+                f"lock longer than busy_timeout={self._busy_timeout}s; raise busy_timeout or "
+                "shorten its writes",
+                action=action,
+            ) from exc
+        hint = "check the file and its permissions"
         raise StoreError(f"{self._label}: cannot {action}: {exc}; {hint}") from exc
 
     # -- logs ------------------------------------------------------------------------------
