@@ -80,6 +80,17 @@ class CantataError(Exception):
         for name, value in fields.items():
             setattr(self, name, value)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The default calls ``cls(*args)``, which fails for keyword-only fields; a copy or
+        # a process pool (Ray) carrying an error back needs the error whole.
+        return (_restore, (type(self), self.args), self.__dict__)
+
+
+def _restore(cls: type[CantataError], args: tuple[Any, ...]) -> CantataError:
+    err = cls.__new__(cls, *args)
+    err.args = args
+    return err
+
 
 # --- mistakes of the developer ------------------------------------------------------
 
