@@ -185,7 +185,7 @@ def test_a_message_with_deep_arguments_is_refused_on_read(depth: int) -> None:
 @pytest.mark.parametrize("depth", [150, 1_000, 100_000])
 def test_deep_argument_text_is_an_invalid_message(depth: int) -> None:
     call = FunctionCallContent("c1", "f", '{"a":' + "[" * depth + "]" * depth + "}")
-    with pytest.raises(InvalidMessageError, match="'c1'.*limit") as info:
+    with pytest.raises(InvalidMessageError, match=r"'c1'.*limit") as info:
         call.parse_arguments()
     assert len(str(info.value)) < 400
     # The raw text itself is kept and round-trips: the loop reports it back to the model.
