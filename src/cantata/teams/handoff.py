@@ -1,0 +1,358 @@
+"""`Handoff` (a swarm): the agent that has the conversation passes it on with a tool call.
+
+Each participant is offered ``transfer_to_<name>`` tools for the agents it may hand off to:
+everyone else (a full mesh, the default) or the targets declared in ``handoffs=``. A call
+ends that agent's turn (the tools are declared without a function, so the function loop
+hands the call back instead of running it) and the manager gives the turn to the target.
+What travels is a small handoff message, not a copy of the history: the summary the model
+wrote, the source and target, and the run's correlation id, in the message's metadata
+(read it with `handoff_of`). Every participant already reads the one shared history.
+
+When the active agent answers without handing off, the team asks the user: the run stops
+with a stop message whose source is ``"user_input"`` (the agent's answer is the question),
+and the workflow waits on its human-in-the-loop request for the next task; ``run(reply)``
+answers it and the turn goes back to the agent that asked (Agent Framework's and AutoGen's
+default; ``return_to_previous=False`` sends it to the start agent instead). A target named
+``"user"`` in ``handoffs=`` gives an agent a ``transfer_to_user`` tool that asks the user
+the same way; with the `Handoff` termination condition for ``"user"`` it ends the run
+instead (AutoGen's `HandoffTermination`). In autonomous mode (``autonomous=True``) an
+agent that does not hand off simply goes on, up to ``max_turns`` turns per run.
+
+Where the seeds differ: AutoGen's swarm carries the history in the handoff message when
+asked to; here nothing is copied (one authoritative history is the design); both Agent
+Framework and AutoGen return to the agent that asked, and so does this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..agents import Agent
+from ..core import (
+    ConfigurationError,
+    FunctionCallContent,
+    FunctionResultContent,
+    Message,
+)
+from ..models import ChatOptions, ToolSpec
+from ..workflows import Workflow, WorkflowContext
+from ._fresh_turn import FreshTurnParticipant
+from .manager import ManagerState, TeamManager
+from .result import StopMessage
+from .team import Team
+from .termination import TerminationCondition
+from .turns import TurnDone
+
+__all__ = [
+    "HANDOFF_FROM_KEY",
+    "HANDOFF_TO_KEY",
+    "TRANSFER_PREFIX",
+    "USER",
+    "Handoff",
+    "HandoffInfo",
+    "HandoffManager",
+    "Swarm",
+    "handoff_of",
+]
+
+TRANSFER_PREFIX = "transfer_to_"
+USER = "user"
+HANDOFF_TO_KEY = "handoff_to"  # the key the `Handoff` termination condition reads
+HANDOFF_FROM_KEY = "handoff_from"
+_SUMMARY_KEY = "handoff_summary"
+_CORRELATION_KEY = "correlation_id"
+_ACTIVE = "handoff.active"
+_USER_INPUT = "user_input"
+_DEFAULT_AUTONOMOUS_TURNS = 20
+
+
+@dataclass(slots=True, frozen=True)
+class HandoffInfo:
+    """What a handoff message says: who handed over to whom, why, in which run."""
+
+    source: str
+    target: str
+    summary: str
+    correlation_id: str
+
+
+def handoff_of(message: Message) -> HandoffInfo | None:
+    """The handoff a message records, or None for any other message."""
+    meta = message.metadata
+    target = meta.get(HANDOFF_TO_KEY)
+    if not isinstance(target, str):
+        return None
+    return HandoffInfo(
+        str(meta.get(HANDOFF_FROM_KEY, "")),
+        target,
+        str(meta.get(_SUMMARY_KEY, "")),
+        str(meta.get(_CORRELATION_KEY, "")),
+    )
+
+
+def _transfer_spec(target: str, description: str) -> ToolSpec:
+    about = f" ({description})" if description else ""
+    return ToolSpec(
+        f"{TRANSFER_PREFIX}{target}",
+        f"Hand the conversation over to {target}{about}. Give a short summary of what "
+        f"{target} needs to know.",
+        {
+            "type": "object",
+            "properties": {"summary": {"type": "string", "description": "for the next agent"}},
+            "required": ["summary"],
+        },
+    )
+
+
+def _summary(call: FunctionCallContent) -> str:
+    args = call.arguments
+    if isinstance(args, Mapping):
+        value = args.get("summary", "")
+        return value if isinstance(value, str) else str(value)
+    return str(args) if args else ""
+
+
+class HandoffManager(TeamManager):
+    """Routes on transfer calls; asks the user (or, autonomous, goes on) when there is none."""
+
+    def __init__(
+        self,
+        participants: Sequence[str],
+        *,
+        start: str,
+        targets: Mapping[str, tuple[str, ...]],
+        autonomous: bool,
+        return_to_previous: bool,
+        termination: TerminationCondition | None,
+        max_turns: int | None,
+    ) -> None:
+        super().__init__(participants, termination=termination, max_turns=max_turns)
+        self.start = start
+        self.targets = dict(targets)
+        self.autonomous = autonomous
+        self.return_to_previous = return_to_previous
+
+    async def on_start(self, state: ManagerState, ctx: WorkflowContext[Any, Any]) -> None:
+        active = state.extra.get(_ACTIVE)
+        if self.return_to_previous and isinstance(active, str) and active in self.participants:
+            reason = f"the user answered; back to {active}, who asked"
+        else:
+            active, reason = self.start, "the start agent takes the task"
+        state.extra[_ACTIVE] = active
+        self.speak(state, active, ctx, reason=reason, candidates=[active])
+
+    async def on_turn(
+        self, state: ManagerState, done: TurnDone, ctx: WorkflowContext[Any, Any]
+    ) -> None:
+        speaker = done.speaker
+        allowed = self.targets.get(speaker, ())
+        calls = [
+            c for m in done.messages for c in m.function_calls if c.name.startswith(TRANSFER_PREFIX)
+        ]
+        chosen = next((c for c in calls if c.name[len(TRANSFER_PREFIX) :] in allowed), None)
+        if calls:
+            self._close_calls(state, speaker, calls, chosen, ctx)
+        if chosen is None:
+            self._no_handoff(state, speaker, done, ctx)
+            return
+        target = chosen.name[len(TRANSFER_PREFIX) :]
+        summary = _summary(chosen)
+        note = Message(
+            "assistant",
+            f"{speaker} handed the conversation to {target}: {summary}".rstrip(": "),
+            author_name=speaker,
+            metadata={
+                HANDOFF_TO_KEY: target,
+                HANDOFF_FROM_KEY: speaker,
+                _SUMMARY_KEY: summary,
+                _CORRELATION_KEY: state.correlation_id,
+            },
+        )
+        self.publish(state, [note], ctx, source=speaker)
+        if target == USER:
+            self._ask_user(state, speaker, summary or "the agent asks for your input", ctx)
+            return
+        state.extra[_ACTIVE] = target
+        self.speak(
+            state,
+            target,
+            ctx,
+            reason=f"{speaker} handed off: {summary}" if summary else f"{speaker} handed off",
+            candidates=list(allowed),
+        )
+
+    def _close_calls(
+        self,
+        state: ManagerState,
+        speaker: str,
+        calls: list[FunctionCallContent],
+        chosen: FunctionCallContent | None,
+        ctx: WorkflowContext[Any, Any],
+    ) -> None:
+        """Give every transfer call its result, so the history never holds a call without
+        one (chat APIs refuse such a history)."""
+        results: list[FunctionResultContent] = []
+        for c in calls:
+            if c is chosen:
+                results.append(
+                    FunctionResultContent(
+                        c.call_id, result=f"transferred to {c.name[len(TRANSFER_PREFIX) :]}"
+                    )
+                )
+            elif chosen is not None:
+                results.append(
+                    FunctionResultContent(c.call_id, error="not run: one handoff a turn")
+                )
+            else:
+                results.append(
+                    FunctionResultContent(c.call_id, error=f"{speaker} may not hand off that way")
+                )
+        self.publish(
+            state, [Message("tool", list(results), author_name=speaker)], ctx, source=speaker
+        )
+
+    def _no_handoff(
+        self, state: ManagerState, speaker: str, done: TurnDone, ctx: WorkflowContext[Any, Any]
+    ) -> None:
+        if self.autonomous:
+            self.speak(
+                state,
+                speaker,
+                ctx,
+                reason="autonomous mode: no handoff, the agent goes on",
+                candidates=[speaker, *self.targets.get(speaker, ())],
+            )
+            return
+        said = next((m.text for m in reversed(done.messages) if m.text), "")
+        self._ask_user(state, speaker, said, ctx)
+
+    def _ask_user(
+        self, state: ManagerState, speaker: str, question: str, ctx: WorkflowContext[Any, Any]
+    ) -> None:
+        state.extra[_ACTIVE] = speaker
+        self.stop(state, StopMessage(f"{speaker} asks the user: {question}", _USER_INPUT), ctx)
+
+
+class Handoff(Team):
+    """A swarm: agents pass the conversation with ``transfer_to_<name>`` tool calls.
+
+    `start` (default: the first participant) takes each new task; `handoffs` maps an
+    agent's name to the names it may hand off to (``"user"`` allowed); agents it does not
+    name may hand off to nobody. Without `handoffs`, everyone may hand off to everyone
+    else. See the module docstring for asking the user and autonomous mode.
+    """
+
+    def __init__(
+        self,
+        participants: Sequence[Agent],
+        *,
+        start: str | Agent | None = None,
+        handoffs: Mapping[str, Sequence[str]] | None = None,
+        autonomous: bool = False,
+        return_to_previous: bool = True,
+        termination: TerminationCondition | None = None,
+        max_turns: int | None = None,
+        name: str = "handoff",
+        description: str = "",
+    ) -> None:
+        super().__init__(participants, name=name, description=description)
+        names = self.participant_names
+        first = start.name if isinstance(start, Agent) else start
+        if first is None:
+            first = names[0]
+        if first not in names:
+            raise ConfigurationError(
+                f"handoff team {name!r}: start agent {first!r} is not a participant; "
+                f"participants are {names}"
+            )
+        self.start = first
+        self.targets = _targets(name, names, handoffs)
+        if autonomous and max_turns is None:
+            max_turns = _DEFAULT_AUTONOMOUS_TURNS
+        self.autonomous = autonomous
+        self.return_to_previous = return_to_previous
+        self.termination = termination
+        self.max_turns = max_turns
+        _ = self.workflow  # build now: a bad definition fails here, not at the first run
+
+    def tools_for(self, name: str) -> list[ToolSpec]:
+        """The transfer tools the participant `name` is offered."""
+        described = {a.name: a.description for a in self.participants}
+        return [_transfer_spec(t, described.get(t, "")) for t in self.targets.get(name, ())]
+
+    def _build_workflow(self) -> Workflow:
+        manager = HandoffManager(
+            self.participant_names,
+            start=self.start,
+            targets=self.targets,
+            autonomous=self.autonomous,
+            return_to_previous=self.return_to_previous,
+            termination=self.termination,
+            max_turns=self.max_turns,
+        )
+        executors = [
+            FreshTurnParticipant(a, options_for=_fixed(self.tools_for(a.name)))
+            for a in self.participants
+        ]
+        steps = 2 * self.max_turns + 8 if self.max_turns is not None else 10_000
+        return self._star_workflow(manager, participants=executors, max_supersteps=steps)
+
+
+Swarm = Handoff
+"""AutoGen's name for the same team."""
+
+
+def _fixed(specs: list[ToolSpec]) -> Any:
+    options = ChatOptions(tools=specs) if specs else None
+
+    def options_for(history: list[Message]) -> ChatOptions | None:
+        return options
+
+    return options_for
+
+
+def _targets(
+    team: str, names: list[str], handoffs: Mapping[str, Sequence[str]] | None
+) -> dict[str, tuple[str, ...]]:
+    """Who may hand off to whom, checked: every name is a participant (or "user")."""
+    if handoffs is None:
+        out = {n: tuple(t for t in names if t != n) for n in names}
+    else:
+        if not isinstance(handoffs, Mapping):
+            raise ConfigurationError(
+                f"handoff team {team!r}: handoffs must map an agent's name to the names it "
+                f"may hand off to, got {handoffs!r}"
+            )
+        out = {}
+        for source, targets in handoffs.items():
+            if source not in names:
+                raise ConfigurationError(
+                    f"handoff team {team!r}: handoffs names {source!r}, which is not a "
+                    f"participant; participants are {names}"
+                )
+            if isinstance(targets, str):
+                raise ConfigurationError(
+                    f"handoff team {team!r}: the targets of {source!r} must be a list of "
+                    f"names, got the string {targets!r}"
+                )
+            for t in targets:
+                if t != USER and t not in names:
+                    raise ConfigurationError(
+                        f"handoff team {team!r}: {source!r} may hand off to {t!r}, which is "
+                        f"not a participant (nor 'user'); participants are {names}"
+                    )
+                if t == source:
+                    raise ConfigurationError(
+                        f"handoff team {team!r}: {source!r} cannot hand off to itself"
+                    )
+            out[source] = tuple(dict.fromkeys(targets))
+    for targets in out.values():
+        for t in targets:
+            if len(TRANSFER_PREFIX) + len(t) > 64:
+                raise ConfigurationError(
+                    f"handoff team {team!r}: the tool name {TRANSFER_PREFIX + t!r} is longer "
+                    "than 64 characters; give the agent a shorter name"
+                )
+    return out
