@@ -1,12 +1,12 @@
-"""OpenAIChatClient: request mapping, response mapping, stream assembly and errors against a
-real in-process HTTP server; then chat, stream and tool call against llama.cpp's own
-OpenAI-compatible server (marker ``openai_server``)."""
+"""OpenAIChatClient: request mapping, response mapping, stream assembly, fallbacks for
+refused features, keys, URLs and errors against a real in-process HTTP server. The tests
+against llama.cpp's own server are in test_openai_llama_server.py."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
+import logging
 import socket
 import subprocess
 import sys
@@ -180,6 +180,121 @@ async def test_local_server_needs_no_key(monkeypatch: pytest.MonkeyPatch) -> Non
     assert response.text == "hi"
 
 
+async def test_cantata_api_key_comes_before_openai_api_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CANTATA_API_KEY", "sk-cantata")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
+    with chat_server(completion({"role": "assistant", "content": "hi"})) as server:
+        await client_for(server).get_response([Message("user", "hello")])
+    assert server.auth == ["Bearer sk-cantata"]
+    OpenAIChatClient("gpt-4o-mini")  # a key from CANTATA_API_KEY is enough for OpenAI too
+
+
+async def test_without_a_key_no_authorization_header_is_sent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _no_keys(monkeypatch)
+    with chat_server(completion({"role": "assistant", "content": "hi"})) as server:
+        await client_for(server).get_response([Message("user", "hello")])
+    assert server.auth == [""]
+
+
+async def test_a_401_without_a_key_says_which_variable_to_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _no_keys(monkeypatch)
+    reply = Reply(401, {"error": {"message": "Incorrect API key provided: not-needed"}})
+    with chat_server(reply) as server, pytest.raises(ModelHTTPError) as caught:
+        await client_for(server).get_response([Message("user", "hello")])
+    assert "none was set" in str(caught.value) and "CANTATA_API_KEY" in str(caught.value)
+
+
+async def test_a_401_with_a_key_names_where_the_key_came_from(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _no_keys(monkeypatch)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong")
+    reply = Reply(401, {"error": {"message": "bad key"}})
+    with chat_server(reply) as server, pytest.raises(ModelHTTPError, match="from OPENAI_API_KEY"):
+        await client_for(server).get_response([Message("user", "hello")])
+
+
+@pytest.mark.parametrize(
+    "url", ["", "   ", "http://[::1", "127.0.0.1:8080/v1", "ftp://host/v1", "http://:80/v1"]
+)
+def test_an_unusable_base_url_is_a_configuration_error(url: str) -> None:
+    with pytest.raises(ConfigurationError, match="base_url=") as caught:
+        OpenAIChatClient("m", base_url=url)
+    assert "http://127.0.0.1:8080/v1" in str(caught.value)
+
+
+async def test_a_404_from_a_base_url_without_v1_hints_at_it() -> None:
+    replies = [Reply(404, {"detail": "Not Found"}) for _ in range(2)]
+    with chat_server(*replies) as server:
+        bare = server.url.removesuffix("/v1")
+        client = OpenAIChatClient("m", base_url=bare + "/", max_retries=0)
+        with pytest.raises(ModelHTTPError, match=f"try {bare}/v1"):
+            await client.get_response([Message("user", "x")])
+        with pytest.raises(ModelHTTPError) as caught:
+            await client_for(server).get_response([Message("user", "x")])
+    assert "try" not in str(caught.value) and "check the model name" in str(caught.value)
+
+
+def _no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in ("CANTATA_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(variable, raising=False)
+
+
+# --- lifetime and logging ------------------------------------------------------------------
+
+
+async def test_async_with_closes_the_http_client() -> None:
+    with chat_server(completion({"role": "assistant", "content": "hi"})) as server:
+        async with client_for(server) as client:
+            await client.get_response([Message("user", "hello")])
+            sdk = client._sdk()
+            assert not sdk.is_closed()
+        assert sdk.is_closed()
+
+
+_UNCLOSED = """
+import asyncio, sys
+from cantata.models import OpenAIChatClient, allow_model_requests
+from cantata.core import Message
+
+async def main():
+    client = OpenAIChatClient("fake-model", base_url=sys.argv[1], max_retries=0)
+    with allow_model_requests():
+        print((await client.get_response([Message("user", "hi")])).text, flush=True)
+
+asyncio.run(main())
+"""
+
+
+def test_an_unclosed_client_does_not_keep_the_interpreter_alive() -> None:
+    with chat_server(completion({"role": "assistant", "content": "hi"})) as server:
+        done = subprocess.run(
+            [sys.executable, "-c", _UNCLOSED, server.url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "hi"
+
+
+async def test_requests_are_logged_at_debug(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="cantata.models")
+    with chat_server(completion({"role": "assistant", "content": "hi"})) as server:
+        await client_for(server).get_response(
+            [Message("user", "hello")], options=ChatOptions(tools=[WEATHER])
+        )
+    (record,) = [r for r in caplog.records if r.name == "cantata.models"]
+    assert record.levelno == logging.DEBUG
+    assert "fake-model" in record.getMessage() and "tools=1" in record.getMessage()
+
+
 async def test_the_guard_blocks_requests_before_any_network() -> None:
     client = OpenAIChatClient("m", base_url="http://127.0.0.1:9/v1")
     with pytest.raises(UsageError, match="OpenAIChatClient"):
@@ -224,7 +339,7 @@ async def test_request_carries_options_tools_and_every_content_kind() -> None:
         },
         {
             "role": "assistant",
-            "content": None,
+            "content": "",
             "tool_calls": [
                 {
                     "id": "call_1",
@@ -348,6 +463,187 @@ async def test_unsupported_data_is_refused_before_sending() -> None:
     with chat_server() as server, pytest.raises(UsageError, match="application/pdf"):
         await client_for(server).get_response([pdf])
     assert server.requests == []
+
+
+async def test_tools_without_a_choice_send_auto() -> None:
+    # llama.cpp's server ignores the tools unless tool_choice is given
+    with chat_server(completion({"role": "assistant", "content": "ok"})) as server:
+        await client_for(server).get_response(
+            [Message("user", "x")], options=ChatOptions(tools=[WEATHER])
+        )
+    assert server.requests[0]["tool_choice"] == "auto"
+
+
+# --- features a server refuses ---------------------------------------------------------------
+
+_CALL = {
+    "role": "assistant",
+    "content": None,
+    "tool_calls": [
+        {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_refused_tool_choice_falls_back_to_auto_and_an_instruction_once(
+    stream: bool,
+) -> None:
+    # llama.cpp's server answers tool_choice="required" with a bare HTTP 500
+    calls = [_call_reply(stream) for _ in range(2)]
+    with chat_server(Reply(500, None), *calls) as server:
+        client = OpenAIChatClient("fake-model", base_url=server.url, max_retries=2)
+        options = ChatOptions(tools=[WEATHER], tool_choice="required")
+        for _ in range(2):
+            response = await _ask(
+                client, [Message("system", "Be brief."), Message("user", "x")], options, stream
+            )
+            assert response.function_calls[0].name == "get_weather"
+    refused, fallback, later = server.requests
+    assert refused["tool_choice"] == "required"
+    for body in (fallback, later):
+        assert body["tool_choice"] == "auto"
+        assert body["messages"][0]["content"].startswith("Be brief.\n\nAnswer only by calling")
+        assert "`get_weather`" in body["messages"][0]["content"]
+    assert client.refused_features == {"tool_choice"}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_refused_json_schema_falls_back_to_json_object_and_the_prompt(
+    stream: bool,
+) -> None:
+    error = {"detail": "response_format.type: Input should be 'text' or 'json_object'"}
+    answer = '{"name": "Lyon", "country": "France"}'
+    replies = [Reply(500, error), _text_reply(answer, stream), _text_reply(answer, stream)]
+    with chat_server(*replies) as server:
+        client = client_for(server)
+        for _ in range(2):
+            response = await _ask(
+                client, [Message("user", "a city")], ChatOptions(response_format=City), stream
+            )
+            assert response.value == City(name="Lyon", country="France")
+    refused, fallback, later = server.requests
+    assert refused["response_format"]["type"] == "json_schema"
+    for body in (fallback, later):
+        assert body["response_format"] == {
+            "type": "json_object",
+            "schema": City.model_json_schema(),
+        }
+        instruction = body["messages"][0]
+        assert instruction["role"] == "system" and '"country"' in instruction["content"]
+    assert client.refused_features == {"json_schema"}
+
+
+async def test_a_stream_that_ends_before_its_first_chunk_is_a_refusal_too() -> None:
+    # llama.cpp's server fails a streamed tool_choice="required" inside an HTTP 200
+    with chat_server(Reply(chunks=[]), _call_reply(True)) as server:
+        client = client_for(server)
+        options = ChatOptions(tools=[WEATHER], tool_choice="required")
+        response = await _ask(client, [Message("user", "x")], options, True)
+    assert response.function_calls[0].name == "get_weather"
+    assert [r["tool_choice"] for r in server.requests] == ["required", "auto"]
+    assert client.refused_features == {"tool_choice"}
+
+
+async def test_a_server_that_cannot_stream_tool_calls_gets_one_whole_request() -> None:
+    # llama.cpp's server: "Automatic streaming tool choice is not supported", in an HTTP 200
+    replies = (Reply(chunks=[]), _call_reply(False), _call_reply(False))
+    with chat_server(*replies) as server:
+        client = client_for(server)
+        for _ in range(2):
+            response = await _ask(
+                client, [Message("user", "x")], ChatOptions(tools=[WEATHER]), True
+            )
+            assert response.function_calls[0].arguments == {"city": "Oslo"}
+            assert response.finish_reason == "tool_calls" and response.usage == Usage(11, 7)
+    assert [r.get("stream", False) for r in server.requests] == [True, False, False]
+    assert client.refused_features == {"tool_stream"}
+
+
+async def test_an_empty_stream_without_a_feature_to_give_up_is_a_model_error() -> None:
+    with (
+        chat_server(Reply(chunks=[])) as server,
+        pytest.raises(ModelError, match="ended the stream"),
+    ):
+        await _ask(client_for(server), [Message("user", "x")], ChatOptions(), True)
+
+
+async def test_both_refused_cost_one_failed_request_each() -> None:
+    bad_format = Reply(500, {"detail": "response_format: json_schema not supported"})
+    bad_choice = Reply(500, None)
+    with chat_server(bad_format, bad_choice, _call_reply(False)) as server:
+        client = client_for(server)
+        options = ChatOptions(tools=[WEATHER], tool_choice="get_weather", response_format=City)
+        await client.get_response([Message("user", "x")], options=options)
+    assert len(server.requests) == 3
+    assert client.refused_features == {"json_schema", "tool_choice"}
+
+
+async def test_a_failure_the_fallbacks_do_not_cure_is_raised_and_not_remembered() -> None:
+    replies = [Reply(400, {"error": {"message": "context too long"}}) for _ in range(2)]
+    with chat_server(*replies) as server:
+        client = client_for(server)
+        options = ChatOptions(tools=[WEATHER], tool_choice="required")
+        with pytest.raises(ModelHTTPError, match="context too long") as caught:
+            await client.get_response([Message("user", "x")], options=options)
+    assert "fallbacks for tool_choice too" in str(caught.value)
+    assert len(server.requests) == 2
+    assert client.refused_features == set()
+
+
+async def test_without_fallbacks_the_error_names_the_feature_and_the_setting() -> None:
+    with chat_server(Reply(500, {"detail": "response_format"})) as server:
+        client = client_for(server, fallbacks=False)
+        with pytest.raises(ModelHTTPError) as caught:
+            await client.get_response(
+                [Message("user", "x")], options=ChatOptions(response_format=City)
+            )
+    assert "lacks json_schema" in str(caught.value)
+    assert "structured_output='json_object'" in str(caught.value)
+    assert len(server.requests) == 1
+
+
+async def test_a_feature_that_worked_once_is_not_given_up_for_a_passing_error() -> None:
+    replies = (
+        _call_reply(False),
+        Reply(500, {"error": {"message": "overloaded"}}, headers={"retry-after-ms": "1"}),
+        _call_reply(False),
+    )
+    with chat_server(*replies) as server:
+        client = OpenAIChatClient("fake-model", base_url=server.url, max_retries=1)
+        options = ChatOptions(tools=[WEATHER], tool_choice="required")
+        for _ in range(2):
+            await client.get_response([Message("user", "x")], options=options)
+    assert [r["tool_choice"] for r in server.requests] == ["required"] * 3
+    assert client.refused_features == set()
+
+
+def _call_reply(stream: bool) -> Reply:
+    if not stream:
+        return completion(_CALL, finish="tool_calls")
+    call = dict(_CALL["tool_calls"][0], index=0)
+    return Reply(
+        chunks=[chunk({"role": "assistant", "tool_calls": [call]}), chunk({}, finish="tool_calls")]
+    )
+
+
+def _text_reply(text: str, stream: bool) -> Reply:
+    if not stream:
+        return completion({"role": "assistant", "content": text})
+    return Reply(chunks=[chunk({"role": "assistant", "content": text}), chunk({}, finish="stop")])
+
+
+async def _ask(
+    client: OpenAIChatClient, messages: list[Message], options: ChatOptions, stream: bool
+) -> ChatResponse:
+    if not stream:
+        return await client.get_response(messages, options=options)
+    updates = [u async for u in client.get_streaming_response(messages, options=options)]
+    return ChatResponse.from_updates(updates, response_format=options.response_format)
 
 
 # --- streaming -------------------------------------------------------------------------------
@@ -504,120 +800,3 @@ async def test_timeout_is_cantata_timeout_error() -> None:
                 await client.get_response([Message("user", "x")])
         finally:
             release.set()
-
-
-# --- llama.cpp's OpenAI-compatible server, for real ------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="session")
-def llama_server() -> Iterator[str]:
-    """llama_cpp.server on the default SmolLM2 model, on a free port of 127.0.0.1."""
-    pytest.importorskip("llama_cpp.server")
-    from cantata.models._llama_model import default_model_path
-
-    port = _free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "llama_cpp.server",
-        "--model",
-        default_model_path(),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--chat_format",
-        "chatml-function-calling",
-        "--n_ctx",
-        "2048",
-    ]
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=os.environ.copy()
-    )
-    ready = threading.Event()
-    log: list[str] = []
-
-    def watch() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            log.append(line)
-            if "Uvicorn running on" in line:
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=watch, daemon=True).start()
-    try:
-        if not ready.wait(120) or proc.poll() is not None:
-            pytest.fail("llama_cpp.server did not start:\n" + "".join(log[-20:]))
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _server_client(url: str) -> OpenAIChatClient:
-    return OpenAIChatClient(
-        "smollm2", base_url=url, max_retries=0, structured_output="json_object", timeout=120
-    )
-
-
-@pytest.mark.openai_server
-async def test_llama_server_chat(llama_server: str) -> None:
-    response = await _server_client(llama_server).get_response(
-        [Message("system", "Be brief."), Message("user", "Name a color.", author_name="Ann")],
-        options=ChatOptions(max_tokens=12, temperature=0),
-    )
-    assert response.text.strip()
-    assert response.usage is not None and response.usage.output_tokens > 0
-    assert response.finish_reason in ("stop", "length")
-
-
-@pytest.mark.openai_server
-async def test_llama_server_stream(llama_server: str) -> None:
-    client = _server_client(llama_server)
-    updates = [
-        u
-        async for u in client.get_streaming_response(
-            [Message("user", "Count to five.")], options=ChatOptions(max_tokens=16, temperature=0)
-        )
-    ]
-    texts = [u.text for u in updates if u.text]
-    assert len(texts) > 1
-    assert ChatResponse.from_updates(updates).text == "".join(texts)
-
-
-@pytest.mark.openai_server
-@pytest.mark.parametrize("stream", [False, True])
-async def test_llama_server_tool_call(llama_server: str, stream: bool) -> None:
-    client = _server_client(llama_server)
-    messages = [Message("user", "What is the weather in Paris?")]
-    options = ChatOptions(tools=[WEATHER], tool_choice="get_weather", max_tokens=40, temperature=0)
-    if stream:
-        updates = [u async for u in client.get_streaming_response(messages, options=options)]
-        response = ChatResponse.from_updates(updates)
-    else:
-        response = await client.get_response(messages, options=options)
-    calls = response.function_calls
-    assert len(calls) == 1
-    assert calls[0].name == "get_weather"
-    assert isinstance(calls[0].arguments, dict) and isinstance(calls[0].arguments["city"], str)
-    assert response.finish_reason == "tool_calls"
-
-
-@pytest.mark.openai_server
-async def test_llama_server_structured_output(llama_server: str) -> None:
-    response = await _server_client(llama_server).get_response(
-        [Message("user", "Name a city in France.")],
-        options=ChatOptions(response_format=City, max_tokens=40, temperature=0),
-    )
-    assert isinstance(response.value, City)

@@ -6,7 +6,8 @@ import base64
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from collections.abc import Set as AbstractSet
+from typing import Any, Literal
 
 from ..core import (
     Content,
@@ -85,8 +86,8 @@ def _part(content: Content, message: Message) -> dict[str, Any]:
 
 
 def _assistant_message(message: Message) -> dict[str, Any]:
-    text = message.text
-    out: dict[str, Any] = {"role": "assistant", "content": text or None}
+    # Content is a string even beside tool calls: strict servers (llama.cpp's) refuse null.
+    out: dict[str, Any] = {"role": "assistant", "content": message.text}
     calls = message.function_calls
     if calls:
         out["tool_calls"] = [
@@ -97,8 +98,6 @@ def _assistant_message(message: Message) -> dict[str, Any]:
             }
             for c in calls
         ]
-    elif not text:
-        out["content"] = ""
     return out
 
 
@@ -138,6 +137,22 @@ def tool_params(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     ]
 
 
+Feature = Literal["tool_choice", "tool_stream", "json_schema", "json_object"]
+"""A request feature some servers lack: a forced tool choice (``required`` or a named tool),
+a streamed answer that may call tools, ``response_format`` of type ``json_schema``,
+``response_format`` of type ``json_object``."""
+
+FEATURE_FALLBACKS: dict[Feature, str] = {
+    "tool_choice": "tool_choice 'auto' and an instruction to call a tool",
+    "tool_stream": "a request that is not streamed, its answer then streamed whole",
+    "json_schema": "response_format json_object and the schema in the prompt",
+    "json_object": "the schema in the prompt only",
+}
+"""What a request uses instead of a feature the server refused."""
+
+_STRUCTURED_MODES = ("json_schema", "json_object", "prompt")
+
+
 def tool_choice_param(choice: ToolChoice) -> Any:
     """``auto``/``none``/``required`` as they are; a tool name as a named function choice."""
     if choice in ("auto", "none", "required"):
@@ -154,6 +169,12 @@ def response_format_param(fmt: ResponseFormat, *, mode: str) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": {"name": safe, "schema": schema}}
 
 
+def effective_structured_mode(configured: str, refused: AbstractSet[str]) -> str:
+    """The first of json_schema, json_object, prompt, from `configured` on, not refused."""
+    modes = _STRUCTURED_MODES[_STRUCTURED_MODES.index(configured) :]
+    return next((m for m in modes if m not in refused), "prompt")
+
+
 def request_params(
     messages: Sequence[Message],
     options: ChatOptions,
@@ -162,10 +183,13 @@ def request_params(
     structured_mode: str,
     author_names: bool = True,
     max_tokens_field: str = "max_tokens",
+    refused: AbstractSet[str] = frozenset(),
 ) -> dict[str, Any]:
-    """Keyword arguments for ``chat.completions.create`` (without ``stream``)."""
+    """Keyword arguments for ``chat.completions.create`` (without ``stream``); a feature in
+    `refused` is replaced by its fallback (see `FEATURE_FALLBACKS`)."""
     params: dict[str, Any] = {"model": options.model or model}
-    params["messages"] = to_openai_messages(messages, author_names=author_names)
+    wire = to_openai_messages(messages, author_names=author_names)
+    params["messages"] = wire
     for key in ("temperature", "top_p", "seed"):
         value = getattr(options, key)
         if value is not None:
@@ -176,15 +200,71 @@ def request_params(
         params["stop"] = list(options.stop)
     if options.tools:
         params["tools"] = tool_params(options.tools)
-        if options.tool_choice is not None:
-            params["tool_choice"] = tool_choice_param(options.tool_choice)
+        _set_tool_choice(params, options, refused)
     if options.response_format is not None:
-        params["response_format"] = response_format_param(
-            options.response_format, mode=structured_mode
-        )
+        _set_response_format(params, options.response_format, structured_mode, refused)
     if options.extra:
         params["extra_body"] = dict(options.extra)
     return params
+
+
+def _set_tool_choice(
+    params: dict[str, Any], options: ChatOptions, refused: AbstractSet[str]
+) -> None:
+    # "auto" is sent even when not asked for: it is OpenAI's default with tools, and
+    # llama.cpp's server ignores the tools without it.
+    choice = options.tool_choice or "auto"
+    if choice in ("auto", "none") or "tool_choice" not in refused:
+        params["tool_choice"] = tool_choice_param(choice)
+        return
+    params["tool_choice"] = "auto"
+    names = [t.name for t in options.tools or ()]
+    target = (
+        f"the tool `{choice}`"
+        if choice != "required"
+        else "one of the tools " + ", ".join(f"`{n}`" for n in names)
+    )
+    add_instruction(params["messages"], f"Answer only by calling {target}, not with text.")
+
+
+def _set_response_format(
+    params: dict[str, Any], fmt: ResponseFormat, configured: str, refused: AbstractSet[str]
+) -> None:
+    mode = effective_structured_mode(configured, refused)
+    if mode != "prompt":
+        params["response_format"] = response_format_param(fmt, mode=mode)
+    if mode != "json_schema":
+        # json_object alone does not say which object (and OpenAI's needs "JSON" in a message)
+        schema = json.dumps(response_format_schema(fmt)[1], ensure_ascii=False)
+        add_instruction(
+            params["messages"],
+            "Answer with one JSON object, and nothing else, that fits this JSON schema: " + schema,
+        )
+
+
+def add_instruction(wire: list[dict[str, Any]], text: str) -> None:
+    """Add `text` to the first system message of a request (or a new one at the start)."""
+    first = wire[0] if wire else None
+    if first is not None and first["role"] == "system" and isinstance(first["content"], str):
+        first["content"] = f"{first['content']}\n\n{text}" if first["content"] else text
+    else:
+        wire.insert(0, {"role": "system", "content": text})
+
+
+def features_used(params: dict[str, Any]) -> list[Feature]:
+    """The features of a request a server may refuse, in the order they are given up when
+    its error names none."""
+    # A forced tool choice first: servers refuse it with the barest errors (llama.cpp's is
+    # an empty 500), while a refused response format is usually named in the error.
+    used: list[Feature] = []
+    if params.get("tool_choice") not in (None, "auto", "none"):
+        used.append("tool_choice")
+    if params.get("stream") and params.get("tools") and params.get("tool_choice") != "none":
+        used.append("tool_stream")
+    response_format = params.get("response_format")
+    if response_format is not None and response_format["type"] in ("json_schema", "json_object"):
+        used.append(response_format["type"])
+    return used
 
 
 def parse_arguments(raw: str | None) -> dict[str, Any] | str:

@@ -8,9 +8,13 @@ streamed tool calls, and turns SDK errors into cantata's hierarchy.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import urllib.parse
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, Literal
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal, Self
 
 import openai
 from openai import AsyncOpenAI
@@ -21,18 +25,32 @@ from ..core import (
     Content,
     FunctionCallContent,
     Message,
+    ModelError,
     TextContent,
     UsageContent,
     new_id,
 )
 from ._cancellable import await_cancellable
-from ._errors import map_openai_error
-from ._openai_mapping import parse_arguments, request_params, usage_from
+from ._errors import KeySource, map_openai_error, refused_feature
+from ._openai_mapping import (
+    FEATURE_FALLBACKS,
+    Feature,
+    features_used,
+    parse_arguments,
+    request_params,
+    usage_from,
+)
 from ._tool_call_assembly import ToolCallAssembler
 from .guard import check_model_requests_allowed
 from .types import ChatOptions, ChatResponse, ChatResponseUpdate, parse_structured
 
-__all__ = ["MaxTokensField", "OpenAIChatClient", "StructuredOutputMode"]
+__all__ = [
+    "API_KEY_VARIABLES",
+    "Feature",
+    "MaxTokensField",
+    "OpenAIChatClient",
+    "StructuredOutputMode",
+]
 
 MaxTokensField = Literal["max_tokens", "max_completion_tokens"]
 """The request field that carries `ChatOptions.max_tokens`."""
@@ -40,24 +58,36 @@ StructuredOutputMode = Literal["json_schema", "json_object"]
 """How `response_format` goes on the wire: OpenAI's ``json_schema`` (OpenAI, Azure, vLLM,
 Ollama), or ``json_object`` with a ``schema`` field (llama.cpp's server)."""
 
-_LOCAL_PLACEHOLDER_KEY = "not-needed"
+API_KEY_VARIABLES = ("CANTATA_API_KEY", "OPENAI_API_KEY")
+"""Environment variables read for the API key when none is passed, first found wins."""
+
+_log = logging.getLogger("cantata.models")
+# The SDK insists on a credential; with no key this one is never sent (the header is omitted).
+_UNSENT_KEY = "no-key-set"
 _OPENAI_URL = "https://api.openai.com/v1"
 
 
 class OpenAIChatClient:
     """A chat client for OpenAI and every OpenAI-compatible server.
 
-    ``OpenAIChatClient("gpt-4o-mini")`` talks to OpenAI with ``OPENAI_API_KEY``;
-    ``OpenAIChatClient("qwen2.5", base_url="http://127.0.0.1:11434/v1")`` talks to a local
-    server, which needs no key. Retries and timeouts are the SDK's (`max_retries`,
-    `timeout`); errors arrive as `ModelHTTPError`, `ModelError` or cantata's `TimeoutError`.
-    Azure OpenAI works through its v1 endpoint as `base_url` with its key.
+    ``OpenAIChatClient("gpt-4o-mini")`` talks to OpenAI with the key in ``CANTATA_API_KEY``
+    or ``OPENAI_API_KEY``; ``OpenAIChatClient("qwen2.5", base_url="http://127.0.0.1:11434/v1")``
+    talks to a local server (with no key set, no ``Authorization`` header is sent). Retries
+    and timeouts are the SDK's (`max_retries`, `timeout`); errors arrive as `ModelHTTPError`,
+    `ModelError` or cantata's `TimeoutError`. Azure OpenAI works through its v1 endpoint as
+    `base_url` with its key. Use it as ``async with`` (or call `close`) to close its HTTP
+    connections.
 
     `structured_output` picks how `response_format` is sent (see `StructuredOutputMode`);
     `stream_usage` asks for token usage at the end of streams; `author_names` sends each
     message's `author_name` as the wire ``name``; `max_tokens_field` is
     ``"max_completion_tokens"`` for OpenAI's reasoning models, which refuse ``max_tokens``;
     `default_options` apply to every request.
+
+    With `fallbacks` on (the default), a feature the server refuses (a forced
+    ``tool_choice``, a ``json_schema`` or ``json_object`` response format; see `Feature`) is
+    replaced by what the server has and remembered for the client's lifetime, so it costs one
+    failed request; with `fallbacks` off, the error names the feature and what to change.
     """
 
     def __init__(
@@ -74,19 +104,19 @@ class OpenAIChatClient:
         author_names: bool = True,
         max_tokens_field: MaxTokensField = "max_tokens",
         default_headers: dict[str, str] | None = None,
+        fallbacks: bool = True,
     ) -> None:
         if not model:
             raise ConfigurationError("OpenAIChatClient needs a model name, e.g. 'gpt-4o-mini'")
-        key = api_key or os.environ.get("OPENAI_API_KEY")
-        if not key:
-            if base_url is None:
-                raise ConfigurationError(
-                    f"OpenAIChatClient for model {model!r} on OpenAI needs an API key: set "
-                    "OPENAI_API_KEY or pass api_key=, or pass base_url= for a local server"
-                )
-            key = _LOCAL_PLACEHOLDER_KEY
+        key, source = _api_key(api_key)
+        if key is None and base_url is None:
+            raise ConfigurationError(
+                f"OpenAIChatClient for model {model!r} on OpenAI needs an API key: set "
+                "CANTATA_API_KEY (or OPENAI_API_KEY) or pass api_key=, or pass base_url= "
+                "for another server"
+            )
         self.model = model
-        self.base_url = (base_url or _OPENAI_URL).rstrip("/")
+        self.base_url = _check_base_url(base_url)
         self.timeout = timeout
         self.max_retries = max_retries
         self.default_options = default_options or ChatOptions()
@@ -94,12 +124,21 @@ class OpenAIChatClient:
         self.stream_usage = stream_usage
         self.author_names = author_names
         self.max_tokens_field: MaxTokensField = max_tokens_field
+        self.fallbacks = fallbacks
         self._api_key = key
+        self._key_source: KeySource = source
         self._headers = dict(default_headers or {})
         self._clients: dict[asyncio.AbstractEventLoop, AsyncOpenAI] = {}
+        self._refused: set[Feature] = set()
+        self._confirmed: set[Feature] = set()
 
     def __repr__(self) -> str:
         return f"OpenAIChatClient(model={self.model!r}, base_url={self.base_url!r})"
+
+    @property
+    def refused_features(self) -> frozenset[Feature]:
+        """The features this server refused; requests use their fallbacks instead."""
+        return frozenset(self._refused)
 
     def _sdk(self) -> AsyncOpenAI:
         # One SDK client per event loop: its HTTP connection pool belongs to the loop.
@@ -109,7 +148,7 @@ class OpenAIChatClient:
             for old in [lp for lp in self._clients if lp.is_closed()]:
                 del self._clients[old]
             client = AsyncOpenAI(
-                api_key=self._api_key,
+                api_key=self._api_key or _UNSENT_KEY,
                 base_url=self.base_url,
                 timeout=self.timeout,
                 max_retries=self.max_retries,
@@ -118,26 +157,132 @@ class OpenAIChatClient:
             self._clients[loop] = client
         return client
 
+    async def close(self) -> None:
+        """Close the HTTP connections (those of other, closed event loops are dropped)."""
+        loop = asyncio.get_running_loop()
+        clients, self._clients = self._clients, {}
+        for owner, client in clients.items():
+            if owner is loop:
+                await client.close()
+            elif not owner.is_closed():
+                self._clients[owner] = client  # only its own loop can close it
+
     async def aclose(self) -> None:
-        """Close the HTTP connections of the current event loop."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.close()
+        """Same as `close`."""
+        await self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
 
     def _prepare(
         self, messages: Sequence[Message], options: ChatOptions | None
-    ) -> tuple[dict[str, Any], ChatOptions]:
+    ) -> tuple[Sequence[Message], ChatOptions]:
         check_model_requests_allowed("OpenAIChatClient")
-        merged = self.default_options.merge(options)
+        return messages, self.default_options.merge(options)
+
+    def _params(
+        self,
+        messages: Sequence[Message],
+        options: ChatOptions,
+        refused: set[Feature],
+        *,
+        stream: bool,
+    ) -> dict[str, Any]:
         params = request_params(
             messages,
-            merged,
+            options,
             model=self.model,
             structured_mode=self.structured_output,
             author_names=self.author_names,
             max_tokens_field=self.max_tokens_field,
+            refused=refused,
         )
-        return params, merged
+        if self._api_key is None and not any(k.lower() == "authorization" for k in self._headers):
+            params["extra_headers"] = {"Authorization": openai.Omit()}
+        if stream:
+            params["stream"] = True
+            if "tool_stream" in refused and "tool_stream" in features_used(params):
+                del params["stream"]
+            elif self.stream_usage:
+                params["stream_options"] = {"include_usage": True}
+        return params
+
+    async def _create(
+        self,
+        messages: Sequence[Message],
+        options: ChatOptions,
+        token: CancellationToken | None,
+        *,
+        stream: bool,
+    ) -> Any:
+        """One completion (or an opened stream and its first chunk); a refused feature is
+        retried with its fallback."""
+        tried: set[Feature] = set()
+        first: openai.APIStatusError | None = None
+        while True:
+            params = self._params(messages, options, self._refused | tried, stream=stream)
+            used = features_used(params)
+            sdk = self._sdk()
+            if any(f not in self._confirmed for f in used):
+                sdk = sdk.with_options(max_retries=0)  # a refusal costs one request, not three
+            _log_request(self, params, used)
+            try:
+                result = await await_cancellable(sdk.chat.completions.create(**params), token)
+                if params.get("stream"):
+                    result = await _opened(result, token)
+            except openai.APIStatusError as exc:
+                feature = refused_feature(exc, used) if self.fallbacks else None
+                if feature is None or feature in tried:
+                    raise self._error(first or exc, params, tried) from exc
+                first = first or exc
+                tried.add(feature)
+                continue
+            except openai.OpenAIError as exc:
+                raise self._error(exc, params, tried) from exc
+            except _EmptyStream:
+                # llama.cpp's server fails a feature inside an HTTP 200 stream and leaves the
+                # connection broken: the next attempt starts with fresh connections
+                await self.close()
+                feature = next((f for f in used if f not in tried), None)
+                if not self.fallbacks or feature is None:
+                    raise ModelError(
+                        f"model {params['model']!r} at {self.base_url} ended the stream "
+                        "without an answer; check the server's log"
+                        + (f" (it may lack {', '.join(used)})" if used else "")
+                    ) from None
+                tried.add(feature)
+                continue
+            self._remember(tried, used)
+            return result
+
+    def _remember(self, refused: set[Feature], worked: list[Feature]) -> None:
+        for feature in sorted(refused - self._refused):
+            _log.warning(
+                "%r refused %s; using %s for the rest of this client's life",
+                self,
+                feature,
+                FEATURE_FALLBACKS[feature],
+            )
+        self._refused |= refused
+        self._confirmed.update(worked)
+
+    def _error(self, exc: openai.OpenAIError, params: dict[str, Any], tried: set[Feature]) -> Any:
+        return map_openai_error(
+            exc,
+            model=params["model"],
+            base_url=self.base_url,
+            key_source=self._key_source,
+            features=[] if self.fallbacks else features_used(params),
+            tried=sorted(tried),
+        )
 
     async def get_response(
         self,
@@ -147,13 +292,8 @@ class OpenAIChatClient:
         cancellation_token: CancellationToken | None = None,
     ) -> ChatResponse:
         """Send the conversation and wait for the whole answer."""
-        params, merged = self._prepare(messages, options)
-        try:
-            completion = await await_cancellable(
-                self._sdk().chat.completions.create(**params), cancellation_token
-            )
-        except openai.OpenAIError as exc:
-            raise map_openai_error(exc, model=params["model"], base_url=self.base_url) from exc
+        messages, merged = self._prepare(messages, options)
+        completion = await self._create(messages, merged, cancellation_token, stream=False)
         return _to_response(completion, merged)
 
     async def get_streaming_response(
@@ -164,21 +304,73 @@ class OpenAIChatClient:
         cancellation_token: CancellationToken | None = None,
     ) -> AsyncIterator[ChatResponseUpdate]:
         """Stream the answer: text as it comes, each tool call once its arguments are whole."""
-        params, _ = self._prepare(messages, options)
-        if self.stream_usage:
-            params["stream_options"] = {"include_usage": True}
-        model = params["model"]
+        messages, merged = self._prepare(messages, options)
+        opened = await self._create(messages, merged, cancellation_token, stream=True)
+        if not isinstance(opened, _Opened):  # the server cannot stream this: one whole answer
+            for update in _whole_updates(opened):
+                yield update
+            return
         try:
-            stream = await await_cancellable(
-                self._sdk().chat.completions.create(stream=True, **params), cancellation_token
-            )
-            try:
-                async for update in _updates(stream, cancellation_token):
-                    yield update
-            finally:
-                await stream.close()
+            async for update in _updates(opened, cancellation_token):
+                yield update
         except openai.OpenAIError as exc:
-            raise map_openai_error(exc, model=model, base_url=self.base_url) from exc
+            raise map_openai_error(
+                exc,
+                model=merged.model or self.model,
+                base_url=self.base_url,
+                key_source=self._key_source,
+            ) from exc
+        finally:
+            await opened.stream.close()
+
+
+def _api_key(explicit: str | None) -> tuple[str | None, KeySource]:
+    if explicit:
+        return explicit, "api_key="
+    if os.environ.get("CANTATA_API_KEY"):
+        return os.environ["CANTATA_API_KEY"], "CANTATA_API_KEY"
+    if os.environ.get("OPENAI_API_KEY"):
+        return os.environ["OPENAI_API_KEY"], "OPENAI_API_KEY"
+    return None, None
+
+
+def _check_base_url(base_url: str | None) -> str:
+    """The base URL without a trailing slash; OpenAI's when None, an error when unusable."""
+    if base_url is None:
+        return _OPENAI_URL
+    url = base_url.strip()
+    if not url:
+        raise ConfigurationError(
+            "base_url= is empty; give the server's URL (e.g. http://127.0.0.1:8080/v1), "
+            "or leave base_url= out to use OpenAI"
+        )
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 -- parsing the port is what checks it
+    except ValueError as exc:
+        raise ConfigurationError(
+            f"base_url= {url!r} is not a valid URL ({exc}); give one like http://127.0.0.1:8080/v1"
+        ) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(
+            f"base_url= {url!r} is not an http(s) URL with a host; give one like "
+            "http://127.0.0.1:8080/v1"
+        )
+    return url.rstrip("/")
+
+
+def _log_request(client: OpenAIChatClient, params: dict[str, Any], used: list[Feature]) -> None:
+    if not _log.isEnabledFor(logging.DEBUG):
+        return
+    _log.debug(
+        "request to %r: model=%s messages=%d tools=%d stream=%s features=%s",
+        client,
+        params["model"],
+        len(params["messages"]),
+        len(params.get("tools", ())),
+        bool(params.get("stream")),
+        ",".join(used) or "-",
+    )
 
 
 def _to_response(completion: Any, options: ChatOptions) -> ChatResponse:
@@ -270,18 +462,59 @@ class _Stream:
         return [self.update(list(rest))] if rest else []
 
 
+def _whole_updates(completion: Any) -> list[ChatResponseUpdate]:
+    state = _Stream()
+    state.response_id, state.model = completion.id, completion.model
+    updates: list[ChatResponseUpdate] = []
+    usage = usage_from(completion.usage)
+    if usage is not None:
+        updates.append(state.update([UsageContent(usage)]))
+    finish = None
+    if completion.choices:
+        choice = completion.choices[0]
+        updates.append(state.update(_message_contents(choice.message)))
+        finish = choice.finish_reason
+    updates.append(state.update([], finish))
+    return updates
+
+
+class _EmptyStream(Exception):
+    """A stream that ended before its first chunk."""
+
+
+@dataclass(slots=True)
+class _Opened:
+    """A stream whose first chunk has arrived (so a stream that fails at once can be retried)."""
+
+    stream: Any
+    iterator: Any
+    first: Any
+
+
+async def _opened(stream: Any, token: CancellationToken | None) -> _Opened:
+    iterator = stream.__aiter__()
+    try:
+        first = await await_cancellable(iterator.__anext__(), token)
+    except BaseException as exc:
+        await stream.close()
+        if isinstance(exc, StopAsyncIteration):
+            raise _EmptyStream from None
+        raise
+    return _Opened(stream, iterator, first)
+
+
 async def _updates(
-    stream: Any, token: CancellationToken | None
+    opened: _Opened, token: CancellationToken | None
 ) -> AsyncIterator[ChatResponseUpdate]:
     state = _Stream()
-    iterator = stream.__aiter__()
+    chunk = opened.first
     while True:
-        try:
-            chunk = await await_cancellable(iterator.__anext__(), token)
-        except StopAsyncIteration:
-            break
         for update in state.on_chunk(chunk):
             yield update
+        try:
+            chunk = await await_cancellable(opened.iterator.__anext__(), token)
+        except StopAsyncIteration:
+            break
     for update in state.end_calls():
         yield update
     yield state.update([], state.finish)
