@@ -22,9 +22,11 @@ EXPECTED = {
     "OnMessage",
     "ToolArgumentsError",
     "ToolContext",
+    "ToolMethod",
     "ToolSchemaError",
     "chat_middleware",
     "function_middleware",
+    "plugin_tools",
     "tool",
 }
 

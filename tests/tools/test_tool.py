@@ -15,7 +15,15 @@ from pydantic import BaseModel, Field
 
 from cantata.core import ConfigurationError, ToolError
 from cantata.models import ToolSpec
-from cantata.tools import FunctionTool, ToolArgumentsError, ToolContext, ToolSchemaError, tool
+from cantata.tools import (
+    FunctionTool,
+    ToolArgumentsError,
+    ToolContext,
+    ToolMethod,
+    ToolSchemaError,
+    plugin_tools,
+    tool,
+)
 
 
 class Point(BaseModel):
@@ -383,23 +391,102 @@ async def test_arguments_of_common_annotation_forms_are_converted() -> None:
         await register.invoke({"person": {"name": "Ada"}, "mode": "reckless"})
 
 
-def test_a_method_decorated_in_its_class_is_refused_with_what_to_do() -> None:
-    # the tool would never be bound: "self" would be a parameter the model has to fill
-    with pytest.raises(ConfigurationError, match=r"method.*tool\(instance\.lookup\)"):
+def test_a_method_decorated_in_its_class_is_a_tool_of_each_instance() -> None:
+    class Directory:
+        def __init__(self, prefix: str) -> None:
+            self.prefix = prefix
+
+        @tool
+        def lookup(self, name: str) -> str:
+            """Find a name."""
+            return self.prefix + name
+
+    assert isinstance(Directory.lookup, ToolMethod)
+    first, second = Directory("a:"), Directory("b:")
+    bound = first.lookup
+    assert isinstance(bound, FunctionTool) and not isinstance(bound, ToolMethod)
+    assert first.lookup is bound  # made once per instance
+    assert set(bound.parameters["properties"]) == {"name"}  # no "self"
+    assert bound.description == "Find a name."
+    assert bound("x") == "a:x" and second.lookup("x") == "b:x"
+    assert Directory.lookup(first, "y") == "a:y"  # the plain method still works
+
+
+async def test_bound_tool_methods_run_on_their_instance() -> None:
+    class Counter:
+        def __init__(self) -> None:
+            self.count = 0
+
+        @tool(name="bump", approval_mode="always_require")
+        async def increase(self, by: int = 1) -> int:
+            self.count += by
+            return self.count
+
+    counter = Counter()
+    assert counter.increase.requires_approval and counter.increase.name == "bump"
+    assert await counter.increase.invoke({"by": 2}) == 2
+    assert counter.count == 2
+
+
+def test_plugin_tools_lists_bound_methods_static_and_class_tools_subclass_first() -> None:
+    @tool
+    def shared(x: int) -> int:
+        """A module tool kept on the class."""
+        return x
+
+    class Base:
+        helper = shared
+
+        @tool
+        def soup(self) -> str:
+            """Soup of the day."""
+            return "base soup"
+
+        @staticmethod
+        @tool
+        def hours() -> str:
+            """Opening hours."""
+            return "9-5"
+
+    class Menu(Base):
+        @tool
+        def soup(self) -> str:
+            """Soup of the day."""
+            return "menu soup"
+
+        def not_a_tool(self) -> None:
+            pass
+
+    menu = Menu()
+    found = {t.name: t for t in plugin_tools(menu)}
+    assert set(found) == {"soup", "shared", "hours"}
+    assert found["soup"]() == "menu soup"  # the subclass's method hides the base's
+    assert found["hours"]() == "9-5" and found["shared"] is shared
+    assert plugin_tools(Menu) == [] and plugin_tools(object()) == []
+
+
+def test_a_tool_method_read_from_its_class_is_refused_by_the_loop() -> None:
+    class Menu:
+        @tool
+        def soup(self) -> str:
+            """Soup of the day."""
+            return "soup"
+
+    from cantata.models import ScriptedChatClient
+    from cantata.tools import FunctionInvokingChatClient
+
+    with pytest.raises(ConfigurationError, match="pass the instance"):
+        FunctionInvokingChatClient(ScriptedChatClient([]), tools=[Menu.soup])
+
+
+def test_a_classmethod_style_tool_is_still_refused_with_what_to_do() -> None:
+    with pytest.raises(ConfigurationError, match="method"):
 
         class Directory:
             @tool
-            def lookup(self, name: str) -> str:
+            def lookup(cls, name: str) -> str:
                 """Find a name."""
                 return name
-
-    class Phonebook:
-        def lookup(self, name: str) -> str:
-            """Find a name."""
-            return name.upper()
-
-    bound = tool(Phonebook().lookup)
-    assert set(bound.parameters["properties"]) == {"name"}
 
 
 class _Plain:

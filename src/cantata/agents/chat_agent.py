@@ -22,6 +22,8 @@ from ..tools import (
     FunctionInvokingChatClient,
     FunctionMiddleware,
     FunctionTool,
+    ToolMethod,
+    plugin_tools,
     tool,
 )
 from .agent import Agent, AgentInput, IntermediateCallback
@@ -35,17 +37,20 @@ from .thread import AgentThread, LocalThread
 
 __all__ = ["ChatAgent", "ToolLike"]
 
-ToolLike: TypeAlias = FunctionTool | Agent | Callable[..., Any]
-"""What an agent takes as a tool: a `FunctionTool`, another agent, or a typed function."""
+ToolLike: TypeAlias = FunctionTool | Agent | Callable[..., Any] | object
+"""What an agent takes as a tool: a `FunctionTool`, another agent, a typed function, or a
+plugin (an object whose ``@tool``-marked methods it offers, bound to the object)."""
 
 
 class ChatAgent(Agent):
     """An agent backed by a `ChatClient`, with tools, instructions and a local thread.
 
     ``ChatAgent(client, name="helper", instructions="Be brief.", tools=[add])``. Tools may
-    be `FunctionTool`s, plain typed functions (made tools with `@tool`), or other agents
-    (made tools with `as_tool`). `options` are the agent's default `ChatOptions`; a call's
-    options override them for that call only. `message_store_factory` decides where new
+    be `FunctionTool`s, plain typed functions (made tools with `@tool`), other agents
+    (made tools with `as_tool`), or plugins: objects whose ``@tool``-marked methods are
+    offered bound to the object (``tools=[MenuPlugin()]``, see `plugin_tools`).
+    `options` are the agent's default `ChatOptions`; a call's options (and keyword chat
+    options) override them for that call only. `message_store_factory` decides where new
     threads keep their messages (in memory by default; see `StateStoreMessageStore.factory`).
     `middleware` mixes `AgentMiddleware` (around each run) with the chat and function
     middleware of `cantata.tools` (around each model call and tool call).
@@ -392,12 +397,21 @@ def _as_tools(items: Iterable[Any], *, owner: str) -> list[FunctionTool]:
             out.append(item)
         elif isinstance(item, Agent):
             out.append(item.as_tool())
+        elif isinstance(item, type) and any(
+            isinstance(v, ToolMethod) for k in item.__mro__ for v in vars(k).values()
+        ):
+            raise ConfigurationError(
+                f"agent `{owner}`: {item.__name__} is a plugin class; pass an instance "
+                f"({item.__name__}(...)), whose @tool methods are then bound to it"
+            )
+        elif found := plugin_tools(item):
+            out.extend(found)
         elif callable(item):
             out.append(tool(item))
         else:
             raise ConfigurationError(
                 f"agent `{owner}`: {item!r} is not a tool; pass a FunctionTool, a typed "
-                "function, or another agent"
+                "function, another agent, or an object with @tool-marked methods"
             )
     return out
 

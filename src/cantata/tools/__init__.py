@@ -14,7 +14,7 @@ from .middleware import (
     chat_middleware,
     function_middleware,
 )
-from .tool import ApprovalMode, FunctionTool, ToolArgumentsError, tool
+from .tool import ApprovalMode, FunctionTool, ToolArgumentsError, ToolMethod, plugin_tools, tool
 
 __all__ = [
     "ApprovalMode",
@@ -30,8 +30,10 @@ __all__ = [
     "OnMessage",
     "ToolArgumentsError",
     "ToolContext",
+    "ToolMethod",
     "ToolSchemaError",
     "chat_middleware",
     "function_middleware",
+    "plugin_tools",
     "tool",
 ]

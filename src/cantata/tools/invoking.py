@@ -16,7 +16,7 @@ from ..models import ChatClient, ChatOptions, ChatResponse, ChatResponseUpdate
 from ._run import FunctionLoopRun, LimitName, LoopSettings, closing
 from ._view import ViewMemo
 from .middleware import ChatMiddleware, FunctionMiddleware
-from .tool import FunctionTool
+from .tool import FunctionTool, ToolMethod
 
 __all__ = ["FunctionInvokingChatClient", "LimitName", "OnMessage"]
 
@@ -202,6 +202,12 @@ def merge_tools(
         if not isinstance(item, FunctionTool):
             raise ConfigurationError(
                 f"{item!r} is not a FunctionTool; decorate the function with @tool"
+            )
+        if isinstance(item, ToolMethod):
+            raise ConfigurationError(
+                f"tool {item.name!r} is a method read from its class, with no instance to "
+                "run on; pass the instance (its tool methods are offered bound to it) or "
+                "the tool read from it (instance.method)"
             )
         known = out.get(item.name)
         if known is not None and known is not item:

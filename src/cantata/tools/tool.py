@@ -11,6 +11,7 @@ import asyncio
 import functools
 import inspect
 import re
+import types
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeAlias, overload
 
@@ -27,7 +28,14 @@ from ._signature import (
 )
 from .context import ToolContext
 
-__all__ = ["ApprovalMode", "FunctionTool", "ToolArgumentsError", "tool"]
+__all__ = [
+    "ApprovalMode",
+    "FunctionTool",
+    "ToolArgumentsError",
+    "ToolMethod",
+    "plugin_tools",
+    "tool",
+]
 
 ApprovalMode: TypeAlias = Literal["never_require", "always_require"]
 """Whether a person must approve each call of a tool before it runs."""
@@ -241,9 +249,107 @@ def tool(
                 f"{target!r} has no __name__; give the tool one with @tool(name=...)"
             )
         text = description if description is not None else first_paragraph(target.__doc__)
+        if _is_method_in_class_body(target):
+            return ToolMethod(tool_name, text, func=target, approval_mode=approval_mode)
         return FunctionTool(tool_name, text, func=target, approval_mode=approval_mode)
 
     return make if func is None else make(func)
+
+
+class ToolMethod(FunctionTool):
+    """``@tool`` on a method in its class body: a tool of each instance (a plugin, as in
+    Semantic Kernel). Read through an instance it is a `FunctionTool` bound to that
+    instance, made once per instance (kept in the instance's ``__dict__`` when it has one);
+    `plugin_tools(instance)` lists them all, and an agent given the instance offers them.
+    The schema is built once, from the method without ``self``."""
+
+    __slots__ = ("_attribute",)
+
+    def __init__(
+        self,
+        name: str,
+        description: str = "",
+        *,
+        func: Callable[..., Any],
+        approval_mode: ApprovalMode = "never_require",
+    ) -> None:
+        # a stand-in for ``self`` makes the signature the one a bound method has
+        super().__init__(
+            name, description, func=functools.partial(func, None), approval_mode=approval_mode
+        )
+        self._func = func
+        self._attribute: str | None = None
+
+    def __set_name__(self, owner: type, attribute: str) -> None:
+        self._attribute = attribute
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> ToolMethod: ...
+
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> FunctionTool: ...
+
+    def __get__(self, instance: object | None, owner: type | None = None) -> FunctionTool:
+        if instance is None:
+            return self
+        bound = FunctionTool.__new__(FunctionTool)
+        for slot in _SHARED_SLOTS:
+            setattr(bound, slot, getattr(self, slot))
+        bound._func = types.MethodType(self._func, instance)
+        cache = getattr(instance, "__dict__", None)
+        if cache is not None and self._attribute is not None:
+            cache[self._attribute] = bound  # later reads find it before this descriptor
+        return bound
+
+    def __repr__(self) -> str:
+        return f"ToolMethod(name={self._name!r}, approval_mode={self._approval_mode!r})"
+
+
+_SHARED_SLOTS = (
+    "_approval_mode",
+    "_description",
+    "_is_async",
+    "_name",
+    "_parameters",
+    "_required",
+    "_signature",
+)
+
+
+def plugin_tools(instance: object) -> list[FunctionTool]:
+    """The tools of a plugin object: its ``@tool``-marked methods bound to it, and tools
+    kept as class attributes (a ``@staticmethod`` tool too), in definition order, a name
+    defined in a subclass hiding the base class's. Empty when it has none."""
+    if isinstance(instance, type):
+        return []
+    found: dict[str, FunctionTool] = {}
+    hidden: set[str] = set()
+    for klass in type(instance).__mro__:
+        for attribute, value in vars(klass).items():
+            if attribute in hidden:
+                continue
+            hidden.add(attribute)
+            if isinstance(value, staticmethod):
+                value = value.__func__
+            if isinstance(value, ToolMethod):
+                found[attribute] = getattr(instance, attribute)
+            elif isinstance(value, FunctionTool):
+                found[attribute] = value
+    return list(found.values())
+
+
+def _is_method_in_class_body(func: Callable[..., Any]) -> bool:
+    """A plain function whose first parameter is ``self``, defined inside a class."""
+    if not inspect.isfunction(func):
+        return False
+    owner, _, _ = func.__qualname__.rpartition(".")
+    if not owner or owner.endswith("<locals>"):
+        return False
+    try:
+        first = next(iter(inspect.signature(func).parameters.values()), None)
+    except (TypeError, ValueError):
+        return False
+    return first is not None and first.name == "self" and first.kind is not first.KEYWORD_ONLY
 
 
 def _is_generator_callable(func: Callable[..., Any]) -> bool:
