@@ -6,6 +6,7 @@ resumes in a fresh process, runs many conversations at once from one definition,
 nests as an agent (`team.as_agent()`).
 """
 
+from .actor import AgentActor, AgentReply, AgentTask, register_agent
 from .as_agent import TeamAgent
 from .channels import (
     AgentChannel,
@@ -54,7 +55,10 @@ __all__ = [
     "DEFAULT_SELECTOR_PROMPT",
     "MANAGER_ID",
     "STATE_SCHEMA_VERSION",
+    "AgentActor",
     "AgentChannel",
+    "AgentReply",
+    "AgentTask",
     "AndTermination",
     "AwaitingTask",
     "ChannelFactory",
@@ -101,4 +105,5 @@ __all__ = [
     "TokenUsage",
     "TurnDone",
     "channel_key",
+    "register_agent",
 ]

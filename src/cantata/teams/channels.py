@@ -125,21 +125,28 @@ class LocalChannel(AgentChannel):
     def __init__(self, key: str) -> None:
         super().__init__(key)
         self._mirror: list[tuple[str, Message]] = []
+        self._views: dict[str, list[Message]] = {}
+        self._seen: dict[str, int] = {}
 
     async def receive(self, messages: Sequence[tuple[str, Message]]) -> None:
         self._mirror.extend(messages)
 
     def view(self, name: str) -> list[Message]:
-        """The conversation as the participant `name` reads it."""
-        out: list[Message] = []
-        for source, m in self._mirror:
+        """The conversation as the participant `name` reads it.
+
+        Kept per participant and extended with what is new, so each turn converts only the
+        new messages, and a model client sees the same message objects turn after turn."""
+        view = self._views.setdefault(name, [])
+        start = self._seen.get(name, 0)
+        for source, m in self._mirror[start:]:
             if source == name or m.role in ("user", "system"):
-                out.append(m)
+                view.append(m)
                 continue
             kept: list[Content] = [c for c in m.contents if type(c) in (TextContent, DataContent)]
             if kept:
-                out.append(Message("user", kept, author_name=m.author_name or source))
-        return out
+                view.append(Message("user", kept, author_name=m.author_name or source))
+        self._seen[name] = len(self._mirror)
+        return list(view)
 
     async def invoke(
         self,
@@ -158,6 +165,8 @@ class LocalChannel(AgentChannel):
 
     async def reset(self) -> None:
         self._mirror = []
+        self._views = {}
+        self._seen = {}
 
     def __len__(self) -> int:
         return len(self._mirror)

@@ -11,6 +11,7 @@ termination after the task and after every turn, logs each routing decision as a
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -49,6 +50,20 @@ class ManagerState:
     stopped: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
     """Free JSON for a team type's own bookkeeping."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ManagerState:
+        # A run hands each handler its own copy of the state: copy only what can change
+        # in place (the JSON dicts), which keeps a turn cheap.
+        return ManagerState(
+            self.correlation_id,
+            self.turn,
+            self.run_start,
+            self.last_speaker,
+            self.streak,
+            copy.deepcopy(self.termination, memo) if self.termination else {},
+            self.stopped,
+            copy.deepcopy(self.extra, memo) if self.extra else {},
+        )
 
 
 def channels_of(ctx: WorkflowContext[Any, Any]) -> ChannelSet:
