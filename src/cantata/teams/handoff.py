@@ -348,6 +348,7 @@ def _targets(
                         f"handoff team {team!r}: {source!r} cannot hand off to itself"
                     )
             out[source] = tuple(dict.fromkeys(targets))
+        out = {n: out.get(n, ()) for n in names}
     for targets in out.values():
         for t in targets:
             if len(TRANSFER_PREFIX) + len(t) > 64:
