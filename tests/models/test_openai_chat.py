@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from cantata.agents import ChatAgent
 from cantata.core import (
     CancellationToken,
     CancelledError,
@@ -44,6 +45,7 @@ from cantata.models import (
     ToolSpec,
     allow_model_requests,
 )
+from cantata.tools import tool
 
 # --- a tiny Chat Completions server ------------------------------------------------------
 
@@ -472,6 +474,41 @@ async def test_tools_without_a_choice_send_auto() -> None:
             [Message("user", "x")], options=ChatOptions(tools=[WEATHER])
         )
     assert server.requests[0]["tool_choice"] == "auto"
+
+
+_DEEP = '{"a": ' * 1000 + "1" + "}" * 1000
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_arguments_nested_too_deep_get_an_error_result_and_the_run_goes_on(
+    stream: bool,
+) -> None:
+    ran: list[object] = []
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Today's weather in a city."""
+        ran.append(city)
+        return "snow"
+
+    call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": _DEEP}}
+    if stream:
+        first = Reply(chunks=[chunk({"tool_calls": [dict(call, index=0)]}, finish="tool_calls")])
+    else:
+        first = completion({"role": "assistant", "tool_calls": [call]}, finish="tool_calls")
+    replies = [first, _text_reply("sorry", stream)]
+    with chat_server(*replies) as server:
+        agent = ChatAgent(client_for(server, fallbacks=False), tools=[get_weather])
+        if stream:
+            response = await agent.run_stream("weather?").get_response()
+        else:
+            response = await agent.run("weather?")
+    call, result, answer = response.messages
+    assert call.function_calls[0].arguments == _DEEP
+    (error,) = result.function_results
+    assert error.call_id == "c1" and error.error is not None and "100 levels" in error.error
+    assert answer.text == "sorry" and ran == []
+    assert "100 levels" in server.requests[1]["messages"][-1]["content"]
 
 
 # --- features a server refuses ---------------------------------------------------------------

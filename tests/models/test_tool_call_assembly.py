@@ -67,3 +67,22 @@ def test_invalid_json_arguments_stay_raw_text_and_missing_ids_are_made() -> None
     (call,) = assembler.finish()
     assert call.arguments == "{not json"
     assert call.call_id.startswith("call_")
+
+
+def test_arguments_nested_too_deep_arrive_as_their_raw_text() -> None:
+    # 1,000 levels once raised RecursionError out of the client; the tool loop answers a
+    # call whose arguments are raw text with an error result
+    deep = '{"a": ' * 1000 + "1" + "}" * 1000
+    assembler = ToolCallAssembler()
+    assembler.add(0, call_id="c1", name="f", arguments=deep[:500])
+    assembler.add(0, call_id=None, name=None, arguments=deep[500:])
+    (call,) = assembler.finish()
+    assert call == FunctionCallContent("c1", "f", deep)
+
+
+@given(st.text(max_size=200))
+def test_any_arguments_text_gives_a_call(raw: str) -> None:
+    assembler = ToolCallAssembler()
+    assembler.add(0, call_id="c1", name="f", arguments=raw)
+    (call,) = assembler.finish()
+    assert isinstance(call.arguments, dict) or call.arguments == raw

@@ -16,9 +16,12 @@ from ..core import (
     FunctionResultContent,
     InvalidMessageError,
     Message,
+    SerializationError,
     TextContent,
     UnknownTypeError,
     Usage,
+    check_json_depth,
+    loads_json,
     to_json,
 )
 from .types import ChatOptions, ResponseFormat, ToolChoice, ToolSpec, response_format_schema
@@ -102,7 +105,10 @@ def _assistant_message(message: Message) -> dict[str, Any]:
 
 
 def _arguments_text(arguments: dict[str, Any] | str) -> str:
-    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+    if isinstance(arguments, str):
+        return arguments
+    check_json_depth(arguments)  # a SerializationError, not a RecursionError from json.dumps
+    return json.dumps(arguments)
 
 
 def _tool_message(result: FunctionResultContent) -> dict[str, Any]:
@@ -268,12 +274,13 @@ def features_used(params: dict[str, Any]) -> list[Feature]:
 
 
 def parse_arguments(raw: str | None) -> dict[str, Any] | str:
-    """Tool-call arguments as a dict, or the raw text when it is not a JSON object."""
+    """Tool-call arguments as a dict, or the raw text when it is not a JSON object (malformed,
+    or nested deeper than `MAX_JSON_DEPTH`): the tool loop answers that call with an error."""
     if not raw or not raw.strip():
         return {}
     try:
-        value = json.loads(raw)
-    except ValueError:
+        value = loads_json(raw)
+    except SerializationError:
         return raw
     return value if isinstance(value, dict) else raw
 
