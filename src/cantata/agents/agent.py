@@ -12,7 +12,8 @@ import inspect
 import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, Unpack
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeAlias, Unpack
 
 from ..core import (
     CancellationToken,
@@ -182,6 +183,26 @@ class Agent(ABC):
                 )
 
         return AgentResponseStream(updates(), lambda: result[-1])
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close what this agent opened (see the subclass for what it owns); idempotent.
+
+        An agent opens nothing by default: clients, stores and threads passed in belong
+        to the caller, who may share them between agents."""
+        return None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
     # -- threads ---------------------------------------------------------------------
 

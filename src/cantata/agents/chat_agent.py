@@ -28,6 +28,7 @@ from ..tools import (
 )
 from .agent import Agent, AgentInput, IntermediateCallback
 from .agent_middleware import AgentMiddleware, AgentRunContext, run_chain, stream_chain
+from .closing import close_client
 from .message_store import MessageStoreFactory
 from .recorder import Recorder
 from .reducers import HistoryReducer
@@ -54,6 +55,11 @@ class ChatAgent(Agent):
     threads keep their messages (in memory by default; see `StateStoreMessageStore.factory`).
     `middleware` mixes `AgentMiddleware` (around each run) with the chat and function
     middleware of `cantata.tools` (around each model call and tool call).
+
+    Ownership: the client belongs to the caller (one client often serves many agents), so
+    closing the agent leaves it open; with ``owns_client=True`` the agent closes it in
+    `aclose` (``async with ChatAgent(LocalChatClient(), owns_client=True) as agent:``),
+    and a closed agent refuses to run.
     """
 
     thread_type = LocalThread
@@ -73,6 +79,7 @@ class ChatAgent(Agent):
         arguments: Mapping[str, Any] | None = None,
         id: str | None = None,
         max_iterations: int = 10,
+        owns_client: bool = False,
     ) -> None:
         super().__init__(
             name=name,
@@ -109,6 +116,9 @@ class ChatAgent(Agent):
             )
             self._call_tools = ()
         self.client = client
+        self.owns_client = owns_client
+        """Whether `aclose` closes the client too."""
+        self._closed = False
         self._options = options or ChatOptions()
         self._message_store_factory = message_store_factory
         self.history_reducer = history_reducer
@@ -123,6 +133,22 @@ class ChatAgent(Agent):
     def options(self) -> ChatOptions:
         """The agent's default options (a call's `options=` override them for that call)."""
         return self._options
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True once `aclose` ran; a closed agent refuses to run."""
+        return self._closed
+
+    async def aclose(self) -> None:
+        """Close the client when the agent owns it (``owns_client=True``); idempotent.
+        Waits at most `CLOSE_TIMEOUT` seconds for the client."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.owns_client:
+            await close_client(self.client, owner=self.name)
 
     # -- threads ---------------------------------------------------------------------
 
@@ -174,6 +200,11 @@ class ChatAgent(Agent):
     ) -> tuple[AgentThread, list[Message], ChatOptions, list[FunctionTool]]:
         if ctx.cancellation_token is not None:
             ctx.cancellation_token.raise_if_cancelled()
+        if self._closed:
+            raise UsageError(
+                f"agent `{self.name}` was closed (aclose, or the end of its `async with`); "
+                "make a new agent to run again"
+            )
         thread = self._thread_for_run(ctx.thread)
         instructions = self._render_instructions(ctx.arguments, ctx.instructions_override)
         call_tools = [*self._call_tools, *_as_tools(ctx.tools or (), owner=self.name)]
