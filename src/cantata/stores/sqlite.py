@@ -99,6 +99,12 @@ class SQLiteStore(StoreLifecycle):
 
     async def _connect(self) -> None:
         pending = aiosqlite.connect(self.path, timeout=self._busy_timeout, isolation_level=None)
+        worker = getattr(pending, "_thread", None)
+        if isinstance(worker, threading.Thread):
+            # aiosqlite's worker is not a daemon, and the interpreter waits for such threads
+            # before anything else at exit: a store never closed (or an exception before
+            # `close()`) would hang the process forever. Committed data is on disk already.
+            worker.daemon = True
         try:
             db = await pending
         except sqlite3.Error as exc:
