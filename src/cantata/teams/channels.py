@@ -82,6 +82,11 @@ class AgentChannel(ABC):
     async def receive(self, messages: Sequence[tuple[str, Message]]) -> None:
         """Take new history messages, each with its source (a participant, or "user")."""
 
+    def receive_nowait(self, messages: Sequence[tuple[str, Message]]) -> bool:
+        """Take messages at once if that cannot block or fail (a list in memory, say);
+        False (the default) sends them through the background delivery instead."""
+        return False
+
     @abstractmethod
     async def invoke(
         self,
@@ -117,7 +122,9 @@ class LocalChannel(AgentChannel):
 
     Each agent sees the conversation from its side: its own messages as they are, other
     participants' replies as user messages carrying their text (a model reads those as
-    input, not as something it said), tool traffic of others left out.
+    input, not as something it said), tool traffic of others left out. Each agent keeps
+    one thread on the channel, handed only what is new at each turn, so a turn costs what
+    changed, not the length of the conversation.
     """
 
     accepted_contents = (TextContent, DataContent, FunctionCallContent, FunctionResultContent)
@@ -125,28 +132,19 @@ class LocalChannel(AgentChannel):
     def __init__(self, key: str) -> None:
         super().__init__(key)
         self._mirror: list[tuple[str, Message]] = []
-        self._views: dict[str, list[Message]] = {}
+        self._threads: dict[str, AgentThread] = {}
         self._seen: dict[str, int] = {}
 
     async def receive(self, messages: Sequence[tuple[str, Message]]) -> None:
         self._mirror.extend(messages)
 
-    def view(self, name: str) -> list[Message]:
-        """The conversation as the participant `name` reads it.
+    def receive_nowait(self, messages: Sequence[tuple[str, Message]]) -> bool:
+        self._mirror.extend(messages)
+        return True
 
-        Kept per participant and extended with what is new, so each turn converts only the
-        new messages, and a model client sees the same message objects turn after turn."""
-        view = self._views.setdefault(name, [])
-        start = self._seen.get(name, 0)
-        for source, m in self._mirror[start:]:
-            if source == name or m.role in ("user", "system"):
-                view.append(m)
-                continue
-            kept: list[Content] = [c for c in m.contents if type(c) in (TextContent, DataContent)]
-            if kept:
-                view.append(Message("user", kept, author_name=m.author_name or source))
-        self._seen[name] = len(self._mirror)
-        return list(view)
+    def view(self, name: str) -> list[Message]:
+        """The whole conversation as the participant `name` reads it."""
+        return _side_of(name, self._mirror)
 
     async def invoke(
         self,
@@ -155,21 +153,40 @@ class LocalChannel(AgentChannel):
         on_update: UpdateSink | None = None,
         cancellation_token: CancellationToken | None = None,
     ) -> AgentResponse:
-        thread = agent.create_thread()
-        view = self.view(agent.name)
-        if view:
-            await thread.on_new_message(view)
+        name = agent.name
+        thread = self._threads.get(name)
+        if thread is None:
+            thread = self._threads[name] = agent.create_thread()
+        new = _side_of(name, self._mirror[self._seen.get(name, 0) :])
+        if new:
+            await thread.on_new_message(new)
         response = await _call(agent, None, thread, on_update, cancellation_token)
-        self._mirror.extend((agent.name, m) for m in response.messages)
+        self._mirror.extend((name, m) for m in response.messages)
+        self._seen[name] = len(self._mirror)  # its own reply is in its thread already
         return response
 
     async def reset(self) -> None:
+        threads, self._threads = self._threads, {}
+        for thread in threads.values():
+            await thread.delete()
         self._mirror = []
-        self._views = {}
         self._seen = {}
 
     def __len__(self) -> int:
         return len(self._mirror)
+
+
+def _side_of(name: str, mirrored: Sequence[tuple[str, Message]]) -> list[Message]:
+    """Messages as participant `name` reads them (see `LocalChannel`)."""
+    out: list[Message] = []
+    for source, m in mirrored:
+        if source == name or m.role in ("user", "system"):
+            out.append(m)
+            continue
+        kept: list[Content] = [c for c in m.contents if type(c) in (TextContent, DataContent)]
+        if kept:
+            out.append(Message("user", kept, author_name=m.author_name or source))
+    return out
 
 
 class ServiceChannel(AgentChannel):
@@ -297,7 +314,10 @@ class ChannelSet:
                 for source, m in messages
                 if (kept := entry.channel.admit(m)) is not None
             ]
-            if admitted:
+            if not admitted:
+                continue
+            idle = not entry.queue and entry.failure is None
+            if not (idle and entry.channel.receive_nowait(admitted)):
                 entry.queue.append(admitted)
                 self._start(entry)
 
