@@ -16,6 +16,7 @@ from ..core import (
     FunctionResultContent,
     InvalidMessageError,
 )
+from ._depth import TOO_DEEP_TEXT, TOOL_JSON_DEPTH, too_deep
 from ._results import error_text, jsonable, unknown_tool_text
 from .context import ToolContext
 from .middleware import FunctionInvocationContext, FunctionMiddleware, compose
@@ -57,7 +58,9 @@ class CallRunner:
         kwargs: Mapping[str, object],
         token: CancellationToken,
         concurrent: bool,
+        dropped: set[str] | None = None,
     ) -> None:
+        self._dropped = dropped if dropped is not None else set()
         self._tools = tools
         self._chain = compose(middleware, self._invoke)
         self._kwargs = kwargs
@@ -107,10 +110,15 @@ class CallRunner:
         tool = self._tools.get(call.name)
         if tool is None:
             return error_outcome(call, unknown_tool_text(call.name, list(self._tools)))
+        if call.call_id in self._dropped:
+            return error_outcome(call, TOO_DEEP_TEXT)
         try:
-            arguments = _copy_json(call.parse_arguments())
+            parsed = call.parse_arguments()
         except InvalidMessageError as exc:
             return error_outcome(call, f"{exc}; send the arguments as one JSON object")
+        if too_deep(parsed):
+            return error_outcome(call, TOO_DEEP_TEXT)
+        arguments = _copy_json(parsed)
         if tool.requires_approval and not approved:
             return CallOutcome(call, None)
         context = FunctionInvocationContext(
@@ -141,7 +149,12 @@ class CallRunner:
             _log.debug("tool %r failed", call.name, exc_info=error)
             result = FunctionResultContent(call.call_id, error=error_text(error, call.name))
         else:
-            result = FunctionResultContent(call.call_id, jsonable(context.result))
+            value = jsonable(context.result)
+            if too_deep(value):  # it could not be stored with the conversation
+                _log.debug("tool %r returned a value nested too deep", call.name)
+                result = FunctionResultContent(call.call_id, error=_too_deep_result(call.name))
+            else:
+                result = FunctionResultContent(call.call_id, value)
         return CallOutcome(call, result, context.terminate)
 
     async def _invoke(self, context: FunctionInvocationContext) -> None:
@@ -159,6 +172,13 @@ class CallRunner:
             raise
         except Exception as exc:
             context.error = exc
+
+
+def _too_deep_result(tool_name: str) -> str:
+    return (
+        f"tool {tool_name!r} returned a value nested deeper than {TOOL_JSON_DEPTH} levels, "
+        "which cannot be kept in the conversation; it was dropped"
+    )
 
 
 def _copy_json(value: Any) -> Any:

@@ -23,6 +23,7 @@ from ..core import (
 from ..models import ChatClient, ChatOptions, ChatResponse, ChatResponseUpdate
 from ._approvals import insert_results, missing_call_message, pending_approvals
 from ._calls import CallOutcome, CallRunner, error_outcome
+from ._depth import bound_calls
 from ._results import REJECTED_TEXT
 from ._view import ViewMemo
 from .middleware import ChatContext, ChatMiddleware, FunctionMiddleware, compose
@@ -78,12 +79,14 @@ class FunctionLoopRun:
         # client (which only reads) gets the messages themselves: copying every message of
         # a long thread for every model call made a turn's cost grow with the thread.
         self._copy_messages = bool(chat_middleware)
+        self._dropped: set[str] = set()  # ids of calls whose arguments nested too deep
         self._runner = CallRunner(
             tools,
             function_middleware,
             kwargs=tool_kwargs,
             token=token,
             concurrent=settings.concurrent_calls,
+            dropped=self._dropped,
         )
         self._options, self._declared_only = _base_options(options, tools)
         self._produced: list[Message] = []
@@ -308,7 +311,7 @@ class FunctionLoopRun:
                     yield update
         else:
             await self._chat_chain(context)
-        response = _require_response(context)
+        response = bound_calls(_require_response(context), self._dropped)
         if drop_calls:
             response = _without_calls(response)
         if response.usage is not None:
