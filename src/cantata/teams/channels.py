@@ -160,6 +160,7 @@ class LocalChannel(AgentChannel):
         new = _side_of(name, self._mirror[self._seen.get(name, 0) :])
         if new:
             await thread.on_new_message(new)
+        self._seen[name] = len(self._mirror)  # delivered, even if the run is cancelled
         response = await _call(agent, None, thread, on_update, cancellation_token)
         self._mirror.extend((name, m) for m in response.messages)
         self._seen[name] = len(self._mirror)  # its own reply is in its thread already

@@ -25,7 +25,7 @@ from ..core import (
     ModelOutputError,
     TextContent,
 )
-from ..models import ChatClient, ChatOptions
+from ..models import ChatClient, ChatOptions, LocalChatClient
 
 __all__ = [
     "DEFAULT_SELECTOR_PROMPT",
@@ -204,6 +204,7 @@ class Selector(SpeakerPolicy):
         fallback: Fallback | None = None,
         max_attempts: int = 3,
         max_history: int = 20,
+        structured: bool | None = None,
         options: ChatOptions | None = None,
     ) -> None:
         if not isinstance(client, ChatClient):
@@ -224,6 +225,7 @@ class Selector(SpeakerPolicy):
         self.fallback = fallback
         self.max_attempts = max_attempts
         self.max_history = max_history
+        self.structured = isinstance(client, LocalChatClient) if structured is None else structured
         self.options = options
 
     async def select(
@@ -238,7 +240,8 @@ class Selector(SpeakerPolicy):
             return SpeakerChoice(names[0], "the only candidate", candidates=names)
         attempts: list[str] = []
         messages = [Message("user", self._render(state, names))]
-        options = ChatOptions(response_format=_schema(names), max_tokens=64).merge(self.options)
+        fmt = _schema(names) if self.structured else None
+        options = ChatOptions(response_format=fmt, max_tokens=64).merge(self.options)
         for _ in range(self.max_attempts):
             if cancellation_token is not None:
                 cancellation_token.raise_if_cancelled()
@@ -294,8 +297,11 @@ class Selector(SpeakerPolicy):
 
     def _fall_back(self, state: ChatState, names: list[str]) -> str:
         fallback = self.fallback
-        if fallback is None:
-            return _after(state.last_speaker, names) if state.last_speaker in names else names[0]
+        if fallback is None:  # the next candidate after the last speaker, in the team's order
+            order = list(state.participants)
+            start = order.index(state.last_speaker) + 1 if state.last_speaker in order else 0
+            rotated = order[start:] + order[:start]
+            return next(n for n in rotated if n in names)
         name = fallback if isinstance(fallback, str) else fallback(state)
         if name not in state.participants:
             raise ConfigurationError(
