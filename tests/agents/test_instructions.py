@@ -68,3 +68,56 @@ def test_a_template_cannot_change_its_arguments(source: str) -> None:
     with pytest.raises(ConfigurationError, match="helper"):
         template.render({"items": items, "cfg": cfg})
     assert items == [0] and cfg == {"a": 1}
+
+
+@pytest.mark.parametrize(
+    ("source", "arguments"),
+    [
+        ("{{ text * n }}", {"text": "ab", "n": 10**8}),  # refused before it is built
+        ("{{ n * [text] }}", {"text": "ab", "n": 10**8}),
+        ("{{ text.ljust(n) }}", {"text": "ab", "n": 10**9}),
+        ("{{ text | center(n) }}", {"text": "ab", "n": 10**9}),
+        ("{{ 10 ** n }}", {"n": 10**7}),
+        ("{% for i in range(100000) %}{{ text }}{% endfor %}", {"text": "0123456789"}),
+    ],
+)
+def test_a_rendering_larger_than_the_limit_is_refused(
+    source: str, arguments: dict[str, object]
+) -> None:
+    template = InstructionTemplate(source, owner="helper")
+    with pytest.raises(ConfigurationError, match=r"`helper` went past a rendering limit.*char"):
+        template.render(arguments)
+
+
+def test_a_rendering_that_loops_too_long_is_refused_even_writing_nothing() -> None:
+    loop = "{% for a in xs %}{% for b in xs %}{% for c in xs %}"
+    loops = loop + "{% endfor %}" * 3
+    template = InstructionTemplate(loops, owner="helper", max_seconds=0.05)
+    with pytest.raises(ConfigurationError, match=r"longer than 0\.05 s"):
+        template.render({"xs": list(range(1_000))})  # a billion turns without the bound
+
+
+def test_limits_are_per_template_and_renderings_within_them_pass() -> None:
+    small = InstructionTemplate("{{ text * 3 }}", max_chars=5)
+    with pytest.raises(ConfigurationError, match="5 characters"):
+        small.render({"text": "ab"})
+    assert InstructionTemplate("{{ text * 3 }}").render({"text": "ab"}) == "ababab"
+    looped = "{% for i in range(1000) %}{{ i % 10 }}{% endfor %}"
+    assert len(InstructionTemplate(looped).render({})) == 1000
+
+
+@pytest.mark.parametrize("limits", [{"max_chars": 0}, {"max_seconds": float("inf")}])
+def test_bad_limits_are_refused(limits: dict[str, float]) -> None:
+    with pytest.raises(ConfigurationError, match="max_"):
+        InstructionTemplate("{{ x }}", owner="helper", **limits)  # type: ignore[arg-type]
+
+
+async def test_an_agent_takes_a_template_with_its_own_limits() -> None:
+    from cantata.agents import ChatAgent
+    from cantata.models import ScriptedChatClient
+
+    template = InstructionTemplate("{{ text * 3 }}", owner="a", max_chars=5)
+    agent = ChatAgent(ScriptedChatClient(["never"]), name="a", instructions=template)
+    assert agent.instructions == "{{ text * 3 }}"
+    with pytest.raises(ConfigurationError, match="rendering limit"):
+        await agent.run("x", arguments={"text": "ab"})

@@ -63,7 +63,7 @@ class Agent(ABC):
         *,
         name: str = "agent",
         description: str = "",
-        instructions: str | None = None,
+        instructions: str | InstructionTemplate | None = None,
         arguments: Mapping[str, Any] | None = None,
         id: str | None = None,
     ) -> None:
@@ -75,10 +75,15 @@ class Agent(ABC):
         self._name = name
         self._description = description
         self._id = id or f"{name}-{new_id()[:12]}"
-        self._instructions = instructions
-        self._template = (
-            InstructionTemplate(instructions, owner=name) if instructions is not None else None
-        )
+        # a ready template keeps its own limits (max_chars, max_seconds)
+        if isinstance(instructions, InstructionTemplate):
+            self._template: InstructionTemplate | None = instructions
+            self._instructions: str | None = instructions.source
+        else:
+            self._instructions = instructions
+            self._template = (
+                InstructionTemplate(instructions, owner=name) if instructions is not None else None
+            )
         self._arguments: dict[str, Any] = dict(arguments or {})
 
     @property

@@ -29,6 +29,7 @@ from ..tools import (
 from .agent import Agent, AgentInput, IntermediateCallback
 from .agent_middleware import AgentMiddleware, AgentRunContext, run_chain, stream_chain
 from .closing import close_client
+from .instructions import InstructionTemplate
 from .message_store import MessageStoreFactory
 from .recorder import Recorder
 from .reducers import HistoryReducer
@@ -70,7 +71,7 @@ class ChatAgent(Agent):
         *,
         name: str = "agent",
         description: str = "",
-        instructions: str | None = None,
+        instructions: str | InstructionTemplate | None = None,
         tools: Iterable[ToolLike] = (),
         options: ChatOptions | None = None,
         middleware: Sequence[AgentMiddleware | ChatMiddleware | FunctionMiddleware] = (),

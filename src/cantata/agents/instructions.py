@@ -3,36 +3,68 @@
 Why a sandbox: arguments often come from users or other agents, and a template must not
 reach Python internals through them, nor change the arguments it is given (which would
 leak from one call into the next). Why strict: a missing argument is a bug that should
-say its name, not a silently empty prompt.
+say its name, not a silently empty prompt. Why bounded: a template and its arguments can
+ask for 100 MB of text or minutes of looping; a rendering may write at most
+`MAX_RENDER_CHARS` characters and take at most `MAX_RENDER_SECONDS` seconds (per template:
+``InstructionTemplate(source, max_chars=..., max_seconds=...)``), else `ConfigurationError`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError, UndefinedError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2 import TemplateError, UndefinedError
 
 from ..core import ConfigurationError
+from ._render_budget import BoundedSandbox, Budget, RenderLimitError, render_within
 
-__all__ = ["InstructionTemplate", "merge_arguments"]
+__all__ = ["MAX_RENDER_CHARS", "MAX_RENDER_SECONDS", "InstructionTemplate", "merge_arguments"]
+
+MAX_RENDER_CHARS = 200_000
+"""Default most characters one rendering of instructions may write (about 50,000 tokens,
+far more than any model's instructions need)."""
+MAX_RENDER_SECONDS = 2.0
+"""Default most seconds one rendering of instructions may take."""
 
 # Immutable: a template calling ``items.append(...)`` on an argument would change the
 # agent's default arguments (or the caller's objects) and leak into every later call.
-_ENV = ImmutableSandboxedEnvironment(
-    undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True
-)
+_ENV = BoundedSandbox()
 
 
 class InstructionTemplate:
     """A compiled instruction template; `render` fills it with one call's arguments."""
 
-    __slots__ = ("_template", "owner", "source")
+    __slots__ = ("_template", "max_chars", "max_seconds", "owner", "source")
 
-    def __init__(self, source: str, *, owner: str = "agent") -> None:
+    def __init__(
+        self,
+        source: str,
+        *,
+        owner: str = "agent",
+        max_chars: int = MAX_RENDER_CHARS,
+        max_seconds: float = MAX_RENDER_SECONDS,
+    ) -> None:
+        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
+            raise ConfigurationError(
+                f"instructions of agent `{owner}`: max_chars must be a positive int, "
+                f"got {max_chars!r}"
+            )
+        if (
+            isinstance(max_seconds, bool)
+            or not isinstance(max_seconds, int | float)
+            or not math.isfinite(max_seconds)
+            or max_seconds <= 0
+        ):
+            raise ConfigurationError(
+                f"instructions of agent `{owner}`: max_seconds must be a finite number > 0, "
+                f"got {max_seconds!r}"
+            )
         self.source = source
         self.owner = owner
+        self.max_chars = max_chars
+        self.max_seconds = float(max_seconds)
         if "{{" not in source and "{%" not in source and "{#" not in source:
             self._template = None
             return
@@ -53,8 +85,17 @@ class InstructionTemplate:
         template = self._template
         if template is None:
             return self.source
+        budget = Budget(self.max_chars, self.max_seconds)
+        values = dict(arguments)
         try:
-            return template.render(dict(arguments))
+            return render_within(budget, lambda: template.generate(values))
+        except RenderLimitError as exc:
+            raise ConfigurationError(
+                f"instructions of agent `{self.owner}` went past a rendering limit: the "
+                f"rendering {exc} (limits: {self.max_chars:,} characters, "
+                f"{self.max_seconds:g} s); shorten the template or what its arguments make "
+                "it repeat, or give the InstructionTemplate larger max_chars / max_seconds"
+            ) from None
         except UndefinedError as exc:
             raise ConfigurationError(
                 f"instructions of agent `{self.owner}` need an argument that was not given "

@@ -1,0 +1,168 @@
+"""The Jinja2 sandbox of instruction templates, with a budget on each rendering.
+
+A template and its arguments can ask for a lot: ``{{ text * 10**8 }}`` builds 100 MB,
+nested loops over an argument's items run for minutes. Every rendering gets a budget of
+output characters and seconds (a `Budget` in a context variable, so one shared environment
+serves templates with different limits); it is checked where the cost arises:
+
+- each chunk of output counts against the characters;
+- every loop's iterable is wrapped (the parsed template is rewritten before compiling) so
+  long loops check the clock, even loops that write nothing;
+- every call and the ``*`` and ``**`` operators check the clock, and refuse to build a
+  value (a repeated string, a padded one, a power) larger than the budget allows.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from jinja2 import StrictUndefined, nodes
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+_CHECK_EVERY = 256  # loop iterations between two looks at the clock
+_PADDING_FILTERS = ("center", "indent", "wordwrap", "truncate")
+_ITERATE = "__cantata_iterate"
+
+
+class RenderLimitError(Exception):
+    """A rendering went past its budget (an internal signal, turned into a typed error)."""
+
+
+@dataclass(slots=True)
+class Budget:
+    """What one rendering may still use."""
+
+    max_chars: int
+    max_seconds: float
+    deadline: float = 0.0
+    written: int = 0
+
+    def start(self) -> None:
+        self.deadline = time.monotonic() + self.max_seconds
+        self.written = 0
+
+    def tick(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise RenderLimitError(f"took longer than {self.max_seconds:g} s")
+
+    def write(self, chunk: str) -> None:
+        self.written += len(chunk)
+        if self.written > self.max_chars:
+            raise RenderLimitError(f"wrote more than {self.max_chars:,} characters")
+
+    def allow_size(self, size: float) -> None:
+        if size > self.max_chars:
+            raise RenderLimitError(
+                f"would build a value of {size:,.0f} characters (limit {self.max_chars:,})"
+            )
+
+
+_BUDGET: ContextVar[Budget | None] = ContextVar("cantata_render_budget", default=None)
+
+
+def current_budget() -> Budget | None:
+    return _BUDGET.get()
+
+
+def render_within(budget: Budget, chunks: Callable[[], Iterable[str]]) -> str:
+    """Join the chunks a template generates, within `budget`; raises `RenderLimitError`."""
+    budget.start()
+    token = _BUDGET.set(budget)
+    try:
+        out: list[str] = []
+        for chunk in chunks():
+            budget.write(chunk)
+            budget.tick()
+            out.append(chunk)
+        return "".join(out)
+    finally:
+        _BUDGET.reset(token)
+
+
+def _iterate(iterable: Any) -> Iterator[Any]:
+    budget = _BUDGET.get()
+    if budget is None:
+        yield from iterable
+        return
+    for count, item in enumerate(iterable):
+        if count % _CHECK_EVERY == 0:
+            budget.tick()
+        yield item
+
+
+def _sized(value: Any) -> int | None:
+    return len(value) if isinstance(value, str | bytes | list | tuple) else None
+
+
+class BoundedSandbox(ImmutableSandboxedEnvironment):
+    """The immutable sandbox, with the budget checks described in the module docstring."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def __init__(self) -> None:
+        super().__init__(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+        self.globals[_ITERATE] = _iterate
+        for name in _PADDING_FILTERS:
+            self.filters[name] = _bounded_width(self.filters[name])
+
+    def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
+        tree = super()._parse(source, name, filename)
+        for loop in tree.find_all(nodes.For):
+            loop.iter = nodes.Call(nodes.Name(_ITERATE, "load"), [loop.iter], [], None, None)
+        return tree
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        budget = _BUDGET.get()
+        if budget is not None:
+            budget.tick()
+            if operator == "*":
+                _check_repeat(budget, left, right)
+            elif operator == "**":
+                _check_power(budget, left, right)
+        return super().call_binop(context, operator, left, right)
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        budget = _BUDGET.get()
+        if budget is not None:
+            budget.tick()
+            owner = getattr(__obj, "__self__", None)
+            if isinstance(owner, str | bytes | list | tuple):
+                for value in (*args, *kwargs.values()):  # ljust(10**9), zfill, expandtabs
+                    if isinstance(value, int) and not isinstance(value, bool):
+                        budget.allow_size(value)
+        return super().call(__context, __obj, *args, **kwargs)
+
+
+def _check_repeat(budget: Budget, left: Any, right: Any) -> None:
+    for seq, times in ((left, right), (right, left)):
+        size = _sized(seq)
+        if size is not None and isinstance(times, int) and not isinstance(times, bool):
+            budget.allow_size(size * max(times, 0))
+
+
+def _check_power(budget: Budget, base: Any, exponent: Any) -> None:
+    if isinstance(base, int) and isinstance(exponent, int) and abs(base) > 1 and exponent > 0:
+        digits = exponent * math.log10(abs(base))
+        budget.allow_size(digits)
+
+
+def _bounded_width(filter_function: Callable[..., Any]) -> Callable[..., Any]:
+    """A padding filter that refuses a width beyond the budget before building the text."""
+
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        budget = _BUDGET.get()
+        if budget is not None:
+            for value in (*args[1:], *kwargs.values()):
+                if isinstance(value, int) and not isinstance(value, bool):
+                    budget.allow_size(value)
+        return filter_function(*args, **kwargs)
+
+    for attribute in ("jinja_pass_arg",):  # keep how Jinja calls the filter
+        if hasattr(filter_function, attribute):
+            setattr(bounded, attribute, getattr(filter_function, attribute))
+    return bounded
