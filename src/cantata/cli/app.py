@@ -1,26 +1,31 @@
 """The `cantata` command: ask a model one question, or chat with it.
 
 Both run on the embedded local model unless `--model`/`--base-url` name an
-OpenAI-compatible server. Errors print as one clear line and exit non-zero.
+OpenAI-compatible server. Every failure prints as one line that says what to do and exits
+non-zero; `--debug` adds the traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
 import sys
 from collections.abc import Callable
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from ..core import CantataError, Message, UsageError
-from ..models import ChatClient, ChatOptions, ChatResponse
+from .. import __version__
+from ..core import Message, UsageError
+from ..models import ChatClient
+from .answer import close_client, load_model, stream_answer
+from .chat_session import EXIT_WORDS, ChatSession
 from .client_options import ClientOptions
+from .failure import report
 
-__all__ = ["app", "main"]
-
-T = TypeVar("T")
+__all__ = ["EXIT_WORDS", "app", "main"]
 
 app = typer.Typer(
     name="cantata",
@@ -30,7 +35,14 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-EXIT_WORDS = frozenset({"/exit", "/quit"})
+_MAX_TEMPERATURE = 2.0
+
+
+def _finite_temperature(value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a number between 0 and {_MAX_TEMPERATURE}")
+    return value
+
 
 ModelOpt = Annotated[
     str | None, typer.Option("--model", "-m", help="Model name on an OpenAI-compatible server.")
@@ -47,10 +59,25 @@ ModelPathOpt = Annotated[
 ]
 SystemOpt = Annotated[str | None, typer.Option("--system", "-s", help="System instructions.")]
 MaxTokensOpt = Annotated[
-    int | None, typer.Option("--max-tokens", min=1, help="Most tokens per answer.")
+    int | None,
+    typer.Option("--max-tokens", min=1, max=1_000_000, help="Most tokens per answer."),
 ]
 TemperatureOpt = Annotated[
-    float | None, typer.Option("--temperature", "-t", min=0.0, help="Sampling temperature.")
+    float | None,
+    typer.Option(
+        "--temperature",
+        "-t",
+        min=0.0,
+        max=_MAX_TEMPERATURE,
+        callback=_finite_temperature,
+        help="Sampling temperature, 0 to 2.",
+    ),
+]
+DebugOpt = Annotated[
+    bool, typer.Option("--debug", help="Show the traceback of a failure, not just its line.")
+]
+VerboseOpt = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Log what cantata does (DEBUG) to stderr.")
 ]
 
 
@@ -62,25 +89,52 @@ def _err() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-def _run(work: Callable[[], T]) -> T:
-    """Run a command body; a cantata error becomes one red line and exit code 1."""
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"cantata {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="Show the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """cantata: agents, workflows and teams on one engine. Talk to a model from here."""
+
+
+def _run(work: Callable[[], None], *, debug: bool, verbose: bool) -> None:
+    """Run a command body: any failure becomes one red line and exit code 1 (130 for
+    Ctrl-C); `debug` adds the traceback, `verbose` turns on DEBUG logging."""
+    if verbose:
+        _log_debug()
     try:
-        return work()
-    except CantataError as exc:
-        _err().print(f"[bold red]error:[/] {type(exc).__name__}: {exc}", markup=True)
+        work()
+    except KeyboardInterrupt:
+        _err().print()
+        raise typer.Exit(130) from None
+    except (typer.Exit, typer.Abort):
+        raise
+    except Exception as exc:
+        report(exc, debug=debug, console=_err())
         raise typer.Exit(1) from None
 
 
-async def _stream(
-    client: ChatClient, messages: list[Message], options: ChatOptions, out: Console
-) -> ChatResponse:
-    updates = []
-    async for update in client.get_streaming_response(messages, options=options):
-        updates.append(update)
-        if update.text:
-            out.print(update.text, end="", markup=False)
-    out.print()
-    return ChatResponse.from_updates(updates)
+def _log_debug() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger().addHandler(handler)
+    logging.getLogger().setLevel(logging.WARNING)  # other libraries stay quiet
+    logging.getLogger("cantata").setLevel(logging.DEBUG)
+
+
+def _read_stdin() -> str:
+    # bytes, decoded here: a non-UTF-8 pipe is one clear error, not a decoder traceback
+    return sys.stdin.buffer.read().decode("utf-8")
 
 
 @app.command()
@@ -92,6 +146,8 @@ def ask(
     system: SystemOpt = None,
     max_tokens: MaxTokensOpt = None,
     temperature: TemperatureOpt = None,
+    debug: DebugOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Ask one question; the answer streams to the terminal."""
     flags = ClientOptions(
@@ -104,17 +160,22 @@ def ask(
     )
 
     def work() -> None:
-        client = flags.client()
-        text = sys.stdin.read().strip() if question == "-" else question
+        text = (_read_stdin() if question == "-" else question).strip()
         if not text:
             raise UsageError("the question is empty; pass it as an argument or on stdin")
+        client = flags.client()
         messages = [*_start(flags.system), Message("user", text)]
-        asyncio.run(_stream(client, messages, flags.chat_options(), _out()))
+        asyncio.run(_ask(client, messages, flags))
 
+    _run(work, debug=debug, verbose=verbose)
+
+
+async def _ask(client: ChatClient, messages: list[Message], flags: ClientOptions) -> None:
     try:
-        _run(work)
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
+        await load_model(client, _err())
+        await stream_answer(client, messages, flags.chat_options(), _out())
+    finally:
+        await close_client(client)
 
 
 @app.command()
@@ -125,8 +186,11 @@ def chat(
     system: SystemOpt = None,
     max_tokens: MaxTokensOpt = None,
     temperature: TemperatureOpt = None,
+    debug: DebugOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
-    """Talk with the model; it remembers the conversation. Leave with /exit, Ctrl-D or Ctrl-C."""
+    """Talk with the model; it remembers the conversation. Ctrl-C stops an answer; /exit,
+    Ctrl-D or Ctrl-C at the prompt leave."""
     flags = ClientOptions(
         model=model,
         base_url=base_url,
@@ -135,33 +199,20 @@ def chat(
         max_tokens=max_tokens,
         temperature=temperature,
     )
-    _run(lambda: _chat_loop(flags))
 
+    def work() -> None:
+        session = ChatSession(
+            flags.client(),
+            flags.chat_options(),
+            system=flags.system,
+            out=_out(),
+            err=_err(),
+            interactive=sys.stdin.isatty(),
+            debug=debug,
+        )
+        session.run()
 
-def _chat_loop(flags: ClientOptions) -> None:
-    client = flags.client()
-    out = _out()
-    history = _start(flags.system)
-    out.print("[dim]cantata chat: /exit, Ctrl-D or Ctrl-C to leave[/]")
-    with asyncio.Runner() as runner:
-        while True:
-            try:
-                text = out.input("[bold green]you>[/] ").strip()
-            except (EOFError, KeyboardInterrupt):
-                out.print()
-                return
-            if text in EXIT_WORDS:
-                return
-            if not text:
-                continue
-            history.append(Message("user", text))
-            out.print("[bold blue]model>[/] ", end="")
-            try:
-                response = runner.run(_stream(client, history, flags.chat_options(), out))
-            except KeyboardInterrupt:
-                out.print()
-                return
-            history.extend(response.messages)
+    _run(work, debug=debug, verbose=verbose)
 
 
 def _start(system: str | None) -> list[Message]:
@@ -170,4 +221,8 @@ def _start(system: str | None) -> list[Message]:
 
 def main() -> None:
     """Entry point of the `cantata` console script."""
-    app()
+    try:
+        app()
+    except Exception as exc:  # outside any command (argument parsing, start-up)
+        report(exc, debug="--debug" in sys.argv, console=_err())
+        sys.exit(1)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from ..core import ConfigurationError
@@ -38,8 +37,8 @@ class ClientOptions:
             raise ConfigurationError(
                 f"--base-url {self.base_url} needs --model NAME (the model the server runs)"
             )
-        key = next((os.environ[v] for v in API_KEY_VARIABLES if os.environ.get(v)), None)
-        return OpenAIChatClient(self.model, base_url=self.base_url, api_key=key)
+        # the client reads the key from API_KEY_VARIABLES itself
+        return OpenAIChatClient(self.model, base_url=self.base_url)
 
     def chat_options(self) -> ChatOptions:
         """Per-request options from the flags."""

@@ -1,0 +1,107 @@
+"""`cantata chat` and `cantata ask` against a scripted server: errors, Ctrl-C, pipes, logs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+from typer.testing import CliRunner
+
+from cantata.cli import app
+
+from .conftest import Answer, ScriptServer
+
+runner = CliRunner()
+
+
+def _server_flags(server: ScriptServer) -> list[str]:
+    return ["--model", "script", "--base-url", server.url]
+
+
+def test_a_model_error_is_shown_and_the_conversation_goes_on(script_server: ScriptServer) -> None:
+    script_server.answers += [Answer(status=400), Answer("Paris it is.")]
+    result = runner.invoke(app, ["chat", *_server_flags(script_server)], input="first?\nsecond?\n")
+    assert result.exit_code == 0, result.output
+    assert "error: ModelHTTPError" in result.output and "HTTP 400" in result.output
+    assert "Paris it is." in result.output
+    assert "Traceback" not in result.output
+    # the failed question is not part of the conversation any more
+    second = script_server.requests[1]["messages"]
+    assert [m["content"] for m in second] == ["second?"]
+
+
+def test_piped_input_prints_answers_without_prompts(script_server: ScriptServer) -> None:
+    script_server.answers += [Answer("one"), Answer("two")]
+    result = runner.invoke(app, ["chat", *_server_flags(script_server)], input="a\nb\n/exit\nc\n")
+    assert result.exit_code == 0, result.output
+    assert result.output == "one\ntwo\n"
+    assert [m["content"] for m in script_server.requests[1]["messages"]] == ["a", "one", "b"]
+
+
+def test_a_line_that_is_not_utf8_is_skipped_with_an_error(script_server: ScriptServer) -> None:
+    script_server.answers += [Answer("fine")]
+    result = runner.invoke(app, ["chat", *_server_flags(script_server)], input=b"\xff\xfe\nok\n")
+    assert result.exit_code == 0, result.output
+    assert "not UTF-8" in result.output and "fine" in result.output
+
+
+def _cantata(*args: str, **kwargs: object) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="200")
+    return subprocess.Popen(
+        [sys.executable, "-m", "cantata.cli", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        **kwargs,  # type: ignore[call-overload]
+    )
+
+
+def test_ctrl_c_stops_the_answer_and_the_chat_goes_on(script_server: ScriptServer) -> None:
+    hold = threading.Event()
+    script_server.answers += [Answer("a very long answer", hold=hold), Answer("short")]
+    proc = _cantata("chat", *_server_flags(script_server))
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write("tell me everything\n")
+        proc.stdin.flush()
+        assert script_server.first_piece_sent.wait(60), "the answer never started"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate("and briefly?\n", timeout=60)
+    finally:
+        hold.set()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 0, err
+    assert "(answer stopped)" in err and "Traceback" not in err
+    # at most the first piece of the stopped answer was shown, then the next answer whole
+    assert out.endswith("\nshort\n") and "very long" not in out
+    assert [m["content"] for m in script_server.requests[1]["messages"]] == ["and briefly?"]
+
+
+def test_verbose_logs_model_requests_at_debug(script_server: ScriptServer) -> None:
+    script_server.answers += [Answer("hi")]
+    proc = _cantata("ask", "hello", "--verbose", *_server_flags(script_server))
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert out == "hi\n"
+    assert "DEBUG cantata.models: request to" in err
+
+
+def test_a_401_without_a_key_speaks_the_cli_words(
+    script_server: ScriptServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for variable in ("CANTATA_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(variable, raising=False)
+    script_server.answers += [Answer(status=401)]
+    result = runner.invoke(app, ["ask", "hi", *_server_flags(script_server)])
+    assert result.exit_code == 1
+    assert "set CANTATA_API_KEY (or OPENAI_API_KEY)" in result.output
+    assert "api_key" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
