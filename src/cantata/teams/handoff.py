@@ -100,7 +100,10 @@ def _transfer_spec(target: str, description: str) -> ToolSpec:
         f"{target} needs to know.",
         {
             "type": "object",
-            "properties": {"summary": {"type": "string", "description": "for the next agent"}},
+            "properties": {
+                # bounded: a grammar-constrained small model may otherwise ramble to max_tokens
+                "summary": {"type": "string", "maxLength": 100, "description": "for the next agent"}
+            },
             "required": ["summary"],
         },
     )
