@@ -4,6 +4,11 @@ Real model requests are blocked unless a test carries a real-model marker, so a 
 that reaches a real model by accident fails loudly. Services (PostgreSQL, Redis) are
 looked for on 127.0.0.1: a test that needs one skips when it is missing, except under
 ``CI=true``, where a missing service fails the run.
+
+Hypothesis runs under one of two profiles: ``ci`` (the default, and what CI runs: about a
+hundred cases, a few seconds per fuzz test) and ``thorough`` (10,000 cases, for a local
+hunt: ``HYPOTHESIS_PROFILE=thorough pytest tests/core tests/stores``). A fuzz test that
+should follow the profile leaves ``max_examples`` unset.
 """
 
 from __future__ import annotations
@@ -13,11 +18,23 @@ import socket
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from cantata.models import set_model_requests_allowed
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 REAL_MODEL_MARKERS = ("local_model", "openai_server")
+
+# Fixtures are per test, not per case, in every fuzz test here (they hold a store or a
+# runtime that each case uses afresh), and cases that reach a real server are slow.
+_FUZZ_CHECKS = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+settings.register_profile(
+    "ci", max_examples=100, deadline=None, suppress_health_check=_FUZZ_CHECKS, print_blob=True
+)
+settings.register_profile(
+    "thorough", max_examples=10_000, deadline=None, suppress_health_check=_FUZZ_CHECKS
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(autouse=True)
