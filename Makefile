@@ -5,18 +5,27 @@ PY := $(VENV)/bin/python
 # Portable CPU build of llama.cpp; pip caches the wheel, so it compiles once per machine.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 
-.PHONY: setup demo test lint typecheck unit bench clean
+.PHONY: setup demo demo-notice test lint typecheck unit bench clean
 
 setup: $(VENV)/.installed
 
+# pip is quiet, except under `make demo`, whose first run is the long one a newcomer watches.
+PIP_QUIET ?= -q
+
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[all,dev]"
+	$(PY) -m pip install $(PIP_QUIET) --upgrade pip
+	$(PY) -m pip install $(PIP_QUIET) -e ".[all,dev]"
 	touch $@
 
-demo: setup
+demo: PIP_QUIET :=
+demo: demo-notice setup
 	$(PY) examples/demo.py
+
+demo-notice:
+	@test -f $(VENV)/.installed || echo "make demo: installing cantata into $(VENV) first. \
+	llama.cpp is built from source once per machine (pip caches the wheel): \
+	this takes a few minutes; pip's progress follows."
 
 lint: setup
 	$(PY) -m ruff check src tests benchmarks examples
