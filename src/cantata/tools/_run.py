@@ -24,6 +24,7 @@ from ..models import ChatClient, ChatOptions, ChatResponse, ChatResponseUpdate
 from ._approvals import insert_results, missing_call_message, pending_approvals
 from ._calls import CallOutcome, CallRunner, error_outcome
 from ._depth import bound_calls
+from ._request_messages import RequestMessages, request_list
 from ._results import REJECTED_TEXT
 from ._view import ViewMemo
 from .middleware import ChatContext, ChatMiddleware, FunctionMiddleware, compose
@@ -75,9 +76,10 @@ class FunctionLoopRun:
         self._kwargs = tool_kwargs
         self._streaming = streaming
         self._chat_chain = compose(chat_middleware, self._call_inner)
-        # Middleware gets copies it may change (see ChatContext); without any, the model
-        # client (which only reads) gets the messages themselves: copying every message of
-        # a long thread for every model call made a turn's cost grow with the thread.
+        # Middleware gets copies it may change (see ChatContext), made only of the messages
+        # it reads (RequestMessages); without any, the model client (which only reads) gets
+        # the messages themselves: copying every message of a long thread for every model
+        # call made a turn's cost grow with the thread.
         self._copy_messages = bool(chat_middleware)
         self._dropped: set[str] = set()  # ids of calls whose arguments nested too deep
         self._runner = CallRunner(
@@ -296,7 +298,7 @@ class FunctionLoopRun:
         context = ChatContext(
             client=self._client,
             messages=(
-                [m.copy() for m in self._conversation]
+                RequestMessages(self._conversation)
                 if self._copy_messages
                 else list(self._conversation)
             ),
@@ -321,9 +323,10 @@ class FunctionLoopRun:
         self._last = response
 
     async def _call_inner(self, context: ChatContext) -> None:
+        messages = request_list(context.messages)
         if not context.is_streaming:
             context.response = await context.client.get_response(
-                context.messages,
+                messages,
                 options=context.options,
                 cancellation_token=context.cancellation_token,
             )
@@ -332,7 +335,7 @@ class FunctionLoopRun:
         fallback_id = new_id()
         updates: list[ChatResponseUpdate] = []
         stream = context.client.get_streaming_response(
-            context.messages, options=context.options, cancellation_token=context.cancellation_token
+            messages, options=context.options, cancellation_token=context.cancellation_token
         )
         async with closing(stream) as chunks:
             async for update in chunks:

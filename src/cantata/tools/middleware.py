@@ -52,7 +52,8 @@ class ChatContext:
     new contents lists and metadata dicts; the content objects themselves are shared, so
     replace a content rather than editing it) and the options a copy, so changing them
     changes this request only, never the conversation, the caller's messages or the next
-    turn.
+    turn. Each message is copied when first read (copy-on-read), so a middleware that does
+    not look at the messages adds no cost that grows with the conversation.
 
     When `is_streaming`, ``call_next`` streams the model's updates to the caller as they
     come and then sets `response`; replacing `response` afterwards, or calling
