@@ -1,14 +1,17 @@
-"""Hypothesis: any log name, key and JSON value round-trips exactly on every backend."""
+"""Hypothesis: any log name, key and JSON value round-trips exactly on every backend; any
+other value, and any stored text, gives a typed error or a value that writes back."""
 
 from __future__ import annotations
 
 import itertools
+import json
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cantata.stores import StateStore
+from cantata.core import MAX_JSON_DEPTH, StoreError
+from cantata.stores import StateStore, StoreCorruptionError
 
 # Names: any text without NUL (the one character stores refuse); surrogates never occur in
 # hypothesis text by default, and stores refuse lone ones.
@@ -25,11 +28,9 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
     max_leaves=12,
 )
-fuzz = settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+# Case counts follow the Hypothesis profile (tests/conftest.py); only the health check for
+# the per-test store fixture is relaxed here.
+fuzz = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 _run = itertools.count()
 
 
@@ -88,3 +89,81 @@ async def test_keys_with_a_prefix(store: StateStore, keys: set[str], prefix: str
     await store.put_many({space + k: 1 for k in keys})
     expected = sorted(space + k for k in keys if k.startswith(prefix))
     assert await store.keys(space + prefix) == expected
+
+
+# -- hostile values and stored text ---------------------------------------------------------
+
+
+def _deep(value: Any, depth: int) -> Any:
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+odd_scalars = (
+    scalars
+    | st.floats()  # NaN and infinities
+    | st.integers().map(lambda n: n * 10**5000)  # too long for JSON text
+    | st.binary(max_size=4)
+    | st.tuples(st.integers())
+    | st.frozensets(st.integers(), max_size=2)
+    | st.text().map(type("Name", (str,), {}))  # a str subclass
+)
+odd_values = st.recursive(
+    odd_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text() | st.integers() | st.none(), inner, max_size=3)
+        | st.tuples(inner)
+        | st.builds(_deep, inner, st.integers(MAX_JSON_DEPTH - 2, MAX_JSON_DEPTH + 2))
+    ),
+    max_leaves=8,
+)
+
+
+@fuzz
+@given(value=odd_values)
+async def test_any_value_is_written_exactly_or_refused(store: StateStore, value: Any) -> None:
+    key = f"odd/{next(_run)}"
+    await store.put(key, "before")
+    try:
+        await store.put(key, value)
+    except StoreError as exc:
+        assert len(str(exc)) < 600
+        assert await store.get(key) == "before"  # nothing was written
+        return
+    assert same(await store.get(key), value)
+
+
+@st.composite
+def damaged_json(draw: st.DrawFn) -> str:
+    """Valid JSON text with a few characters changed, or hostile pieces put in."""
+    text = draw(json_values.map(json.dumps) | st.sampled_from(['{"a":[true,null,1.5]}', "0"]))
+    at = draw(st.integers(0, len(text)))
+    insert = draw(
+        st.text(max_size=4)
+        | st.sampled_from(["[" * 200, '{"a":' * 150, "NaN", "1e999", "\\ud800", "9" * 5000])
+    )
+    cut = draw(st.integers(0, 3))
+    return text[:at] + insert + text[at + cut :]
+
+
+stored_texts = damaged_json() | st.text()
+
+
+@fuzz
+@given(text=stored_texts)
+async def test_stored_text_loads_and_writes_back_or_is_corruption(durable: Any, text: str) -> None:
+    if "\x00" in text:
+        return  # PostgreSQL text cannot hold NUL, so no backend could have stored it
+    key = f"raw/{next(_run)}"
+    async with durable.make() as store:
+        await store.put(key, 0)
+        durable.raw_put(key, text)
+        try:
+            value = await store.get(key)
+        except StoreCorruptionError as exc:
+            assert len(str(exc)) < 600
+            return
+        await store.put(key, value)  # what loads writes back
+        assert same(await store.get(key), value)

@@ -79,15 +79,22 @@ class SQLiteStore(StoreLifecycle):
         synchronous: Synchronous = "NORMAL",
     ) -> None:
         self.path = os.fspath(path)
-        super().__init__(f"SQLiteStore at {self.path}")
+        where = self.path if len(self.path) <= 120 else short_repr(self.path, 120)
+        super().__init__(f"SQLiteStore at {where}")
+        _check_path(self.path, self._label)
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ConfigurationError(
                 f"{self._label}: synchronous={short_repr(synchronous)} is not one of "
                 "'OFF', 'NORMAL', 'FULL', 'EXTRA'"
             )
-        if busy_timeout < 0:
+        if not (
+            isinstance(busy_timeout, int | float)
+            and not isinstance(busy_timeout, bool)
+            and 0 <= busy_timeout < 10**9
+        ):
             raise ConfigurationError(
-                f"{self._label}: busy_timeout must be >= 0 seconds, got {busy_timeout}"
+                f"{self._label}: busy_timeout must be >= 0 seconds, "
+                f"got {short_repr(busy_timeout)}"
             )
         self._busy_timeout = busy_timeout
         self._synchronous = synchronous
@@ -107,7 +114,7 @@ class SQLiteStore(StoreLifecycle):
             worker.daemon = True
         try:
             db = await pending
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError, ValueError) as exc:
             # aiosqlite stops its worker thread without waiting for it; wait here, so that
             # the thread never reports back to an event loop that has closed meanwhile.
             thread = getattr(pending, "_thread", None)
@@ -382,6 +389,24 @@ async def _rows(
         "WHERE log = ? AND pos >= ? AND pos < ? ORDER BY pos"
     )
     return await db.execute_fetchall(sql, (log, start, stop))
+
+
+def _check_path(path: Any, label: str) -> None:
+    """A path SQLite can be given: a str without NUL that is valid Unicode."""
+    if type(path) is not str:
+        raise ConfigurationError(
+            f"{label}: the path must be a str or an os.PathLike of str, got "
+            f"{type(path).__name__}"
+        )
+    if "\x00" in path:
+        raise ConfigurationError(f"{label}: the path contains a NUL character; remove it")
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigurationError(
+            f"{label}: the path is not valid Unicode (a lone surrogate); SQLite needs a "
+            "UTF-8 path: rename the file or pass a path made of proper text"
+        ) from None
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
