@@ -134,6 +134,7 @@ class LocalChannel(AgentChannel):
         self._mirror: list[tuple[str, Message]] = []
         self._threads: dict[str, AgentThread] = {}
         self._seen: dict[str, int] = {}
+        self._inputs: dict[str, Message | None] = {}
 
     async def receive(self, messages: Sequence[tuple[str, Message]]) -> None:
         self._mirror.extend(messages)
@@ -144,7 +145,7 @@ class LocalChannel(AgentChannel):
 
     def view(self, name: str) -> list[Message]:
         """The whole conversation as the participant `name` reads it."""
-        return _side_of(name, self._mirror)
+        return _side_of(name, self._mirror, self._inputs)
 
     async def invoke(
         self,
@@ -157,7 +158,7 @@ class LocalChannel(AgentChannel):
         thread = self._threads.get(name)
         if thread is None:
             thread = self._threads[name] = agent.create_thread()
-        new = _side_of(name, self._mirror[self._seen.get(name, 0) :])
+        new = _side_of(name, self._mirror[self._seen.get(name, 0) :], self._inputs)
         if new:
             await thread.on_new_message(new)
         self._seen[name] = len(self._mirror)  # delivered, even if the run is cancelled
@@ -172,21 +173,35 @@ class LocalChannel(AgentChannel):
             await thread.delete()
         self._mirror = []
         self._seen = {}
+        self._inputs = {}
 
     def __len__(self) -> int:
         return len(self._mirror)
 
 
-def _side_of(name: str, mirrored: Sequence[tuple[str, Message]]) -> list[Message]:
-    """Messages as participant `name` reads them (see `LocalChannel`)."""
+def _side_of(
+    name: str, mirrored: Sequence[tuple[str, Message]], inputs: dict[str, Message | None]
+) -> list[Message]:
+    """Messages as participant `name` reads them (see `LocalChannel`); `inputs` remembers
+    other participants' messages made input, so each is made once, whoever reads it."""
     out: list[Message] = []
     for source, m in mirrored:
         if source == name or m.role in ("user", "system"):
             out.append(m)
             continue
-        kept: list[Content] = [c for c in m.contents if type(c) in (TextContent, DataContent)]
-        if kept:
-            out.append(Message("user", kept, author_name=m.author_name or source))
+        key = m.message_id
+        if key in inputs:
+            seen = inputs[key]
+        else:
+            kept: list[Content] = [c for c in m.contents if type(c) in (TextContent, DataContent)]
+            seen = (
+                Message("user", kept, author_name=m.author_name or source, message_id=key)
+                if kept
+                else None
+            )
+            inputs[key] = seen
+        if seen is not None:
+            out.append(seen)
     return out
 
 
