@@ -22,14 +22,16 @@ __all__ = ["RequestMessages", "request_list"]
 
 
 class _Shared:
-    """What a list and the slices taken of it share: the originals and their copies."""
+    """What a list and the slices taken of it share: which objects are the conversation's
+    (everything not put in later, nor a copy made here) and the copies made of them."""
 
-    __slots__ = ("copies", "originals", "pinned")
+    __slots__ = ("copies", "copy_ids", "foreign", "pinned")
 
     def __init__(self, pinned: list[Message]) -> None:
         self.pinned = pinned  # keeps the originals alive, so their ids stay theirs
-        self.originals: frozenset[int] | None = None
-        self.copies: dict[int, Message] = {}
+        self.copies: dict[int, Message] = {}  # by the id of the original
+        self.copy_ids: set[int] = set()
+        self.foreign: dict[int, Message] = {}  # put in by the middleware (held: ids stay)
 
     def own(self, message: Message) -> Message:
         """The copy of an original (made on first need); anything else as it is."""
@@ -37,13 +39,18 @@ class _Shared:
         copy = self.copies.get(key)
         if copy is not None:
             return copy
-        originals = self.originals
-        if originals is None:
-            originals = self.originals = frozenset(map(id, self.pinned))
-        if key not in originals:
-            return message  # put in by the middleware, or a copy already
+        if key in self.copy_ids or key in self.foreign:
+            return message
         copy = self.copies[key] = message.copy()
+        self.copy_ids.add(id(copy))
         return copy
+
+    def adopt(self, items: Iterable[Message]) -> list[Message]:
+        """Mark what a middleware puts in as its own: it is never copied."""
+        out = list(items)
+        for item in out:
+            self.foreign[id(item)] = item
+        return out
 
 
 class RequestMessages(list[Message]):
@@ -75,6 +82,31 @@ class RequestMessages(list[Message]):
         own = self._shared.own
         for message in list.__reversed__(self):
             yield own(message)
+
+    def append(self, message: Message) -> None:
+        list.append(self, *self._shared.adopt([message]))
+
+    def insert(self, index: SupportsIndex, message: Message) -> None:
+        list.insert(self, index, *self._shared.adopt([message]))
+
+    def extend(self, messages: Iterable[Message]) -> None:
+        list.extend(self, self._shared.adopt(messages))
+
+    def __iadd__(self, messages: Iterable[Message]) -> RequestMessages:  # type: ignore[override]
+        self.extend(messages)
+        return self
+
+    @overload
+    def __setitem__(self, index: SupportsIndex, value: Message) -> None: ...
+
+    @overload
+    def __setitem__(self, index: slice, value: Iterable[Message]) -> None: ...
+
+    def __setitem__(self, index: SupportsIndex | slice, value: Any) -> None:
+        if isinstance(index, slice):
+            list.__setitem__(self, index, self._shared.adopt(value))
+        else:
+            list.__setitem__(self, index, *self._shared.adopt([value]))
 
     def pop(self, index: SupportsIndex = -1) -> Message:
         return self._shared.own(list.pop(self, index))
