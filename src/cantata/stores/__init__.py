@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .base import StateStore
 from .errors import StoreClosedError, StoreCorruptionError, StoreSchemaError, StoreTimeoutError
+from .integrity import checksum, seal, unseal
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
 from .url import open_store
@@ -28,7 +29,10 @@ __all__ = [
     "StoreCorruptionError",
     "StoreSchemaError",
     "StoreTimeoutError",
+    "checksum",
     "open_store",
+    "seal",
+    "unseal",
 ]
 
 _LAZY = {"PostgresStore": "postgres", "RedisStore": "redis"}

@@ -93,8 +93,7 @@ class SQLiteStore(StoreLifecycle):
             and 0 <= busy_timeout < 10**9
         ):
             raise ConfigurationError(
-                f"{self._label}: busy_timeout must be >= 0 seconds, "
-                f"got {short_repr(busy_timeout)}"
+                f"{self._label}: busy_timeout must be >= 0 seconds, got {short_repr(busy_timeout)}"
             )
         self._busy_timeout = busy_timeout
         self._synchronous = synchronous
@@ -395,8 +394,7 @@ def _check_path(path: Any, label: str) -> None:
     """A path SQLite can be given: a str without NUL that is valid Unicode."""
     if type(path) is not str:
         raise ConfigurationError(
-            f"{label}: the path must be a str or an os.PathLike of str, got "
-            f"{type(path).__name__}"
+            f"{label}: the path must be a str or an os.PathLike of str, got {type(path).__name__}"
         )
     if "\x00" in path:
         raise ConfigurationError(f"{label}: the path contains a NUL character; remove it")
