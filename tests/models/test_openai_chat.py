@@ -659,6 +659,38 @@ async def test_a_feature_that_worked_once_is_not_given_up_for_a_passing_error() 
     assert client.refused_features == set()
 
 
+async def test_a_rate_limit_on_a_first_forced_call_is_still_retried() -> None:
+    replies = (
+        Reply(429, {"error": {"message": "slow down"}}, headers={"retry-after-ms": "1"}),
+        _call_reply(False),
+    )
+    with chat_server(*replies) as server:
+        client = OpenAIChatClient("fake-model", base_url=server.url, max_retries=1)
+        options = ChatOptions(tools=[WEATHER], tool_choice="required")
+        await client.get_response([Message("user", "x")], options=options)
+    assert [r["tool_choice"] for r in server.requests] == ["required"] * 2
+    assert client.refused_features == set()
+
+
+async def test_a_server_without_any_response_format_gets_the_schema_in_the_prompt() -> None:
+    replies = (
+        Reply(400, {"error": {"message": "response_format json_schema: unknown"}}),
+        Reply(400, {"error": {"message": "response_format json_object: unknown"}}),
+        completion({"role": "assistant", "content": '{"name": "Lyon", "country": "France"}'}),
+    )
+    with chat_server(*replies) as server:
+        client = client_for(server)
+        response = await client.get_response(
+            [Message("system", "Be brief."), Message("user", "a city")],
+            options=ChatOptions(response_format=City),
+        )
+    assert response.value == City(name="Lyon", country="France")
+    last = server.requests[-1]
+    assert "response_format" not in last
+    assert last["messages"][0]["content"].startswith("Be brief.\n\nAnswer with one JSON object")
+    assert client.refused_features == {"json_schema", "json_object"}
+
+
 def _call_reply(stream: bool) -> Reply:
     if not stream:
         return completion(_CALL, finish="tool_calls")

@@ -21,6 +21,7 @@ from openai import AsyncOpenAI
 
 from ..core import (
     CancellationToken,
+    CantataError,
     ConfigurationError,
     Content,
     FunctionCallContent,
@@ -224,44 +225,75 @@ class OpenAIChatClient:
         stream: bool,
     ) -> Any:
         """One completion (or an opened stream and its first chunk); a refused feature is
-        retried with its fallback."""
+        retried with its fallback.
+
+        A request with a feature not yet seen to work goes without the SDK's retries, so a
+        refusal costs one request, not three; any other failure of it is sent again with them.
+        """
         tried: set[Feature] = set()
         first: openai.APIStatusError | None = None
+        probing = self.max_retries > 0
         while True:
             params = self._params(messages, options, self._refused | tried, stream=stream)
             used = features_used(params)
             sdk = self._sdk()
-            if any(f not in self._confirmed for f in used):
-                sdk = sdk.with_options(max_retries=0)  # a refusal costs one request, not three
+            no_retries = probing and any(f not in self._confirmed for f in used)
+            if no_retries:
+                sdk = sdk.with_options(max_retries=0)
             _log_request(self, params, used)
             try:
                 result = await await_cancellable(sdk.chat.completions.create(**params), token)
                 if params.get("stream"):
                     result = await _opened(result, token)
-            except openai.APIStatusError as exc:
-                feature = refused_feature(exc, used) if self.fallbacks else None
-                if feature is None or feature in tried:
-                    raise self._error(first or exc, params, tried) from exc
-                first = first or exc
-                tried.add(feature)
-                continue
+            except (openai.APIStatusError, _EmptyStream) as exc:
+                if isinstance(exc, _EmptyStream):
+                    # llama.cpp's server fails a feature inside an HTTP 200 stream and leaves
+                    # the connection broken: the next attempt starts with fresh connections
+                    await self.close()
+                feature = self._fallback(exc, [f for f in used if f not in tried])
+                if feature is not None:
+                    first = first or (exc if isinstance(exc, openai.APIStatusError) else None)
+                    tried.add(feature)
+                elif no_retries and _retryable(exc):
+                    probing = False
+                else:
+                    raise self._failure(exc, first, params, tried) from None
+            except openai.APIConnectionError as exc:
+                if not no_retries:
+                    raise self._error(exc, params, tried) from exc
+                probing = False
             except openai.OpenAIError as exc:
                 raise self._error(exc, params, tried) from exc
-            except _EmptyStream:
-                # llama.cpp's server fails a feature inside an HTTP 200 stream and leaves the
-                # connection broken: the next attempt starts with fresh connections
-                await self.close()
-                feature = next((f for f in used if f not in tried), None)
-                if not self.fallbacks or feature is None:
-                    raise ModelError(
-                        f"model {params['model']!r} at {self.base_url} ended the stream "
-                        "without an answer; check the server's log"
-                        + (f" (it may lack {', '.join(used)})" if used else "")
-                    ) from None
-                tried.add(feature)
-                continue
-            self._remember(tried, used)
-            return result
+            else:
+                self._remember(tried, used)
+                return result
+
+    def _fallback(
+        self, exc: openai.APIStatusError | _EmptyStream, untried: list[Feature]
+    ) -> Feature | None:
+        if not self.fallbacks:
+            return None
+        if isinstance(exc, _EmptyStream):
+            return untried[0] if untried else None
+        return refused_feature(exc, untried)
+
+    def _failure(
+        self,
+        exc: openai.APIStatusError | _EmptyStream,
+        first: openai.APIStatusError | None,
+        params: dict[str, Any],
+        tried: set[Feature],
+    ) -> Exception:
+        status_error = first or (exc if isinstance(exc, openai.APIStatusError) else None)
+        if status_error is not None:  # the first refusal says most about what went wrong
+            error = self._error(status_error, params, tried)
+            error.__cause__ = status_error
+            return error
+        used = features_used(params)
+        return ModelError(
+            f"model {params['model']!r} at {self.base_url} ended the stream without an answer; "
+            "check the server's log" + (f" (it may lack {', '.join(used)})" if used else "")
+        )
 
     def _remember(self, refused: set[Feature], worked: list[Feature]) -> None:
         for feature in sorted(refused - self._refused):
@@ -274,7 +306,9 @@ class OpenAIChatClient:
         self._refused |= refused
         self._confirmed.update(worked)
 
-    def _error(self, exc: openai.OpenAIError, params: dict[str, Any], tried: set[Feature]) -> Any:
+    def _error(
+        self, exc: openai.OpenAIError, params: dict[str, Any], tried: set[Feature]
+    ) -> CantataError:
         return map_openai_error(
             exc,
             model=params["model"],
@@ -476,6 +510,13 @@ def _whole_updates(completion: Any) -> list[ChatResponseUpdate]:
         finish = choice.finish_reason
     updates.append(state.update([], finish))
     return updates
+
+
+def _retryable(exc: openai.APIStatusError | _EmptyStream) -> bool:
+    """What the SDK retries: timeouts, conflicts, rate limits and server errors."""
+    if isinstance(exc, _EmptyStream):
+        return False
+    return exc.status_code in (408, 409, 429) or exc.status_code >= 500
 
 
 class _EmptyStream(Exception):
