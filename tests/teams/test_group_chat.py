@@ -14,6 +14,7 @@ from cantata.teams import (
     TeamStoppedEvent,
     TextMention,
 )
+from cantata.workflows import AgentUpdateEvent
 
 from ._agents import counting_agent
 
@@ -70,6 +71,14 @@ async def test_stream_yields_messages_routing_and_stop_then_the_result() -> None
     assert len({r.correlation_id for r in routes}) == 1
     assert all(r.candidates == ["a", "b"] and not r.fallback_used for r in routes)
     assert isinstance(items[-2], TeamStoppedEvent)
+    # the agents' chunks arrive live, before their whole message joins the transcript
+    chunks = [e for e in items if isinstance(e, AgentUpdateEvent)]
+    assert "".join(c.data.text for c in chunks if c.executor_id == "a") == "a says 1"
+    first_chunk = items.index(chunks[0])
+    a_message = next(
+        i for i, e in enumerate(items) if isinstance(e, TeamMessageEvent) and e.source == "a"
+    )
+    assert first_chunk < a_message
 
 
 def test_participants_need_unique_names() -> None:

@@ -205,7 +205,9 @@ class TeamManager(Executor):
 
     # -- the workflow's handlers ---------------------------------------------------------
 
-    def _state(self, ctx: WorkflowContext[Any, Any]) -> ManagerState:
+    def state_of(self, ctx: WorkflowContext[Any, Any]) -> ManagerState:
+        """This run's manager state, a copy of its own (give it back through `speak`,
+        `stop`, or ``ctx.set_executor_state``): for response handlers of team types."""
         state = ctx.get_executor_state()
         if state is None:
             return ManagerState()
@@ -214,6 +216,8 @@ class TeamManager(Executor):
                 f"manager {self.id!r} found executor state of type {type(state).__name__}"
             )
         return state
+
+    _state = state_of
 
     @handler(output=SpeakTurn, workflow_output=TaskResult)
     async def take_task(self, task: TeamTask, ctx: WorkflowContext[Any, Any]) -> None:

@@ -97,6 +97,14 @@ class TeamSession:
         return self._channels
 
     @property
+    def pending_requests(self) -> list[RequestInfoEvent]:
+        """Requests for input a participant or the manager made, waiting for an answer
+        (answer them with `send_responses`); the wait for the next task is not one."""
+        if self._run is None:
+            return []
+        return [r for r in self._run.pending_requests if not isinstance(r.data, AwaitingTask)]
+
+    @property
     def is_running(self) -> bool:
         """True while a run of this session is under way."""
         return self._busy
