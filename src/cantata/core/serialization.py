@@ -292,7 +292,9 @@ class TypeRegistry:
         try:
             text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
         except ValueError as exc:  # an int too long for a decimal string
-            raise SerializationError(f"cannot serialize: {short_repr(str(exc), 200)}") from None
+            raise SerializationError(
+                f"cannot serialize: {short_repr(str(exc), 200)}; write such numbers as strings"
+            ) from None
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as exc:

@@ -79,7 +79,8 @@ class SQLiteStore(StoreLifecycle):
         synchronous: Synchronous = "NORMAL",
     ) -> None:
         self.path = os.fspath(path)
-        where = self.path if len(self.path) <= 120 else short_repr(self.path, 120)
+        plain = len(self.path) <= 120 and self.path.isprintable()
+        where = self.path if plain else short_repr(self.path, 120)
         super().__init__(f"SQLiteStore at {where}")
         _check_path(self.path, self._label)
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
