@@ -16,9 +16,15 @@ from typing import Any
 import pytest
 
 from cantata.agents import ChatAgent
-from cantata.core import CancellationToken, UnknownTypeError, WorkflowError, register
+from cantata.core import (
+    CancellationToken,
+    ConfigurationError,
+    UnknownTypeError,
+    WorkflowError,
+    register,
+)
 from cantata.models import ScriptedChatClient
-from cantata.runtime import AgentId, InterventionHandler, LocalRuntime, MessageContext
+from cantata.runtime import DROP, AgentId, InterventionHandler, LocalRuntime, MessageContext
 from cantata.workflows import (
     AgentExecutor,
     AgentExecutorResponse,
@@ -422,3 +428,28 @@ async def test_events_published_late_and_out_of_order_keep_their_place(
         remote = await build("executor").run_stream(given, runtime=late).get_result()
     assert remote.outputs == local.outputs
     assert shape(remote.events) == shape(local.events)
+
+
+class DropEvents(InterventionHandler):
+    """Drops every published event of the run: a runtime that loses them on the way."""
+
+    async def on_publish(self, message: Any, ctx: MessageContext) -> Any:
+        return DROP if isinstance(message, PublishedEvent) else message
+
+
+async def test_lost_events_end_the_wait_with_an_error_naming_run_and_executor() -> None:
+    steps = [Step(i, i == 2) for i in range(3)]
+    wf = WorkflowBuilder(steps[0], placement="executor", event_timeout=0.2).add_chain(steps).build()
+    async with LocalRuntime(serialize_messages=True, interventions=[DropEvents()]) as runtime:
+        async with asyncio.timeout(20):  # before the fix: a wait nothing ever ends
+            with pytest.raises(WorkflowError, match=r"only 0 arrived within 0\.2s") as caught:
+                await wf.run(1, runtime=runtime, run_id="lost-run", include_events=True)
+        text = str(caught.value)
+        assert "'lost-run'" in text and "'s0'" in text
+        # a run nobody watches publishes no events, so it has nothing to lose
+        assert (await wf.run(1, runtime=runtime)).outputs == [1 + 0 + 1 + 1]
+
+
+def test_event_timeout_must_be_positive() -> None:
+    with pytest.raises(ConfigurationError, match="event_timeout"):
+        WorkflowBuilder(Step(0, True), event_timeout=0)

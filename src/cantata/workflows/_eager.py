@@ -94,6 +94,8 @@ async def gather_eager(coros: list[tuple[Coroutine[Any, Any, Any], bool]]) -> li
         task.add_done_callback(on_done)
         waiting.append((i, task))
     # Awaiting one task at a time costs less than gather(); they all run meanwhile anyway.
+    # No bound here: each is a handler, bounded by what it awaits (the runtime's timeout,
+    # a model client's) and by cancellation, which the runner's caller controls.
     for n, (i, task) in enumerate(waiting):
         try:
             results[i] = await task

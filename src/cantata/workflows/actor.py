@@ -411,7 +411,10 @@ class Publisher:
             self._task = None
 
     async def flush(self) -> None:
-        """Wait until every event is published; raise the error that stopped publishing."""
+        """Wait until every event is published; raise the error that stopped publishing.
+
+        Bounded by the runtime: each publish is a hand-over to its queues (and the pump
+        stops at the first error), so the loop ends once the outbox is empty."""
         while self._task is not None:
             await asyncio.shield(self._task)
         if self.error is not None:

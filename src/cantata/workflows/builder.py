@@ -50,6 +50,10 @@ class WorkflowBuilder:
     to keep it quiet). `output_from` (executors, agents or ids) chooses instead: only those
     executors' yields are outputs, and the agent executors among them output their
     responses.
+
+    `event_timeout` (seconds) bounds how long a run with ``placement="executor"`` on a
+    runtime that copies messages waits, once an executor's result is back, for the events
+    that executor published: past it, a lost event fails the run instead of hanging it.
     """
 
     def __init__(
@@ -62,7 +66,13 @@ class WorkflowBuilder:
         checkpoint_store: CheckpointStore | None = None,
         placement: Placement = "run",
         output_from: Sequence[Executor | Any] | None = None,
+        event_timeout: float = 30.0,
     ) -> None:
+        if not event_timeout > 0:
+            raise ConfigurationError(
+                f"event_timeout must be a positive number of seconds, got {event_timeout!r}"
+            )
+        self._event_timeout = float(event_timeout)
         if placement not in ("run", "executor"):
             raise ConfigurationError(f"placement must be 'run' or 'executor', not {placement!r}")
         self._placement: Placement = placement
@@ -201,6 +211,7 @@ class WorkflowBuilder:
             checkpoint_store=self._checkpoint_store,
             placement=self._placement,
             output_from=output_from,
+            event_timeout=self._event_timeout,
         )
 
     def _output_ids(self) -> frozenset[str] | None:

@@ -136,11 +136,14 @@ class RunEvents:
     """The receiving end of one call's events topic: puts each invocation's events in
     order and hands them to the call's sink as they come; the runner waits on `drained`."""
 
-    __slots__ = ("_closed", "_held", "_next", "_waiters", "sink", "workflow")
+    __slots__ = ("_closed", "_held", "_next", "_waiters", "run_id", "sink", "workflow")
 
-    def __init__(self, sink: Callable[[WorkflowEvent], None], workflow: Workflow) -> None:
+    def __init__(
+        self, sink: Callable[[WorkflowEvent], None], workflow: Workflow, run_id: str
+    ) -> None:
         self.sink = sink
         self.workflow = workflow
+        self.run_id = run_id
         self._next: dict[tuple[str, int], int] = {}
         self._held: dict[tuple[str, int, int], Any] = {}
         self._waiters: dict[tuple[str, int], tuple[int, asyncio.Future[None]]] = {}
@@ -172,13 +175,30 @@ class RunEvents:
         self.sink(event)
 
     async def drained(self, executor_id: str, superstep: int, count: int) -> None:
-        """Wait until `count` events of that invocation were passed on; then close it."""
+        """Wait until `count` events of that invocation were passed on; then close it.
+
+        Bounded by the workflow's `event_timeout`: the events were all published before
+        the result was sent, so one that has not come by then was lost on the way (a
+        runtime or an intervention dropped it), and the run fails rather than hang.
+        """
         key = (executor_id, superstep)
         try:
             if self._next.get(key, 0) < count:
                 future = asyncio.get_running_loop().create_future()
                 self._waiters[key] = (count, future)
-                await future
+                timeout = self.workflow.event_timeout
+                try:
+                    async with asyncio.timeout(timeout):
+                        await future
+                except TimeoutError:
+                    got = self._next.get(key, 0)
+                    raise WorkflowError(
+                        f"run {self.run_id!r}: executor {executor_id!r} published {count} "
+                        f"events in superstep {superstep}, but only {got} arrived within "
+                        f"{timeout}s of its result; the runtime lost the others (an "
+                        "intervention that drops publishes?). Resume the run from its last "
+                        "checkpoint, or raise event_timeout= on the WorkflowBuilder"
+                    ) from None
         finally:
             self.close(key)
 
@@ -275,6 +295,8 @@ async def _register_once(runtime: AgentRuntime, workflow: Workflow) -> None:
     known = _registered.setdefault(runtime, {})
     pending = known.get(workflow.uid)
     if pending is not None:
+        # Cannot hang: the first caller settles the future in every case (registration is
+        # a few in-process calls to the runtime), and an exception is passed on.
         await asyncio.shield(pending)
         return
     future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -354,7 +376,7 @@ async def _drive_executors(
     # The run id is the stream unless this process already drives that run (two resumes
     # of one checkpoint, say): each call must get only its own events.
     stream = run_id if run_id not in _STREAMS else f"{run_id}.{new_id()[:12]}"
-    events = _STREAMS[stream] = RunEvents(sink, workflow)
+    events = _STREAMS[stream] = RunEvents(sink, workflow, run_id)
     subscription = RunEventsSubscription(stream, _events_type(workflow))
     try:
         await runtime.add_subscription(subscription)
@@ -405,7 +427,10 @@ async def drive_placed(
     if runtime is not None:
         await _register_once(runtime, runner.workflow)
         return await _drive_on(runtime, runner, sink, resumed_from, cancellation_token)
-    local = LocalRuntime(dedup_window=0)
+    # No default timeout on the runtime made for one call: its one message (placement
+    # "run") is the whole call, whose length is the user's (bounded by max_supersteps,
+    # the cancellation token, and the timeouts of what the handlers await).
+    local = LocalRuntime(dedup_window=0, default_timeout=None)
     await local.start()
     try:
         await _register_all(local, runner.workflow)

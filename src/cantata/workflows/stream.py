@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -14,6 +15,11 @@ if TYPE_CHECKING:
     from .workflow import WorkflowRunResult
 
 __all__ = ["WorkflowEventStream"]
+
+_log = logging.getLogger("cantata.workflows")
+
+CLOSE_GRACE = 10.0
+"""Seconds `aclose` waits for a cancelled run to stop before it gives up waiting."""
 
 Producer = Callable[[Callable[[WorkflowEvent], None]], Awaitable["WorkflowRunResult"]]
 _END: Any = object()
@@ -82,6 +88,9 @@ class WorkflowEventStream:
             raise StopAsyncIteration
         if self._task is None:
             self._task = asyncio.ensure_future(self._run())
+        # Cannot hang on its own: `_run` puts `_END` when the run ends however it ends
+        # (finally), and the run is bounded by max_supersteps, its cancellation token and
+        # the timeouts of what its handlers await (model clients, the runtime).
         item = await self._queue.get()
         if item is _END:
             self._done = True
@@ -121,5 +130,12 @@ class WorkflowEventStream:
         task = self._task
         if task is not None and not task.done():
             task.cancel()
-            # wait() does not raise the task's cancellation, yet lets the caller's through
-            await asyncio.wait([task])
+            # wait() does not raise the task's cancellation, yet lets the caller's through.
+            # Bounded: a handler that swallows its cancellation must not keep the consumer.
+            await asyncio.wait([task], timeout=CLOSE_GRACE)
+            if not task.done():
+                _log.warning(
+                    "a workflow run did not stop within %ss of its stream being closed (a "
+                    "handler ignores cancellation?); it is left to finish on its own",
+                    CLOSE_GRACE,
+                )

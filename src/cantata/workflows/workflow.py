@@ -108,8 +108,11 @@ class Workflow:
         checkpoint_store: CheckpointStore | None = None,
         placement: Placement = "run",
         output_from: frozenset[str] | None = None,
+        event_timeout: float = 30.0,
     ) -> None:
         self.placement: Placement = placement
+        self.event_timeout = event_timeout
+        """Seconds a run waits for an executor's published events after its result."""
         self.output_from = output_from
         """Ids of the executors whose outputs are the workflow's (None: the default, see
         `WorkflowBuilder`)."""
