@@ -20,8 +20,8 @@ KeySource = Literal["api_key=", "CANTATA_API_KEY", "OPENAI_API_KEY"] | None
 # turns validation errors and failed asserts into 500).
 _REFUSAL_STATUSES = frozenset({400, 422, 500, 501})
 _FEATURE_WORDS: dict[Feature, tuple[str, ...]] = {
-    "json_schema": ("response_format", "json_schema"),
-    "json_object": ("response_format", "json_object"),
+    "json_schema": ("response_format",),
+    "json_object": ("response_format",),
     "tool_choice": ("tool_choice",),
     "tool_stream": ("stream",),
 }
