@@ -200,3 +200,11 @@ def test_subprocess_error_exits_non_zero_without_traceback() -> None:
     assert done.returncode == 1
     assert "needs --model" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.local_model
+def test_a_missing_gguf_file_is_one_line_naming_the_flag() -> None:
+    result = runner.invoke(app, ["ask", "hi", "--model-path", "/nonexistent/model.gguf"])
+    assert result.exit_code == 1
+    assert "--model-path" in result.output and "model_path" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
