@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from cantata.agents import AgentThread, ChatAgent, LocalThread
+from cantata.agents import AgentResponse, AgentThread, ChatAgent, LocalThread, ServiceThread
 from cantata.core import (
     ConfigurationError,
     FunctionCallContent,
@@ -261,3 +261,82 @@ async def test_reading_a_stalled_channel_is_bounded() -> None:
         await channels.sync(channel_key(agent), agent, list)
     server.gate.set()
     await channels.close()
+
+
+class AnsweringThread(ServiceThread):
+    """A service thread that leaves recording to the service as it answers (the base
+    class's behaviour): new messages must reach it as run input."""
+
+    kind = "answering"
+
+    def __init__(self, server: ChatServer, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.server = server
+
+    async def _create_on_service(self) -> str:
+        return self.server.create()
+
+    async def _delete_on_service(self, thread_id: str) -> None:
+        self.server.conversations.pop(thread_id, None)
+
+
+class AnsweringAgent(ServerAgent):
+    """Posts its input and its answer to the server itself, as a remote agent would."""
+
+    thread_type = AnsweringThread  # type: ignore[assignment]
+
+    def create_thread(self) -> AnsweringThread:  # type: ignore[override]
+        return AnsweringThread(self.server)
+
+    async def run(
+        self, messages: object = None, *, thread: object = None, **kwargs: object
+    ) -> object:  # type: ignore[override]
+        thread = self._thread_for_run(thread)  # type: ignore[arg-type]
+        await thread.create()
+        incoming = self._incoming(messages)  # type: ignore[arg-type]
+        assert thread.id is not None
+        await self.server.post(thread.id, incoming)
+        history = self.server.conversations[thread.id]
+        reply = Message("assistant", f"{self.name} saw {len(history)}", author_name=self.name)
+        await self.server.post(thread.id, [reply])
+        return AgentResponse([reply], thread=thread, agent_id=self.id)
+
+
+async def test_a_thread_that_records_as_it_answers_gets_what_it_missed_as_input() -> None:
+    server = ChatServer()
+    team = GroupChat(
+        [counting_agent("la"), AnsweringAgent(server, name="ans"), counting_agent("lb")],
+        max_turns=5,
+    )
+    result = await team.create_session().run("topic")
+    assert [m.text for m in result.messages] == [
+        "topic",
+        "la says 1",
+        "ans saw 2",  # the task and la's reply came as its input
+        "lb says 3",
+        "la says 4",
+        "ans saw 5",  # lb's and la's replies came next time: nothing missed, nothing twice
+    ]
+
+
+class ToolEnder(ServerAgent):
+    """A turn that ends with a tool result (say, a tool that answers for the agent)."""
+
+    thread_type = LocalThread  # type: ignore[assignment]
+
+    def create_thread(self) -> LocalThread:  # type: ignore[override]
+        return LocalThread()
+
+    async def run(self, messages: object = None, **kwargs: object) -> AgentResponse:  # type: ignore[override]
+        call = Message(
+            "assistant", [FunctionCallContent("c1", "lookup", {})], author_name=self.name
+        )
+        result = Message("tool", [FunctionResultContent("c1", "42")], author_name=self.name)
+        return AgentResponse([call, result], agent_id=self.id)
+
+
+async def test_a_turn_ending_in_a_tool_result_shows_it_in_the_transcript() -> None:
+    team = GroupChat([ToolEnder(ChatServer(), name="tools"), counting_agent("b")], max_turns=2)
+    result = await team.create_session().run("q")
+    shown = [(m.author_name, m.role) for m in result.messages]
+    assert shown == [("user", "user"), ("tools", "tool"), ("b", "assistant")]

@@ -208,14 +208,18 @@ def _side_of(
 class ServiceChannel(AgentChannel):
     """The channel of agents whose thread lives on a server: one server thread for them all.
 
-    New history reaches the server through the thread's `on_new_message` (the thread kind
-    decides how); an agent then runs on the shared thread with no new input.
+    A thread kind that sends new messages to its server in `on_new_message` (it overrides
+    `ServiceThread._on_new_messages`) gets the history as it is broadcast, so a server that
+    refuses it fails the delivery, which is raised at the next sync. A thread kind that
+    leaves the recording to the service as it answers (the base class's behaviour) gets
+    what it has not seen as the input of the next agent run on it.
     """
 
     def __init__(self, key: str, agent: Agent) -> None:
         super().__init__(key)
         self._first = agent
         self._thread: AgentThread | None = None
+        self._unsent: list[Message] = []
 
     @property
     def thread(self) -> AgentThread:
@@ -224,9 +228,20 @@ class ServiceChannel(AgentChannel):
             self._thread = self._first.create_thread()
         return self._thread
 
+    @property
+    def pushes(self) -> bool:
+        """Whether the thread kind sends new messages to its server itself."""
+        method = type(self.thread)._on_new_messages
+        return method is not _ServiceThread._on_new_messages
+
     async def receive(self, messages: Sequence[tuple[str, Message]]) -> None:
-        if messages:
-            await self.thread.on_new_message([m for _, m in messages])
+        if not messages:
+            return
+        batch = [m for _, m in messages]
+        if self.pushes:
+            await self.thread.on_new_message(batch)
+        else:
+            self._unsent.extend(batch)
 
     async def invoke(
         self,
@@ -235,10 +250,16 @@ class ServiceChannel(AgentChannel):
         on_update: UpdateSink | None = None,
         cancellation_token: CancellationToken | None = None,
     ) -> AgentResponse:
-        return await _call(agent, None, self.thread, on_update, cancellation_token)
+        unsent, self._unsent = self._unsent, []
+        try:
+            return await _call(agent, unsent or None, self.thread, on_update, cancellation_token)
+        except BaseException:
+            self._unsent = unsent + self._unsent  # not delivered: keep it for the next run
+            raise
 
     async def reset(self) -> None:
         old, self._thread = self._thread, None
+        self._unsent = []
         if old is not None:
             await old.delete()
 

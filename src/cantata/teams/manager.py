@@ -27,6 +27,8 @@ from .turns import HISTORY_LOG, AwaitingTask, SpeakTurn, TeamTask, TurnDone
 
 __all__ = ["CHANNELS_KEY", "MANAGER_ID", "ManagerState", "TeamManager", "channels_of", "visible"]
 
+TRANSCRIPT_LOG = "team.transcript"
+"""The run's shared log of the visible transcript (what `TaskResult.messages` shows)."""
 MANAGER_ID = "team.manager"
 """Executor id of a team's manager (agent names cannot contain a dot, so it never clashes)."""
 CHANNELS_KEY = "cantata.teams.channels"
@@ -50,6 +52,8 @@ class ManagerState:
     stopped: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
     """Free JSON for a team type's own bookkeeping."""
+    transcript_start: int = 0
+    """Index in the visible transcript where the current team run began."""
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ManagerState:
         # A run hands each handler its own copy of the state: copy only what can change
@@ -63,6 +67,7 @@ class ManagerState:
             copy.deepcopy(self.termination, memo) if self.termination else {},
             self.stopped,
             copy.deepcopy(self.extra, memo) if self.extra else {},
+            self.transcript_start,
         )
 
 
@@ -149,12 +154,15 @@ class TeamManager(Executor):
         source: str = "user",
         channel: str = "",
     ) -> None:
-        """Add messages to the history, show the visible ones, and broadcast them to every
-        channel but `channel` (the one they were written on)."""
+        """Add messages to the history, and the visible ones to the transcript (tool traffic
+        only when it ends the batch); broadcast them to every channel but `channel` (the
+        one they were written on)."""
         if not messages:
             return
         ctx.log(HISTORY_LOG, shared=True).extend(list(messages))
-        for m in visible(messages):
+        shown = visible(messages)
+        ctx.log(TRANSCRIPT_LOG, shared=True).extend(shown)
+        for m in shown:
             ctx.add_event(TeamMessageEvent(m, m.author_name or source))
         channels = ctx.kwargs.get(CHANNELS_KEY)
         if isinstance(channels, ChannelSet):
@@ -198,7 +206,7 @@ class TeamManager(Executor):
         """End the team run: yield its `TaskResult`, then wait for the next task."""
         state.stopped = True
         ctx.set_executor_state(state)
-        shown = visible(self.history(ctx)[state.run_start :])
+        shown = ctx.log(TRANSCRIPT_LOG, shared=True).entries[state.transcript_start :]
         ctx.add_event(TeamStoppedEvent(stop, state.correlation_id))
         ctx.yield_output(TaskResult(shown, stop))
         ctx.request_info(AwaitingTask(state.correlation_id))
@@ -236,6 +244,7 @@ class TeamManager(Executor):
         state.correlation_id = new_id()
         state.turn = 0
         state.run_start = len(ctx.log(HISTORY_LOG, shared=True))
+        state.transcript_start = len(ctx.log(TRANSCRIPT_LOG, shared=True))
         state.stopped = False
         if self.termination is not None:
             state.termination = self.termination.start(time.time())
