@@ -6,6 +6,8 @@ Workloads (issue 10), each on one team definition reused for every run:
   (turns per second): cantata `GroupChat(speaker=RoundRobin())` on `ScriptedChatClient`,
   AutoGen's `RoundRobinGroupChat` of `AssistantAgent`s on a model client that answers at
   once, Agent Framework's `GroupChatBuilder` with a round-robin selection function;
+- the same round robin with agents that have no model at all (each answers "ok" in its
+  own code), to show the team machinery alone, against AutoGen with `BaseChatAgent`s;
 - a selector chat of 4 agents, 40 turns per run, the selector's model naming the next
   speaker at once (turns per second): cantata `Selector` against AutoGen's
   `SelectorGroupChat`.
@@ -25,7 +27,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any
 
 from _harness import Row, best_rate, peer_version
-from cantata.agents import ChatAgent
+from cantata.agents import Agent, AgentInput, AgentResponse, ChatAgent
 from cantata.core import Message
 from cantata.models import ChatOptions, ScriptedChatClient
 from cantata.teams import GroupChat, RoundRobin, Selector
@@ -51,8 +53,18 @@ def _ours_team(selector: bool) -> GroupChat:
     return GroupChat(agents, speaker=Selector(ScriptedChatClient(pick)), max_turns=TURNS)
 
 
-def _ours(selector: bool) -> Callable[[], Awaitable[None]]:
-    team = _ours_team(selector)
+class _Echo(Agent):
+    """An agent with no model at all: it answers "ok" at once (the team machinery alone)."""
+
+    async def run(self, messages: AgentInput = None, **kwargs: Any) -> AgentResponse:
+        return AgentResponse([Message("assistant", "ok", author_name=self.name)])
+
+
+def _ours(selector: bool, *, echo: bool = False) -> Callable[[], Awaitable[None]]:
+    if echo:
+        team = GroupChat([_Echo(name=f"a{i}") for i in range(AGENTS)], max_turns=TURNS)
+    else:
+        team = _ours_team(selector)
 
     async def runs() -> None:
         for _ in range(RUNS):
@@ -127,14 +139,39 @@ def _autogen_client(answers: Callable[[], str]) -> Any:
     return InstantClient()
 
 
-def _autogen(selector: bool) -> Callable[[], Awaitable[None]] | None:
+def _autogen_echo(name: str) -> Any:
+    from autogen_agentchat.agents import BaseChatAgent
+    from autogen_agentchat.base import Response
+    from autogen_agentchat.messages import TextMessage
+
+    class Echo(BaseChatAgent):  # type: ignore[misc]
+        """An agent with no model at all: it answers "ok" at once."""
+
+        @property
+        def produced_message_types(self) -> Sequence[type]:
+            return (TextMessage,)
+
+        async def on_messages(self, messages: Sequence[Any], cancellation_token: Any) -> Any:
+            return Response(chat_message=TextMessage(content="ok", source=self.name))
+
+        async def on_reset(self, cancellation_token: Any) -> None:
+            pass
+
+    return Echo(name, description=name)
+
+
+def _autogen(selector: bool, *, echo: bool = False) -> Callable[[], Awaitable[None]] | None:
     if peer_version("autogen-agentchat") is None:
         return None
     from autogen_agentchat.agents import AssistantAgent
     from autogen_agentchat.teams import RoundRobinGroupChat, SelectorGroupChat
 
-    agents = [
-        AssistantAgent(f"a{i}", model_client=_autogen_client(lambda: "ok"), description=f"a{i}")
+    agents: list[Any] = [
+        _autogen_echo(f"a{i}")
+        if echo
+        else AssistantAgent(
+            f"a{i}", model_client=_autogen_client(lambda: "ok"), description=f"a{i}"
+        )
         for i in range(AGENTS)
     ]
     if selector:
@@ -242,6 +279,18 @@ async def collect(quick: bool) -> list[Row]:
                 headline=True,
             )
         )
+    echo_peer = _autogen(False, echo=True)
+    rows.append(
+        Row(
+            f"group chat round robin, agents without a model, {AGENTS} x {TURNS} turns",
+            "turns/s",
+            await best_rate(_ours(False, echo=True), work, repeat=repeat),
+            peer=await best_rate(echo_peer, work, repeat=repeat) if echo_peer else None,
+            peer_name="autogen-agentchat RoundRobinGroupChat (BaseChatAgent echo)",
+            peer_version=peer_version("autogen-agentchat"),
+            note="the team machinery alone: agents answer without any model client",
+        )
+    )
     peer_sel = _autogen(True)
     rows.append(
         Row(
