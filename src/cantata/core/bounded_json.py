@@ -116,7 +116,7 @@ def loads_json(
             f"JSON text must be str or bytes, got {type(text).__name__}; "
             "pass the text, not the parsed value"
         )
-    if not allow_surrogates:
+    if not allow_surrogates and not text.isascii():
         _check_str(text)
     try:
         value = (_parse if allow_nan else _parse_finite)(text)
@@ -128,7 +128,12 @@ def loads_json(
         # The C parser checks the interpreter's limit at every level and unwinds cleanly.
         raise _too_deep(max_depth) from None
     check_json_depth(value, max_depth=max_depth)
-    if not allow_surrogates and _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(value):
+    if (
+        not allow_surrogates
+        and "\\u" in text
+        and _SURROGATE_ESCAPE.search(text)
+        and _has_lone_surrogate(value)
+    ):
         raise SerializationError(
             "JSON text holds a lone surrogate escape (such as \\ud800) that is not half of "
             "a pair; it cannot be valid Unicode text"
@@ -151,7 +156,10 @@ def check_json_depth(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> None:
         below: list[Any] = []
         for container in level:
             items = container.values() if type(container) is dict else container
-            below.extend([item for item in items if type(item) in _CONTAINERS])
+            for item in items:
+                kind = type(item)
+                if kind is dict or kind is list or kind in _CONTAINERS:
+                    below.append(item)
         level = below
 
 

@@ -295,6 +295,8 @@ class TypeRegistry:
             raise SerializationError(
                 f"cannot serialize: {short_repr(str(exc), 200)}; write such numbers as strings"
             ) from None
+        if text.isascii():
+            return text
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as exc:
