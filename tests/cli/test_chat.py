@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import pty
+import select
 import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 from typer.testing import CliRunner
@@ -105,3 +108,67 @@ def test_a_401_without_a_key_speaks_the_cli_words(
     assert "set CANTATA_API_KEY (or OPENAI_API_KEY)" in result.output
     assert "api_key" not in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+class _Terminal:
+    """`cantata chat` on a pseudo-terminal, read until an expected text (bounded waits)."""
+
+    def __init__(self, *args: str) -> None:
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: become the command
+            os.execv(sys.executable, [sys.executable, "-m", "cantata.cli", *args])
+        self.seen = ""
+
+    def expect(self, text: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.seen:
+            left = deadline - time.monotonic()
+            assert left > 0, f"never saw {text!r}; saw {self.seen!r}"
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if ready:
+                try:
+                    self.seen += os.read(self.fd, 4096).decode(errors="replace")
+                except OSError:  # the child is gone
+                    assert text in self.seen, f"never saw {text!r}; saw {self.seen!r}"
+
+    def send(self, data: str) -> None:
+        self.seen = ""
+        os.write(self.fd, data.encode())
+
+    def wait(self, timeout: float = 30) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                os.close(self.fd)
+                return os.waitstatus_to_exitcode(status)
+            time.sleep(0.05)
+        os.kill(self.pid, signal.SIGKILL)
+        os.waitpid(self.pid, 0)
+        os.close(self.fd)
+        raise AssertionError("cantata chat did not leave")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_on_a_terminal_ctrl_c_stops_an_answer_and_a_second_at_the_prompt_leaves(
+    script_server: ScriptServer,
+) -> None:
+    hold = threading.Event()
+    script_server.answers += [Answer("a very long answer", hold=hold), Answer("short")]
+    term = _Terminal("chat", *_server_flags(script_server))
+    try:
+        term.expect("you>")
+        term.send("tell me everything\r")
+        term.expect("model>")
+        assert script_server.first_piece_sent.wait(60)
+        term.send("\x03")  # Ctrl-C, through the terminal
+        term.expect("(answer stopped)")
+        term.expect("you>")
+        term.send("and briefly?\r")
+        term.expect("short")
+        term.expect("you>")
+        term.send("\x03")
+        assert term.wait() == 0
+    finally:
+        hold.set()
+    assert [m["content"] for m in script_server.requests[1]["messages"]] == ["and briefly?"]
