@@ -28,6 +28,8 @@ class AppendBatcher:
         if log not in self._drains:
             # A task of its own, so that cancelling one caller never strands the others.
             self._drains[log] = asyncio.create_task(self._drain(log))
+        # Bounded by the write itself, which the backend bounds (busy_timeout,
+        # statement_timeout); a failed or cancelled drain fails or cancels this future.
         return await future
 
     async def _drain(self, log: str) -> None:

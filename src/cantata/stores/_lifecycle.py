@@ -14,6 +14,8 @@ class StoreLifecycle:
 
     Constructors stay synchronous (a store can be built in a config or a factory), and the
     connection and schema are set up by the first operation or an explicit `await open()`.
+    Waits on `_open_lock` last no longer than a `_connect` or `_disconnect`, which each
+    backend bounds with its own timeouts.
     """
 
     def __init__(self, label: str) -> None:

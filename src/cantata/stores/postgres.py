@@ -155,7 +155,7 @@ class PostgresStore(StoreLifecycle):
     async def _disconnect(self) -> None:
         pool, self._pool = self._pool, None
         if pool is not None:
-            await pool.close()
+            await pool.close()  # waits at most 5 s (psycopg_pool's default) for its workers
 
     def _fail(self, action: str, exc: psycopg.Error) -> NoReturn:
         if isinstance(exc, psycopg.errors.QueryCanceled):

@@ -65,6 +65,9 @@ class SQLiteStore(StoreLifecycle):
     call are contiguous and positions are dense from 0; appends that tasks make to one log
     at the same time share one transaction (group commit).
 
+    Every wait is bounded: the asyncio lock is held for one operation, and each operation
+    waits at most `busy_timeout` for the file (then `StoreTimeoutError`).
+
     Each ``SQLiteStore(":memory:")`` is a private database of its own, gone on `close()`.
     `synchronous` is SQLite's setting: with ``"NORMAL"`` (the default) a crash of the
     application loses nothing committed, but a power cut may undo the last commits;
