@@ -120,29 +120,29 @@ class TeamSession:
         finishes the interrupted turn and goes on.
         """
         result: TaskResult | None = None
-        async for item in self.run_stream(
-            task, cancellation_token=cancellation_token, _streaming=False
-        ):
+        async for item in self._events(task, cancellation_token, streaming=False):
             if isinstance(item, TaskResult):
                 result = item
         if result is None:  # pragma: no cover - run_stream always ends with a result
             raise WorkflowError(f"team {self.team.name!r} ended without a result")
         return result
 
-    async def run_stream(
-        self,
-        task: TaskInput = None,
-        *,
-        cancellation_token: CancellationToken | None = None,
-        _streaming: bool = True,
+    def run_stream(
+        self, task: TaskInput = None, *, cancellation_token: CancellationToken | None = None
     ) -> AsyncIterator[StreamItem]:
         """Run and yield as it happens: team events (each message of the transcript, each
-        routing decision, the stop), the agents' chunks, then the `TaskResult`."""
+        routing decision, the stop), the agents' chunks, requests for input, then the
+        `TaskResult`. Leaving the loop early cancels the run."""
+        return self._events(task, cancellation_token, streaming=True)
+
+    async def _events(
+        self, task: TaskInput, cancellation_token: CancellationToken | None, *, streaming: bool
+    ) -> AsyncIterator[StreamItem]:
         self._enter()
         try:
             messages = Message.coerce(task)
             before = 0 if self._run is None else len(self._run.outputs)
-            if _streaming:
+            if streaming:
                 stream = self._drive_stream(messages, cancellation_token)
                 async with stream:
                     async for event in stream:
