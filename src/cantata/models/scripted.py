@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -49,13 +48,103 @@ def tool_call(
     )
 
 
-@dataclass(slots=True)
 class ScriptedCall:
-    """One recorded request: a snapshot of the messages and the options it was made with."""
+    """One recorded request: the messages and the options it was made with.
 
-    messages: list[Message]
-    options: ChatOptions
-    stream: bool
+    Requests of one conversation repeat its history; each call keeps only the messages
+    after those it shares with the conversation's request before it (the same objects,
+    past leading system messages, which agents make afresh each turn; the client remembers
+    the last request of its 16 most recent conversations), so recording a long run costs
+    memory for its messages once, not once per turn. `messages` rebuilds the list (a new
+    one on each read).
+    """
+
+    __slots__ = ("_head", "_parent", "_shared", "_tail", "options", "stream")
+
+    def __init__(self, messages: Sequence[Message], options: ChatOptions, stream: bool) -> None:
+        self.options = options
+        self.stream = stream
+        self._head: tuple[Message, ...] = ()
+        self._parent: ScriptedCall | None = None
+        self._shared = 0
+        self._tail: tuple[Message, ...] = tuple(messages)
+
+    @classmethod
+    def _record(
+        cls,
+        recent: dict[int, tuple[ScriptedCall, list[Message]]],
+        messages: Sequence[Message],
+        options: ChatOptions,
+        stream: bool,
+    ) -> ScriptedCall:
+        """The record of `messages`, sharing what it can with the last call of the same
+        conversation in `recent` (keyed by the first message after the leading system
+        ones; each with its messages after those), which it updates."""
+        lead = _lead(messages)
+        body = list(messages[lead:])
+        key = id(body[0]) if body else 0
+        previous, previous_body = recent.pop(key, (None, []))
+        shared = _shared_prefix(previous_body, body) if previous is not None else 0
+        call = cls((), options, stream)
+        call._head = tuple(messages[:lead])
+        call._parent = previous if shared else None
+        call._shared = shared
+        call._tail = tuple(body[shared:])
+        if body:
+            recent[key] = (call, body)  # the body holds body[0]: its id stays the key's
+            while len(recent) > _RECENT:
+                del recent[next(iter(recent))]
+        return call
+
+    @property
+    def messages(self) -> list[Message]:
+        """The request's messages, in order."""
+        chain: list[ScriptedCall] = []
+        node: ScriptedCall | None = self
+        while node is not None:
+            chain.append(node)
+            node = node._parent
+        body: list[Message] = []
+        for node in reversed(chain):
+            del body[node._shared :]
+            body.extend(node._tail)
+        return [*self._head, *body]
+
+    def __repr__(self) -> str:
+        return f"ScriptedCall(messages={len(self.messages)}, stream={self.stream})"
+
+
+_MAX_LEAD = 8
+_RECENT = 16  # conversations a client remembers the last request of
+
+
+def _lead(messages: Sequence[Message]) -> int:
+    count = 0
+    for message in messages[:_MAX_LEAD]:
+        if message.role != "system":
+            break
+        count += 1
+    return count
+
+
+def _shared_prefix(before: list[Message], after: list[Message]) -> int:
+    """How many first messages of `after` are those of `before`: the same objects, or (in
+    the middle of a run of the same objects) equal ones."""
+    count = len(before)
+    if (
+        count
+        and len(after) >= count
+        and after[0] is before[0]
+        and after[count - 1] is before[count - 1]
+        and after[:count] == before  # C speed: identical items compare without __eq__
+    ):
+        return count  # the usual case: the conversation only grew
+    shared = 0
+    for old, new in zip(before, after, strict=False):
+        if old is not new:
+            break
+        shared += 1
+    return shared
 
 
 class ScriptedChatClient:
@@ -88,6 +177,9 @@ class ScriptedChatClient:
         self.model = model
         self.latency = latency
         self.calls: list[ScriptedCall] = []
+        """Every request, in order (see `ScriptedCall`)."""
+        # the last request of recent conversations, for `ScriptedCall` to share
+        self._recent: dict[int, tuple[ScriptedCall, list[Message]]] = {}
 
     @classmethod
     def from_cassette(cls, path: str | Path, *, chunk_size: int = 8) -> ScriptedChatClient:
@@ -123,12 +215,11 @@ class ScriptedChatClient:
     ) -> ChatResponse:
         if token is not None:
             token.raise_if_cancelled()
-        snapshot = list(messages)
-        self.calls.append(ScriptedCall(snapshot, options, stream))
+        self.calls.append(ScriptedCall._record(self._recent, messages, options, stream))
         if self.latency:
             await asyncio.sleep(self.latency)
         if self._function is not None:
-            turn = self._function(snapshot, options)
+            turn = self._function(list(messages), options)
             if inspect.isawaitable(turn):
                 turn = await turn
         else:
