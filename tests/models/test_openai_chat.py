@@ -231,6 +231,23 @@ def test_an_unusable_base_url_is_a_configuration_error(url: str) -> None:
     assert "http://127.0.0.1:8080/v1" in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"timeout": 0},
+        {"timeout": float("nan")},
+        {"timeout": float("inf")},
+        {"max_retries": -1},
+        {"structured_output": "json"},
+        {"max_tokens_field": "tokens"},
+    ],
+)
+def test_bad_settings_are_configuration_errors(setting: dict[str, Any]) -> None:
+    (name,) = setting
+    with pytest.raises(ConfigurationError, match=f"{name}="):
+        OpenAIChatClient("m", base_url="http://127.0.0.1:9/v1", **setting)
+
+
 async def test_a_404_from_a_base_url_without_v1_hints_at_it() -> None:
     replies = [Reply(404, {"detail": "Not Found"}) for _ in range(2)]
     with chat_server(*replies) as server:

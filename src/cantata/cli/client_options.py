@@ -6,11 +6,9 @@ from dataclasses import dataclass
 
 from ..core import ConfigurationError
 from ..models import ChatClient, ChatOptions, LocalChatClient, OpenAIChatClient
+from ..models.openai_chat import API_KEY_VARIABLES
 
 __all__ = ["API_KEY_VARIABLES", "ClientOptions"]
-
-API_KEY_VARIABLES = ("CANTATA_API_KEY", "OPENAI_API_KEY")
-"""Environment variables read for the API key, first found wins."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import urllib.parse
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, get_args
 
 import openai
 from openai import AsyncOpenAI
@@ -86,8 +87,10 @@ class OpenAIChatClient:
     `default_options` apply to every request.
 
     With `fallbacks` on (the default), a feature the server refuses (a forced
-    ``tool_choice``, a ``json_schema`` or ``json_object`` response format; see `Feature`) is
-    replaced by what the server has and remembered for the client's lifetime, so it costs one
+    ``tool_choice``, a stream that may call tools, a ``json_schema`` or ``json_object``
+    response format; see `Feature`) is replaced by what the server has (``auto`` plus an
+    instruction, one whole answer, ``json_object`` or the prompt plus the schema, validated
+    after) and remembered for the client's lifetime (`refused_features`), so it costs one
     failed request; with `fallbacks` off, the error names the feature and what to change.
     """
 
@@ -116,6 +119,7 @@ class OpenAIChatClient:
                 "CANTATA_API_KEY (or OPENAI_API_KEY) or pass api_key=, or pass base_url= "
                 "for another server"
             )
+        _check_settings(timeout, max_retries, structured_output, max_tokens_field)
         self.model = model
         self.base_url = _check_base_url(base_url)
         self.timeout = timeout
@@ -366,6 +370,27 @@ def _api_key(explicit: str | None) -> tuple[str | None, KeySource]:
     if os.environ.get("OPENAI_API_KEY"):
         return os.environ["OPENAI_API_KEY"], "OPENAI_API_KEY"
     return None, None
+
+
+def _check_settings(
+    timeout: float, max_retries: int, structured_output: str, max_tokens_field: str
+) -> None:
+    problems = []
+    if not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
+        problems.append(f"timeout= must be a number of seconds above 0, got {timeout!r}")
+    if not isinstance(max_retries, int) or max_retries < 0:
+        problems.append(f"max_retries= must be a whole number from 0, got {max_retries!r}")
+    if structured_output not in get_args(StructuredOutputMode):
+        problems.append(
+            f"structured_output= must be one of {get_args(StructuredOutputMode)}, "
+            f"got {structured_output!r}"
+        )
+    if max_tokens_field not in get_args(MaxTokensField):
+        problems.append(
+            f"max_tokens_field= must be one of {get_args(MaxTokensField)}, got {max_tokens_field!r}"
+        )
+    if problems:
+        raise ConfigurationError("OpenAIChatClient: " + "; ".join(problems))
 
 
 def _check_base_url(base_url: str | None) -> str:
