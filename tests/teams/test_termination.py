@@ -186,3 +186,32 @@ def test_bad_definitions_are_refused(make: object) -> None:
 def test_max_message_refuses_anything_but_a_positive_int(value: object) -> None:
     with pytest.raises(ConfigurationError, match="MaxMessage"):
         MaxMessage(value)  # type: ignore[arg-type]
+
+
+async def test_an_agent_can_decide_termination_as_in_semantic_kernel() -> None:
+    """SK's agent-based strategy: an async Functional asks a judge agent."""
+    from cantata.agents import ChatAgent
+    from cantata.models import ScriptedChatClient
+    from cantata.teams import GroupChat
+
+    from ._agents import counting_agent
+
+    judge = ChatAgent(
+        ScriptedChatClient(lambda ms, o: "yes" if "b says" in ms[-1].text else "no"),
+        name="judge",
+    )
+
+    async def judge_says_done(messages: list[Message]) -> bool:
+        if not messages:
+            return False
+        verdict = await judge.run(f"Is this done? {messages[-1].text}")
+        return verdict.text == "yes"
+
+    team = GroupChat(
+        [counting_agent("a"), counting_agent("b")],
+        termination=Functional(judge_says_done) | MaxMessage(10),
+    )
+    result = await team.create_session().run("go")
+    assert [m.author_name for m in result.messages] == ["user", "a", "b"]
+    assert result.stop_message is not None
+    assert result.stop_message.source == "judge_says_done"
