@@ -19,7 +19,7 @@ from .events import (
 from .handlers import HandlerKind, Match, event, message_handler, rpc
 from .ids import AgentId, TopicId
 from .interventions import DROP, DropMessage, InterventionHandler
-from .local import LocalRuntime
+from .local import DEFAULT_TIMEOUT, LocalRuntime
 from .protocol import AgentFactory, AgentRuntime
 from .state import SCHEMA_VERSION
 from .subscriptions import (
@@ -32,6 +32,7 @@ from .subscriptions import (
 )
 
 __all__ = [
+    "DEFAULT_TIMEOUT",
     "DROP",
     "SCHEMA_VERSION",
     "AgentActivated",

@@ -50,17 +50,30 @@ State = Literal["new", "running", "stopping", "stopped", "closed"]
 
 
 class _Call:
-    """Book-keeping of one direct request: cancels the sender's task (where the handler
-    runs) when the request's token is cancelled, by timeout, stop or the caller."""
+    """Book-keeping of one handler run the runtime may cancel: a direct request (in its
+    sender's task) or a broadcast handler that suspended (in its drain task).
 
-    __slots__ = ("active", "cancels", "loop", "task", "timed_out")
+    Cancelling (by the request's token, a timeout or a stop) cancels the task where the
+    handler runs. A handler that swallows that cancellation would keep its sender waiting
+    forever, so `cleanup` seconds later it is abandoned: the task is cancelled again with
+    this call as the cancellation's message, which the `_resume` stepping this handler
+    answers by closing the handler's coroutine (a `_resume` further up the same task passes
+    it on, so only this handler ends), and the sender gets the runtime's error.
+    """
 
-    def __init__(self, task: asyncio.Task[Any], loop: asyncio.AbstractEventLoop) -> None:
+    __slots__ = ("abandoned", "active", "cancels", "cleanup", "loop", "task", "timed_out", "timer")
+
+    def __init__(
+        self, task: asyncio.Task[Any], loop: asyncio.AbstractEventLoop, cleanup: float
+    ) -> None:
         self.task = task
         self.loop = loop
+        self.cleanup = cleanup
         self.active = True
         self.cancels = 0
         self.timed_out = False
+        self.abandoned = False
+        self.timer: asyncio.TimerHandle | None = None
 
     def on_cancel(self) -> None:
         """Token callback: cancel the handler's task on the loop."""
@@ -68,10 +81,36 @@ class _Call:
         # actual cancel runs on the loop, and only while the request is still in flight.
         self.loop.call_soon_threadsafe(self._fire)
 
+    def expire(self) -> None:
+        """Timer callback: the handler ran past its timeout."""
+        self.timed_out = True
+        self._fire()
+
     def _fire(self) -> None:
         if self.active:
             self.cancels += 1
             self.task.cancel()
+            if self.timer is None:
+                self.timer = self.loop.call_later(self.cleanup, self.abandon)
+
+    def abandon(self) -> None:
+        """Give up on a handler that did not end after its cancellation."""
+        if self.active and not self.abandoned:
+            self.abandoned = True
+            self.cancels += 1
+            self.task.cancel(self)
+
+    def end(self) -> None:
+        """The handler ended: no more cancelling; undo the task's cancel requests."""
+        self.active = False
+        if self.timer is not None:
+            self.timer.cancel()
+        for _ in range(self.cancels):
+            self.task.uncancel()
+        self.cancels = 0
+
+    def __repr__(self) -> str:  # the abandoning cancellation's message
+        return "cantata: the handler ignored its cancellation and was abandoned"
 
 
 def _within(ctx: MessageContext, turn: MessageContext) -> bool:
@@ -101,14 +140,14 @@ def _steps(awaitable: Awaitable[Any]) -> Any:
 
 
 @types.coroutine
-def _resume(coro: Any, context: Context, step: Any) -> Generator[Any, Any, Any]:
+def _resume(coro: Any, context: Context, step: Any, call: _Call | None) -> Generator[Any, Any, Any]:
     """Go on awaiting `coro` (which yielded `step`) in the current task, each further step
     inside `context`.
 
     What `asyncio.create_task(coro, context=...)` does, without the task: a handler
     keeps running in its sender's task (cancelling that task cancels it), but its
     contextvars are its own. The first step runs inline in the caller (see `_run`), so a
-    handler that never suspends costs no generator.
+    handler that never suspends costs no generator. `call` is the handler's `_Call`.
     """
     run = context.run
     while True:
@@ -118,6 +157,9 @@ def _resume(coro: Any, context: Context, step: Any) -> Generator[Any, Any, Any]:
             coro.close()
             raise
         except BaseException as exc:  # cancellation and the like go on into the handler
+            if call is not None and exc.args and exc.args[0] is call:
+                _close(coro)  # abandoned (see `_Call`)
+                raise
             try:
                 step = run(coro.throw, exc)
             except StopIteration as stop:
@@ -127,6 +169,14 @@ def _resume(coro: Any, context: Context, step: Any) -> Generator[Any, Any, Any]:
             step = run(coro.send, value)
         except StopIteration as stop:
             return stop.value
+
+
+def _close(coro: Any) -> None:
+    """Close an abandoned handler's coroutine (its `finally` blocks run, up to an await)."""
+    try:
+        coro.close()
+    except Exception:  # it awaited or raised while closing: nothing more can be done
+        _log.warning("an abandoned handler did not close cleanly", exc_info=True)
 
 
 class Engine:
@@ -161,9 +211,14 @@ class Engine:
         self._idle_at = 0
         self._predicates: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
         self._tasks: set[asyncio.Task[None]] = set()
-        self._calls: set[CancellationToken] = set()
-        # Bounds direct requests and the runtime's own waits for an agent's turn.
+        # The handlers the runtime may have to cancel (and abandon): direct requests by
+        # their token, broadcast handlers that suspended.
+        self._calls: dict[CancellationToken, _Call] = {}
+        self._event_calls: set[_Call] = set()
+        # Bounds direct requests, suspended broadcast handlers and the runtime's own waits.
         self._default_timeout: float | None = None
+        # Seconds a cancelled handler gets to end before it is abandoned.
+        self._cleanup = 5.0
 
     async def _guarded_call(
         self,
@@ -178,10 +233,10 @@ class Engine:
         if task is None:
             raise RuntimeStateError("send_message must be awaited inside an asyncio task")
         loop = task.get_loop()
-        call = _Call(task, loop)
+        call = _Call(task, loop, self._cleanup)
         token = ctx.cancellation_token
         token.add_callback(call.on_cancel)
-        self._calls.add(token)
+        self._calls[token] = call
         timer = None
         if timeout is not None:
             timer = loop.call_later(timeout, self._expire, call, token)
@@ -207,10 +262,8 @@ class Engine:
                 ) from exc
             raise  # the sender's own cancellation, or the sending handler's
         finally:
-            call.active = False
-            for _ in range(call.cancels):
-                task.uncancel()
-            self._calls.discard(token)
+            call.end()
+            del self._calls[token]
             if timer is not None:
                 timer.cancel()
             if outer is not None:
@@ -227,14 +280,20 @@ class Engine:
         self, call: _Call, message: Any, ctx: MessageContext, timeout: float | None
     ) -> Exception:
         what = f"{type(message).__name__} {ctx.message_id} to {ctx.recipient}"
+        more = ""
+        if call.abandoned:
+            more = (
+                f"; its handler did not end within {call.cleanup}s of being cancelled (does "
+                "it catch asyncio.CancelledError without raising it again?) and was abandoned"
+            )
         if call.timed_out:
             return TimeoutError(
-                f"no reply to {what} within {timeout}s; the handler was cancelled "
+                f"no reply to {what} within {timeout}s; the handler was cancelled{more} "
                 "(raise the timeout, or make the handler faster)"
             )
         if self._state in ("stopping", "stopped", "closed"):
-            return CancelledError(f"{what} was cancelled because the runtime stopped")
-        return CancelledError(f"{what} was cancelled through its CancellationToken")
+            return CancelledError(f"{what} was cancelled because the runtime stopped{more}")
+        return CancelledError(f"{what} was cancelled through its CancellationToken{more}")
 
     async def _call(self, cell: Cell, message: Any, ctx: MessageContext) -> Any:
         if cell.busy:
@@ -289,7 +348,7 @@ class Engine:
         except StopIteration as stop:
             result = stop.value
         else:
-            result = await _resume(coro, context, step)
+            result = await _resume(coro, context, step, self._calls.get(ctx.cancellation_token))
         if self._window:
             cell.remember(mid, self._window)
         return result
@@ -337,7 +396,7 @@ class Engine:
         mailbox = cell.mailbox
         agent = cell.agent
         window = self._window
-        task = asyncio.current_task()
+        task = cast(asyncio.Task[Any], asyncio.current_task())
         try:
             while mailbox and agent is not None:  # a cell drains only once its agent exists
                 item = mailbox[0]
@@ -362,10 +421,10 @@ class Engine:
                         step = context.run(coro.send, None)
                     except StopIteration:
                         pass
-                    else:
-                        await _resume(coro, context, step)
+                    else:  # it suspended: from here on, bounded and abandonable
+                        await self._await_event(coro, context, step, task)
                 except asyncio.CancelledError as exc:
-                    if task is None or task.cancelling():
+                    if task.cancelling():
                         raise  # the drain is being cancelled (the runtime stops)
                     recipient = cast(AgentId, ctx.recipient)  # the handler raised it itself
                     self._report(DeliveryFailed(recipient, message, ctx, exc))
@@ -379,6 +438,34 @@ class Engine:
                     self._done_one()
         finally:
             self._release(cell)
+
+    async def _await_event(
+        self, coro: Any, context: Context, step: Any, task: asyncio.Task[Any]
+    ) -> None:
+        """Finish a broadcast handler that suspended, within `default_timeout` (nobody
+        waits for it, but it holds its agent's turn); a stop may abandon it."""
+        loop = task.get_loop()
+        call = _Call(task, loop, self._cleanup)
+        timeout = self._default_timeout
+        timer = None if timeout is None else loop.call_later(timeout, call.expire)
+        self._event_calls.add(call)
+        try:
+            await _resume(coro, context, step, call)
+        except asyncio.CancelledError:
+            ours = call.cancels
+            call.end()
+            if ours and not task.cancelling():  # its timeout, not a stop
+                more = " and was abandoned (it ignored the cancellation)" if call.abandoned else ""
+                raise TimeoutError(
+                    f"the handler ran past the runtime's default_timeout of {timeout}s; it "
+                    f"was cancelled{more} (raise default_timeout, or make the handler faster)"
+                ) from None
+            raise
+        finally:
+            call.end()
+            self._event_calls.discard(call)
+            if timer is not None:
+                timer.cancel()
 
     def _done_one(self) -> None:
         self._pending -= 1
@@ -486,20 +573,20 @@ class Engine:
     async def _finish_activation(
         self, cell: Cell, agent_id: AgentId, factory: AgentFactory, made: Any
     ) -> None:
+        bound = asyncio.timeout(self._default_timeout)
         try:
-            agent = made if made is not None else factory()
-            if inspect.isawaitable(agent):
-                agent = await agent
-            self._bind(agent, agent_id)
-            restored = False
-            if self._store is not None:
-                record = await self._store.get(self._prefix + str(agent_id))
-                if record is not None:
-                    state, handled = decode_agent(record, str(agent_id))
-                    await restore(agent, state, agent_id)
-                    cell.restore_handled(handled, self._window)
-                    restored = True
+            async with bound:
+                agent, restored = await self._create(agent_id, factory, made, cell)
             cell.agent = agent
+        except builtins.TimeoutError as exc:
+            if not bound.expired():
+                self._fail_activation(cell, agent_id, exc)
+            else:
+                late = TimeoutError(
+                    f"creating agent {agent_id} (its factory, or loading its state) took longer"
+                    f" than the runtime's default_timeout of {self._default_timeout}s"
+                )
+                self._fail_activation(cell, agent_id, late)
         except asyncio.CancelledError:
             stopped = RuntimeStateError(f"the runtime stopped while creating agent {agent_id}")
             self._fail_activation(cell, agent_id, stopped)
@@ -512,6 +599,23 @@ class Engine:
             self._release(cell)
         finally:
             self._done_one()
+
+    async def _create(
+        self, agent_id: AgentId, factory: AgentFactory, made: Any, cell: Cell
+    ) -> tuple[BaseAgent, bool]:
+        agent = made if made is not None else factory()
+        if inspect.isawaitable(agent):
+            agent = await agent
+        self._bind(agent, agent_id)
+        restored = False
+        if self._store is not None:
+            record = await self._store.get(self._prefix + str(agent_id))
+            if record is not None:
+                state, handled = decode_agent(record, str(agent_id))
+                await restore(agent, state, agent_id)
+                cell.restore_handled(handled, self._window)
+                restored = True
+        return agent, restored
 
     def _fail_activation(self, cell: Cell, agent_id: AgentId, exc: Exception) -> None:
         if self._cells.get(agent_id) is cell:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import logging
+import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextvars import Context, copy_context
 from types import TracebackType
 from typing import Any
@@ -21,6 +23,7 @@ from ..core import (
     ConfigurationError,
     MessageDropped,
     RuntimeStateError,
+    TimeoutError,
     dumps,
     loads,
     new_id,
@@ -43,6 +46,20 @@ __all__ = ["LocalRuntime"]
 _log = logging.getLogger("cantata.runtime")
 _TOPIC_CACHE_LIMIT = 4096
 
+DEFAULT_TIMEOUT = 300.0
+"""Seconds `LocalRuntime` waits by default (a direct request, a broadcast handler that
+suspended, `wait_until_idle`, `stop_when`, an agent's turn for the runtime's own work, a
+hook): generous, so that only a stuck agent reaches it. `default_timeout=None` opts out."""
+
+
+def _seconds(value: object, name: str) -> float:
+    """A duration option: a number of seconds, 0 or more (`math.inf`: no bound)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ConfigurationError(
+            f"{name} must be a number of seconds, 0 or more (math.inf for no bound), not {value!r}"
+        )
+    return float(value)
+
 
 class LocalRuntime(Engine):
     """Runs agents in this process: lazily created by type, one message at a time each.
@@ -51,8 +68,10 @@ class LocalRuntime(Engine):
     `DeliveryFailed` when a broadcast handler fails), `store` and `evict_after` (seconds an
     agent may stay idle before its state is saved to the store and it leaves memory),
     `dedup_window` (how many handled message ids each agent remembers), `default_timeout`
-    for direct requests and for the waits of `get_agent`, `save_state` and `load_state`
-    for an agent's turn, `stop_grace` (seconds `stop()` lets handlers finish) and
+    (seconds, `DEFAULT_TIMEOUT` unless set: bounds direct requests without a `timeout`,
+    broadcast handlers, `wait_until_idle`, `stop_when`, the runtime's waits for an agent's
+    turn and the agents' hooks; `None` for no bound), `stop_grace` (seconds `stop()` lets
+    handlers finish, and a cancelled handler gets to end before it is abandoned) and
     `serialize_messages` (pass every message and result through JSON and the core type
     registry, as a runtime across processes must: catches unregistered message types and
     handlers that share mutable messages, in tests, before they reach Ray).
@@ -72,7 +91,7 @@ class LocalRuntime(Engine):
         store: StateStore | None = None,
         evict_after: float | None = None,
         dedup_window: int = 128,
-        default_timeout: float | None = None,
+        default_timeout: float | None = DEFAULT_TIMEOUT,
         stop_grace: float = 5.0,
         serialize_messages: bool = False,
         state_prefix: str = "cantata.runtime.agent:",
@@ -82,6 +101,9 @@ class LocalRuntime(Engine):
                 "evict_after needs a store to save evicted agents into: pass store=MemoryStore()"
                 " or SQLiteStore(path)"
             )
+        if default_timeout is not None:
+            default_timeout = _seconds(default_timeout, "default_timeout")
+        stop_grace = _seconds(stop_grace, "stop_grace")
         super().__init__(
             on_error=on_error, store=store, dedup_window=dedup_window, state_prefix=state_prefix
         )
@@ -90,8 +112,8 @@ class LocalRuntime(Engine):
         self._interventions = list(interventions or ())
         self._serialize = serialize_messages
         self._evict_after = evict_after
-        self._default_timeout = default_timeout
-        self._stop_grace = stop_grace
+        self._default_timeout = None if default_timeout == math.inf else default_timeout
+        self._stop_grace = self._cleanup = stop_grace
         self._events_token = CancellationToken()
         self._sweeper: asyncio.Task[None] | None = None
         # Set while a stop (or close) is in progress, so a second caller waits for it.
@@ -201,7 +223,8 @@ class LocalRuntime(Engine):
         """Deliver a direct request and return the handler's result or raise its error.
 
         Raises `Undeliverable` for an unknown agent type, `CantHandle` when no handler
-        takes the message, `TimeoutError` after `timeout` seconds and `CancelledError` when
+        takes the message, `TimeoutError` after `timeout` seconds (default: the runtime's
+        `default_timeout`; `math.inf` for no bound) and `CancelledError` when
         `cancellation_token` is cancelled (both cancel the handler), `MessageDropped` when
         an intervention drops the request or its response.
         """
@@ -247,7 +270,7 @@ class LocalRuntime(Engine):
                 cell,
                 message,
                 ctx,
-                self._default_timeout if timeout is None else timeout,
+                self._default_timeout if timeout is None else self._bound(timeout),
                 cancellation_token,
                 parent,
             )
@@ -341,6 +364,30 @@ class LocalRuntime(Engine):
         }.get(self._state, "")
         raise RuntimeStateError(f"cannot {what}: {hint}")
 
+    def _bound(self, timeout: float | None) -> float | None:
+        """The bound of a wait given `timeout`: None is the default, `math.inf` none."""
+        if timeout is None:
+            return self._default_timeout
+        seconds = _seconds(timeout, "timeout")
+        return None if seconds == math.inf else seconds
+
+    @contextlib.asynccontextmanager
+    async def _bounded(self, what: str) -> AsyncIterator[None]:
+        """Bound the runtime's wait on user code (a hook, an intervention) by
+        `default_timeout`: past it, a typed `TimeoutError` naming what was waited for."""
+        bound = asyncio.timeout(self._default_timeout)
+        try:
+            async with bound:
+                yield
+        except builtins.TimeoutError:
+            if not bound.expired():
+                raise
+            raise TimeoutError(
+                f"{what} took longer than the runtime's default_timeout of "
+                f"{self._default_timeout}s; it was cancelled (make it faster, or raise "
+                "default_timeout)"
+            ) from None
+
     async def get_agent(self, agent_id: AgentId) -> BaseAgent:
         """The live instance at `agent_id`, created (or reactivated) if needed."""
         cell, agent, held = await self._acquire(agent_id)
@@ -352,7 +399,8 @@ class LocalRuntime(Engine):
 
     async def _intervene_send(self, message: Any, ctx: MessageContext, recipient: AgentId) -> Any:
         for handler in self._interventions:
-            changed = await handler.on_send(message, ctx, recipient)
+            async with self._bounded(f"intervention {type(handler).__name__}.on_send"):
+                changed = await handler.on_send(message, ctx, recipient)
             if changed is DROP:
                 self._report(MessageWasDropped("send", message, ctx))
                 raise MessageDropped(
@@ -364,7 +412,8 @@ class LocalRuntime(Engine):
 
     async def _intervene_publish(self, message: Any, ctx: MessageContext) -> Any:
         for handler in self._interventions:
-            changed = await handler.on_publish(message, ctx)
+            async with self._bounded(f"intervention {type(handler).__name__}.on_publish"):
+                changed = await handler.on_publish(message, ctx)
             if changed is DROP:
                 self._report(MessageWasDropped("publish", message, ctx))
                 return DROP
@@ -375,7 +424,8 @@ class LocalRuntime(Engine):
         self, result: Any, ctx: MessageContext, responder: AgentId
     ) -> Any:
         for handler in self._interventions:
-            changed = await handler.on_response(result, ctx, responder)
+            async with self._bounded(f"intervention {type(handler).__name__}.on_response"):
+                changed = await handler.on_response(result, ctx, responder)
             if changed is DROP:
                 self._report(MessageWasDropped("response", result, ctx))
                 raise MessageDropped(
@@ -404,6 +454,9 @@ class LocalRuntime(Engine):
         (default `stop_grace`), then cancel what is left. Stopping twice does nothing;
         a stop while another is in progress waits for it.
 
+        A cancelled handler gets `grace` more seconds to end; one that ignores its
+        cancellation is then abandoned (its coroutine closed) and its sender gets
+        `CancelledError`, so a stop returns within about three grace periods.
         While stopping, events already queued are still handled; a handler in flight may
         still send direct requests (it waits for them to finish), but what it publishes
         is dropped, so a cascade ends. Everyone else gets `RuntimeStateError`.
@@ -413,25 +466,41 @@ class LocalRuntime(Engine):
         """
         if self._state == "stopping" and self._stopping is not None:
             if _current.get() is None:  # a handler cannot wait for a stop that waits for it
-                await asyncio.shield(self._stopping)
+                await asyncio.shield(self._stopping)  # bounded: that stop is (see above)
             return
         if self._state != "running":
             return
+        bound = self._stop_grace if grace is None else _seconds(grace, "grace")
         self._state = "stopping"
         done = self._stopping = asyncio.get_running_loop().create_future()
         own = self._own_chain()
         try:
             try:
                 if self._pending > len(own):
-                    grace = self._stop_grace if grace is None else grace
-                    await self._wait_pending(len(own), grace)
+                    await self._wait_pending(len(own), bound)
             finally:  # also when this stop is itself cancelled: nothing may run on
                 tasks = self._cancel_all(own)
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._end_cancelled(len(own), tasks, bound)
         finally:
             self._state = "stopped"
             self._stopping = None
             done.set_result(None)
+
+    async def _end_cancelled(self, own: int, tasks: list[asyncio.Task[None]], grace: float) -> None:
+        """Give what `stop` cancelled `grace` seconds to end, then abandon what is left."""
+        await asyncio.sleep(0)  # even with no grace, a cancelled handler sees its cancellation
+        if self._pending > own:
+            await self._wait_pending(own, grace)
+        current = asyncio.current_task()
+        for call in [*self._calls.values(), *self._event_calls]:
+            if call.task is not current:  # the caller's own chain runs on
+                call.abandon()
+        left = {t for t in tasks if not t.done()}
+        if left:
+            await asyncio.sleep(0)  # an abandoned handler ends at its next step
+            _, left = await asyncio.wait(left, timeout=None if grace == math.inf else grace)
+        for task in left:  # an async factory or a hook that ignores cancellation
+            _log.error("runtime task %s ignored its cancellation at stop; left behind", task)
 
     def _own_chain(self) -> list[MessageContext]:
         """The deliveries still in flight on the caller's chain (empty outside handlers):
@@ -449,22 +518,23 @@ class LocalRuntime(Engine):
             ctx = ctx._caller
         return chain
 
-    async def _wait_pending(self, allowed: int, grace: float | None) -> None:
-        """Wait until at most `allowed` messages are in flight, or `grace` seconds pass."""
+    async def _wait_pending(self, allowed: int, bound: float | None) -> bool:
+        """Wait until at most `allowed` messages are in flight (True), or `bound` seconds
+        pass (False)."""
         idle = self._idle = self._idle or asyncio.Event()
         self._thresholds.append(allowed)
         self._idle_at = max(self._thresholds)
         try:
-            async with asyncio.timeout(grace):
+            async with asyncio.timeout(None if bound == math.inf else bound):
                 while self._pending > allowed:
                     idle.clear()
                     await idle.wait()
         except builtins.TimeoutError:
-            if grace is None:
-                raise
+            return False
         finally:
             self._thresholds.remove(allowed)
             self._idle_at = max(self._thresholds, default=0)
+        return True
 
     def _cancel_all(self, spare: list[MessageContext]) -> list[asyncio.Task[None]]:
         """Drop queued events and cancel every handler but `spare`'s; the tasks to await."""
@@ -495,12 +565,14 @@ class LocalRuntime(Engine):
                 future.set_exception(RuntimeStateError("the runtime stopped first"))
         return tasks
 
-    async def wait_until_idle(self) -> None:
+    async def wait_until_idle(self, *, timeout: float | None = None) -> None:  # noqa: ASYNC109
         """Wait until no message is queued or being handled (cascades included); the
         runtime keeps running, so this suits step-by-step drivers such as workflows.
 
         Called from inside a handler, it waits for everything but that handler's own
-        call chain (which cannot finish while it waits).
+        call chain (which cannot finish while it waits). Bounded by `timeout` (default:
+        the runtime's `default_timeout`; `math.inf` for none): past it, `TimeoutError`
+        naming the agents still busy, and the runtime keeps running.
         """
         if self._state not in ("running", "stopping"):
             raise RuntimeStateError(
@@ -508,26 +580,57 @@ class LocalRuntime(Engine):
             )
         own = len(self._own_chain()) if _current.get() is not None else 0
         if self._pending > own:
-            await self._wait_pending(own, None)
+            bound = self._bound(timeout)
+            if not await self._wait_pending(own, bound):
+                raise TimeoutError(
+                    f"the runtime was still busy after {bound}s: {self._pending - own} "
+                    f"message(s) in flight, busy agents {self._busy_agents()}; a handler may "
+                    "be stuck (or pass a larger timeout)"
+                )
 
-    async def stop_when_idle(self) -> None:
+    def _busy_agents(self, limit: int = 5) -> list[str]:
+        busy = [str(agent_id) for agent_id, cell in self._cells.items() if cell.busy]
+        return busy[:limit] + ([f"... {len(busy) - limit} more"] if len(busy) > limit else [])
+
+    async def stop_when_idle(self, *, timeout: float | None = None) -> None:  # noqa: ASYNC109
         """Wait until no message is queued or being handled (cascades included), then stop.
-        From inside a handler, its own call chain does not count (see `wait_until_idle`)."""
+        From inside a handler, its own call chain does not count (see `wait_until_idle`,
+        also for `timeout`; after a timeout the runtime keeps running)."""
         if self._state != "running":
             raise RuntimeStateError(f"stop_when_idle needs a running runtime (it is {self._state})")
-        await self.wait_until_idle()
+        await self.wait_until_idle(timeout=timeout)
         await self.stop()
 
-    async def stop_when(self, predicate: Callable[[], bool]) -> None:
-        """Stop once `predicate()` is true; it is checked after every handled message."""
+    async def stop_when(
+        self,
+        predicate: Callable[[], bool],
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> None:
+        """Stop once `predicate()` is true; it is checked after every handled message.
+
+        Bounded by `timeout` (default: the runtime's `default_timeout`; `math.inf` for
+        none): past it, `TimeoutError`, and the runtime keeps running.
+        """
         if self._state != "running":
             raise RuntimeStateError(f"stop_when needs a running runtime (it is {self._state})")
         if not predicate():
+            bound = self._bound(timeout)
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             entry = (predicate, future)
             self._predicates.append(entry)
+            limit = asyncio.timeout(bound)
             try:
-                await future
+                async with limit:
+                    await future
+            except builtins.TimeoutError:
+                if limit.expired():
+                    raise TimeoutError(
+                        f"stop_when: {getattr(predicate, '__qualname__', predicate)} was still "
+                        f"false after {bound}s; the runtime keeps running (stop it, or pass "
+                        "a larger timeout)"
+                    ) from None
+                raise
             finally:
                 if entry in self._predicates:
                     self._predicates.remove(entry)
@@ -540,10 +643,11 @@ class LocalRuntime(Engine):
         With a `store`, live agents made by factories are saved into it first, as if
         evicted: the store then holds every agent's latest state, never a stale record
         from an earlier eviction, and a new runtime on it picks up where this one ended.
+        Saving, and each hook, is bounded by `default_timeout` (a hook past it is logged).
         """
         if self._closing is not None:
             if _current.get() is None:
-                await asyncio.shield(self._closing)
+                await asyncio.shield(self._closing)  # bounded: stop, save and hooks are
             return
         if self._state == "closed":
             return
@@ -554,13 +658,15 @@ class LocalRuntime(Engine):
             failed: Exception | None = None
             if self._store is not None:
                 try:
-                    await self._save_live(self._store)
+                    async with self._bounded("saving the live agents at close"):
+                        await self._save_live(self._store)
                 except Exception as exc:  # the hooks still run; the caller hears it after
                     failed = exc
             for agent_id, cell in list(self._cells.items()):
                 if cell.agent is not None:
                     try:
-                        await cell.agent.close()
+                        async with self._bounded(f"close() of agent {agent_id}"):
+                            await cell.agent.close()
                     except Exception:
                         _log.exception("close() of agent %s failed", agent_id)
             self._cells.clear()
@@ -599,12 +705,15 @@ class LocalRuntime(Engine):
         for agent_id, cell in list(self._cells.items()):
             if in_handler or cell.agent is None:
                 if cell.agent is not None:
-                    state = await cell.agent.save_state()
+                    async with self._bounded(f"save_state() of agent {agent_id}"):
+                        state = await cell.agent.save_state()
                     agents[str(agent_id)] = encode_agent(state, cell.handled)
                 continue
             cell, agent, held = await self._acquire(agent_id)
             try:
-                agents[str(agent_id)] = encode_agent(await agent.save_state(), cell.handled)
+                async with self._bounded(f"save_state() of agent {agent_id}"):
+                    state = await agent.save_state()
+                agents[str(agent_id)] = encode_agent(state, cell.handled)
             finally:
                 if held:
                     self._release(cell)
@@ -671,7 +780,8 @@ class LocalRuntime(Engine):
         for agent_id, state, handled in agents:
             cell, agent, held = await self._acquire(agent_id)
             try:
-                await restore(agent, state, agent_id)
+                async with self._bounded(f"load_state() of agent {agent_id}"):
+                    await restore(agent, state, agent_id)
                 cell.restore_handled(handled, self._window)
             finally:
                 if held:
@@ -701,8 +811,9 @@ class LocalRuntime(Engine):
                 continue
             cell.busy = True  # hold the turn while saving
             try:
-                state = await agent.save_state()
-                await store.put(self._prefix + str(agent_id), encode_agent(state, cell.handled))
+                async with self._bounded(f"evicting agent {agent_id}"):
+                    state = await agent.save_state()
+                    await store.put(self._prefix + str(agent_id), encode_agent(state, cell.handled))
                 if cell.mailbox:
                     continue  # a message arrived meanwhile: keep the agent
                 del self._cells[agent_id]
@@ -712,7 +823,8 @@ class LocalRuntime(Engine):
             evicted += 1
             self._pending += 1  # its close hook may still send: not idle until it is done
             try:
-                await agent.close()
+                async with self._bounded(f"close() of evicted agent {agent_id}"):
+                    await agent.close()
             except Exception:
                 _log.exception("close() of evicted agent %s failed", agent_id)
             finally:
@@ -722,6 +834,7 @@ class LocalRuntime(Engine):
         return evicted
 
     async def _sweep(self, evict_after: float) -> None:
+        # Runs until stop() cancels it; each round is bounded (see evict_idle).
         while True:
             await asyncio.sleep(max(evict_after / 2, 0.01))
             try:
