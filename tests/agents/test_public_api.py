@@ -19,6 +19,13 @@ REQUIRED = {
     "StateStoreMessageStore",
     "SummarizingReducer",
     "TruncatingReducer",
+    # added for issues 8 and 9
+    "CHAT_OPTION_KEYWORDS",
+    "CLOSE_TIMEOUT",
+    "ChatOptionKeywords",
+    "MAX_RENDER_CHARS",
+    "MAX_RENDER_SECONDS",
+    "UnknownOptionError",
 }
 
 

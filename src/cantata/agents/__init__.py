@@ -9,7 +9,8 @@ several agents in turn.
 from .agent import AGENT_ID_KEY, Agent, AgentInput, IntermediateCallback
 from .agent_middleware import AgentMiddleware, AgentRunContext, agent_middleware
 from .chat_agent import ChatAgent, ToolLike
-from .instructions import InstructionTemplate
+from .closing import CLOSE_TIMEOUT
+from .instructions import MAX_RENDER_CHARS, MAX_RENDER_SECONDS, InstructionTemplate
 from .message_store import (
     InMemoryMessageStore,
     MessageStore,
@@ -24,6 +25,9 @@ from .thread import THREAD_SCHEMA_VERSION, AgentThread, LocalThread, ServiceThre
 __all__ = [
     "AGENT_ID_KEY",
     "CHAT_OPTION_KEYWORDS",
+    "CLOSE_TIMEOUT",
+    "MAX_RENDER_CHARS",
+    "MAX_RENDER_SECONDS",
     "THREAD_SCHEMA_VERSION",
     "Agent",
     "AgentInput",

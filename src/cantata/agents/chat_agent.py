@@ -10,7 +10,9 @@ leaves no call without its result); return.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeAlias, Unpack
 
 from ..core import CancellationToken, ConfigurationError, Message, UsageError
@@ -38,6 +40,8 @@ from .run_options import ChatOptionKeywords
 from .thread import AgentThread, LocalThread
 
 __all__ = ["ChatAgent", "ToolLike"]
+
+_log = logging.getLogger("cantata.agents")
 
 ToolLike: TypeAlias = FunctionTool | Agent | Callable[..., Any] | object
 """What an agent takes as a tool: a `FunctionTool`, another agent, a typed function, or a
@@ -216,6 +220,18 @@ class ChatAgent(Agent):
             history = await self.history_reducer.reduce(history)
         if instructions:
             history.insert(0, Message("system", instructions, author_name=self.name))
+        if _log.isEnabledFor(logging.DEBUG):
+            _log.debug(
+                "agent %s: run on thread %s (%s), %d new message(s), %d in the request, "
+                "%d tool(s) for the call, streaming=%s",
+                self.name,
+                thread.id,
+                type(thread).__name__,
+                len(ctx.messages),
+                len(history),
+                len(call_tools) + len(self._call_tools),
+                ctx.is_streaming,
+            )
         return thread, history, self._options.merge(ctx.options), call_tools
 
     async def run(
@@ -281,22 +297,33 @@ class ChatAgent(Agent):
         on_intermediate: IntermediateCallback | None,
         log: _RunLog,
     ) -> AgentResponse:
-        thread, request, opts, call_tools = await self._prepare(ctx, log)
-        recorder = Recorder(thread, self, on_intermediate, log.seen)
-        response = await self._loop.get_response(
-            request,
-            options=opts,
-            cancellation_token=ctx.cancellation_token,
-            tools=call_tools,
-            on_message=recorder.on_message,
-            tool_kwargs=ctx.kwargs,
-        )
-        return await self._finish(recorder, thread, response)
+        try:
+            thread, request, opts, call_tools = await self._prepare(ctx, log)
+            recorder = Recorder(thread, self, on_intermediate, log.seen)
+            response = await self._loop.get_response(
+                request,
+                options=opts,
+                cancellation_token=ctx.cancellation_token,
+                tools=call_tools,
+                on_message=recorder.on_message,
+                tool_kwargs=ctx.kwargs,
+            )
+            return await self._finish(recorder, thread, response)
+        except BaseException as exc:
+            _log_failure(self.name, exc)
+            raise
 
     async def _finish(
         self, recorder: Recorder, thread: AgentThread, response: ChatResponse
     ) -> AgentResponse:
         produced = await recorder.drain(response.messages)
+        _log.debug(
+            "agent %s: run done, finish reason %s, %d message(s), usage %s",
+            self.name,
+            response.finish_reason,
+            len(produced),
+            response.usage,
+        )
         return AgentResponse(
             produced,
             thread=thread,
@@ -364,6 +391,15 @@ class ChatAgent(Agent):
         result: list[AgentResponse] = []
 
         async def updates() -> AsyncIterator[AgentResponseUpdate]:
+            try:
+                async with contextlib.aclosing(streamed()) as inner:  # closed now if we stop
+                    async for update in inner:
+                        yield update
+            except BaseException as exc:
+                _log_failure(self.name, exc)
+                raise
+
+        async def streamed() -> AsyncGenerator[AgentResponseUpdate, None]:
             used, request, opts, call_tools = await self._prepare(ctx, log)
             recorder = Recorder(used, self, on_intermediate, log.seen)
             chunks: list[ChatResponseUpdate] = []
@@ -396,6 +432,12 @@ class ChatAgent(Agent):
             result.append(await self._finish(recorder, used, response))
 
         return AgentResponseStream(updates(), lambda: result[-1])
+
+
+def _log_failure(agent_name: str, exc: BaseException) -> None:
+    if isinstance(exc, GeneratorExit):
+        return  # the caller stopped reading a stream: not a failure
+    _log.debug("agent %s: run ended by %s: %s", agent_name, type(exc).__name__, exc)
 
 
 class _RunLog:
