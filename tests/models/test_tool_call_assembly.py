@@ -86,3 +86,13 @@ def test_any_arguments_text_gives_a_call(raw: str) -> None:
     assembler.add(0, call_id="c1", name="f", arguments=raw)
     (call,) = assembler.finish()
     assert isinstance(call.arguments, dict) or call.arguments == raw
+
+
+@given(depth=st.integers(min_value=0, max_value=3000), opener=st.sampled_from(['{"a": ', "["]))
+def test_nesting_of_any_depth_gives_a_call_never_a_recursion_error(depth: int, opener: str) -> None:
+    closer = "}" if opener.startswith("{") else "]"
+    raw = opener * depth + "1" + closer * depth
+    assembler = ToolCallAssembler()
+    assembler.add(0, call_id="c1", name="f", arguments=raw)
+    (call,) = assembler.finish()
+    assert isinstance(call.arguments, dict) or call.arguments == raw
