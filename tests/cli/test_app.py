@@ -208,3 +208,14 @@ def test_a_missing_gguf_file_is_one_line_naming_the_flag() -> None:
     assert result.exit_code == 1
     assert "--model-path" in result.output and "model_path" not in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_openai_without_a_key_names_the_variable_and_the_flag(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for variable in ("CANTATA_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(variable, raising=False)
+    result = runner.invoke(app, ["ask", "hi", "--model", "gpt-4o-mini"])
+    assert result.exit_code == 1
+    assert "set CANTATA_API_KEY (or OPENAI_API_KEY), or pass --base-url" in result.output
+    assert "api_key" not in result.output and "base_url" not in result.output
