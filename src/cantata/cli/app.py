@@ -189,8 +189,7 @@ def chat(
     debug: DebugOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Talk with the model; it remembers the conversation. Ctrl-C stops an answer; /exit,
-    Ctrl-D or Ctrl-C at the prompt leave."""
+    """Talk with the model (it remembers); Ctrl-C stops an answer, /exit or Ctrl-D leaves."""
     flags = ClientOptions(
         model=model,
         base_url=base_url,
