@@ -13,6 +13,7 @@ import pytest
 from cantata.agents import ChatAgent, LocalThread
 from cantata.core import CheckpointError, Message, WorkflowError
 from cantata.models import ScriptedChatClient, tool_call
+from cantata.stores import seal, unseal
 from cantata.tools import tool
 from cantata.workflows import (
     AgentExecutor,
@@ -186,8 +187,8 @@ async def test_damaged_agent_executor_state_is_a_checkpoint_error(damage: dict[s
     full = await approvals().run("go", checkpoint_store=store)
     ckpt = await store.load(full.checkpoint_id or "")
     ref = ckpt.executor_refs["banker"]
-    value = await store.store.get(f"wf:val:{ref}")
-    await store.store.put(f"wf:val:{ref}", {**value, **damage})
+    value = unseal(await store.store.get(f"wf:val:{ref}"), where="test")
+    await store.store.put(f"wf:val:{ref}", seal({**value, **damage}))
     with pytest.raises(CheckpointError, match="cannot be loaded"):
         await approvals().resume(ckpt.checkpoint_id, checkpoint_store=store)
 
@@ -196,7 +197,7 @@ async def test_agent_executor_state_of_another_type_is_a_checkpoint_error() -> N
     store = InMemoryCheckpointStore()
     full = await approvals().run("go", checkpoint_store=store)
     ckpt = await store.load(full.checkpoint_id or "")
-    await store.store.put(f"wf:val:{ckpt.executor_refs['banker']}", {"cache": []})
+    await store.store.put(f"wf:val:{ckpt.executor_refs['banker']}", seal({"cache": []}))
     with pytest.raises(CheckpointError, match="state of agent executor 'banker' is a dict"):
         await approvals().resume(ckpt.checkpoint_id, checkpoint_store=store)
 
@@ -207,7 +208,7 @@ async def test_a_damaged_conversation_log_is_a_checkpoint_error() -> None:
     ckpt = (await store.list_checkpoints(run_id=full.run_id))[1]
     [(segment, count)] = ckpt.logs["a/conversation"]
     await store.store.delete_log(f"wf:log:{segment}")
-    await store.store.append(f"wf:log:{segment}", ["not a message"] * count)
+    await store.store.append(f"wf:log:{segment}", [seal("not a message")] * count)
     with pytest.raises((CheckpointError, WorkflowError)) as caught:
         await chain().resume(ckpt.checkpoint_id, checkpoint_store=store)
     assert isinstance(caught.value, CheckpointError), caught.value

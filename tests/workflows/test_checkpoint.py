@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cantata.core import CheckpointError, UnknownTypeError
-from cantata.stores import MemoryStore, PostgresStore, SQLiteStore
+from cantata.stores import MemoryStore, PostgresStore, SQLiteStore, seal, unseal
 from cantata.workflows import (
     FileCheckpointStore,
     InMemoryCheckpointStore,
@@ -193,8 +193,8 @@ async def test_unknown_missing_and_foreign_checkpoints_are_refused() -> None:
     assert run.checkpoint_id is not None
     with pytest.raises(CheckpointError, match="cannot resume workflow 'gate'"):
         await f.build_gate().resume(run.checkpoint_id, checkpoint_store=store)
-    record = await store.store.get(f"wf:ckpt:{run.checkpoint_id}")
-    await store.store.put(f"wf:ckpt:{run.checkpoint_id}", {**record, "schema_version": 99})
+    record = unseal(await store.store.get(f"wf:ckpt:{run.checkpoint_id}"), where="test")
+    await store.store.put(f"wf:ckpt:{run.checkpoint_id}", seal({**record, "schema_version": 99}))
     with pytest.raises(CheckpointError, match="schema_version 99"):
         await f.build_pipeline().resume(run.checkpoint_id, checkpoint_store=store)
 
@@ -248,8 +248,9 @@ def test_damaged_checkpoints_raise_checkpoint_error(path: list[int], value: Any)
         run = await f.build_pipeline().run("a b c", checkpoint_store=store)
         ckpt_id = (await store.list_checkpoints(run_id=run.run_id))[2].checkpoint_id
         key = f"wf:ckpt:{ckpt_id}"
-        damaged = _damage(await store.store.get(key), path, value)
-        await store.store.put(key, damaged)
+        # damaged, then sealed again: past the integrity check, the record's own checks
+        damaged = _damage(unseal(await store.store.get(key), where="test"), path, value)
+        await store.store.put(key, seal(damaged))
         try:
             resumed = await f.build_pipeline().resume(ckpt_id, checkpoint_store=store)
         except CheckpointError:
@@ -277,11 +278,12 @@ def test_damaged_values_and_log_entries_raise_checkpoint_error(pick: int, value:
         logs = [name for seg in ckpt.logs.values() for name, _ in seg]
         targets = [("value", k) for k in values] + [("log", f"wf:log:{n}") for n in logs]
         kind, key = targets[pick % len(targets)]
+        # sealed as the checkpointing seals them: past the integrity check, the decoding
         if kind == "value":
-            await raw.put(key, value)
+            await raw.put(key, seal(value))
         else:
             await raw.delete_log(key)
-            await raw.append(key, [value])
+            await raw.append(key, [seal(value)])
         try:
             await f.build_pipeline().resume(ckpt.checkpoint_id, checkpoint_store=store)
         except CheckpointError:
@@ -667,9 +669,9 @@ async def test_a_message_its_target_cannot_take_is_a_damaged_checkpoint() -> Non
     store = InMemoryCheckpointStore()
     run = await f.build_pipeline().run("a b c", checkpoint_store=store)
     ckpt = (await store.list_checkpoints(run_id=run.run_id))[1]  # after the entry one
-    record = await store.store.get(f"wf:ckpt:{ckpt.checkpoint_id}")
+    record = unseal(await store.store.get(f"wf:ckpt:{ckpt.checkpoint_id}"), where="test")
     record["messages"][0]["message"] = 42  # the workers take lists of words
-    await store.store.put(f"wf:ckpt:{ckpt.checkpoint_id}", record)
+    await store.store.put(f"wf:ckpt:{ckpt.checkpoint_id}", seal(record))
     with pytest.raises(CheckpointError, match="holds a int for executor 'worker0'"):
         await f.build_pipeline().resume(ckpt.checkpoint_id, checkpoint_store=store)
 

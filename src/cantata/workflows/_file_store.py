@@ -3,6 +3,11 @@
 Logs are JSON-lines files opened for append (so an append writes only the new lines); values
 are one JSON file each, replaced atomically through a temporary file. It serves one process;
 for many processes use SQLite or PostgreSQL.
+
+Files are ASCII JSON (lone surrogates are written escaped and read back as they were), read
+with the nesting limit of `cantata.core.loads_json`: anything else on disk (damaged bytes,
+text nested too deep, NaN) is a `StoreCorruptionError`, never a bare `ValueError` or
+`RecursionError`. A key that cannot name a file (a lone surrogate) is a `StoreError`.
 """
 
 from __future__ import annotations
@@ -15,13 +20,35 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
-from ..core import StoreError
+from ..core import SerializationError, StoreError, check_json_depth, loads_json, short_repr
+from ..stores import StoreCorruptionError
 
 __all__ = ["FileStore"]
 
 
 def _name(key: str) -> str:
-    return quote(key, safe="") or "%00"
+    try:
+        return quote(key, safe="") or "%00"
+    except (UnicodeEncodeError, TypeError) as exc:
+        raise StoreError(
+            f"the key {short_repr(key)} cannot name a file: it is not a string of valid "
+            "Unicode (a lone surrogate?); use keys and ids of valid text"
+        ) from exc
+
+
+def _load(raw: bytes, what: str) -> Any:
+    try:
+        return loads_json(raw, allow_surrogates=True, allow_nan=False)
+    except SerializationError as exc:  # bad JSON, bad UTF-8, too deep, NaN
+        raise StoreCorruptionError(f"{what} is corrupted: {exc}") from exc
+
+
+def _dump(value: Any, what: str) -> str:
+    try:
+        check_json_depth(value)
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (SerializationError, ValueError, TypeError) as exc:
+        raise StoreError(f"{what} cannot be written: it is not JSON data ({exc})") from exc
 
 
 class FileStore:
@@ -55,10 +82,7 @@ class FileStore:
                 for raw in f:
                     if not raw.endswith(b"\n"):
                         break  # a torn last line from a crash: it was never acknowledged
-                    try:
-                        out.append(json.loads(raw))
-                    except ValueError as exc:  # bad JSON or bad UTF-8
-                        raise StoreError(f"log {log!r} in {path} is corrupted: {exc}") from exc
+                    out.append(_load(raw, f"log {log!r} in {path}"))
                     size += len(raw)
         except FileNotFoundError:
             return [], 0
@@ -76,7 +100,7 @@ class FileStore:
                 if path.exists() and path.stat().st_size != size:
                     # drop a torn line, or the next append would be glued to it
                     os.truncate(path, size)
-            text = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in entries)
+            text = "".join(_dump(e, f"an entry of log {log!r}") + "\n" for e in entries)
             with path.open("a", encoding="utf-8") as f:
                 f.write(text)
         except OSError as exc:
@@ -103,8 +127,9 @@ class FileStore:
     async def delete_log(self, log: str) -> None:
         """Remove a log."""
         self._check()
+        path = self._logs / (_name(log) + ".jsonl")
         self._lengths.pop(log, None)
-        (self._logs / (_name(log) + ".jsonl")).unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
 
     # -- values ------------------------------------------------------------------------
 
@@ -116,17 +141,15 @@ class FileStore:
             return None
         except OSError as exc:
             raise StoreError(f"value {key!r} in {path} cannot be read: {exc}") from exc
-        try:
-            return json.loads(data)
-        except ValueError as exc:  # bad JSON or bad UTF-8
-            raise StoreError(f"value {key!r} in {path} is corrupted: {exc}") from exc
+        return _load(data, f"value {key!r} in {path}")
 
     def _put_many(self, items: Mapping[str, Any]) -> None:
         for key, value in items.items():
             path = self._values / (_name(key) + ".json")
             tmp = path.with_suffix(".tmp")
+            text = _dump(value, f"value {key!r}")
             try:
-                tmp.write_text(json.dumps(value, separators=(",", ":")), encoding="utf-8")
+                tmp.write_text(text, encoding="ascii")
                 os.replace(tmp, path)
             except OSError as exc:
                 raise StoreError(f"value {key!r} in {path} cannot be written: {exc}") from exc

@@ -11,6 +11,10 @@ Schema versions:
      name) when it asked for another answer type than its handler's; records without it
      read as before, so the version stayed. Likewise ``graph``, a fingerprint of the
      workflow's edges, checked on restore when present, and ``fan_in_refs``.
+  2: the record is stored sealed (`cantata.stores.seal`: the SHA-256 of its canonical
+     JSON beside it), and so is every value and log entry it points to, so damage that
+     still parses is refused instead of resumed. Version 1 records (unsealed, as are
+     their values and entries) still load, without that check.
 """
 
 from __future__ import annotations
@@ -18,11 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core import CheckpointError
+from ..core import CheckpointError, short_repr
 
 __all__ = ["SCHEMA_VERSION", "WorkflowCheckpoint"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+_LEGACY_VERSION = 1
 
 Segments = list[tuple[str, int]]
 """A logical log: the first `count` entries of each named store log, in order."""
@@ -55,6 +60,8 @@ class WorkflowCheckpoint:
     executor_ids: list[str] = field(default_factory=list)
     graph: str = ""
     """A fingerprint of the workflow's edges ("" in records written before it existed)."""
+    sealed: bool = True
+    """Whether the values and log entries it points to are sealed (schema version 2)."""
 
     @property
     def pending_request_ids(self) -> list[str]:
@@ -62,9 +69,9 @@ class WorkflowCheckpoint:
         return [r["request_id"] for r in self.requests]
 
     def to_record(self) -> dict[str, Any]:
-        """The JSON record written to the store."""
+        """The JSON record written to the store (sealed by the store)."""
         return {
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": SCHEMA_VERSION if self.sealed else _LEGACY_VERSION,
             "checkpoint_id": self.checkpoint_id,
             "run_id": self.run_id,
             "workflow_name": self.workflow_name,
@@ -85,16 +92,26 @@ class WorkflowCheckpoint:
         }
 
     @classmethod
-    def from_record(cls, record: Any, *, checkpoint_id: str) -> WorkflowCheckpoint:
-        """Check and read a record; anything damaged or unknown raises `CheckpointError`."""
+    def from_record(
+        cls, record: Any, *, checkpoint_id: str, sealed: bool = True
+    ) -> WorkflowCheckpoint:
+        """Check and read a record (unsealed already when `sealed`: then it must be of
+        the current version, else of version 1); damage raises `CheckpointError`."""
         where = f"checkpoint {checkpoint_id!r}"
         if not isinstance(record, dict):
             raise CheckpointError(f"{where} is damaged: its record is not a JSON object")
         version = record.get("schema_version")
-        if version != SCHEMA_VERSION:
+        expected = SCHEMA_VERSION if sealed else _LEGACY_VERSION
+        if version != expected:
+            if version in (SCHEMA_VERSION, _LEGACY_VERSION):
+                raise CheckpointError(
+                    f"{where} is damaged: a version {version} record must "
+                    f"{'' if version == SCHEMA_VERSION else 'not '}be sealed"
+                )
             raise CheckpointError(
-                f"{where} has schema_version {version!r}; this code reads version "
-                f"{SCHEMA_VERSION}: resume it with the cantata version that wrote it"
+                f"{where} has schema_version {short_repr(version)}; this code reads versions "
+                f"{_LEGACY_VERSION} and {SCHEMA_VERSION}: resume it with the cantata version "
+                "that wrote it"
             )
         try:
             ckpt = cls(
@@ -115,6 +132,7 @@ class WorkflowCheckpoint:
                 outputs=_segments(record.get("outputs"), "outputs"),
                 executor_ids=_str_list(record.get("executor_ids"), "executor_ids"),
                 graph=_optional_str(record, "graph") or "",
+                sealed=sealed,
             )
         except CheckpointError as exc:
             raise CheckpointError(f"{where} is damaged: {exc}") from None
@@ -170,7 +188,7 @@ def _segments(value: Any, key: str) -> Segments:
             or isinstance(seg[1], bool)
             or seg[1] < 0
         ):
-            raise CheckpointError(f"log {key!r} has a malformed segment {seg!r}")
+            raise CheckpointError(f"log {key!r} has a malformed segment {short_repr(seg)}")
         out.append((seg[0], seg[1]))
     return out
 

@@ -3,7 +3,8 @@
 Every store is one `StateStore` from `cantata.stores` underneath (memory, a directory of
 files, SQLite, PostgreSQL, ...), used as logs and keyed values:
 
-- ``wf:ckpt:<id>``: the checkpoint record (small: references and lengths),
+- ``wf:ckpt:<id>``: the checkpoint record (small: references and lengths), sealed with its
+  SHA-256 (`cantata.stores.seal`; values and log entries are sealed by the checkpointing),
 - ``wf:idx:<run id>:<superstep>:<id>``: the run's checkpoints, in order,
 - ``wf:val:<ref>``: one shared-state or executor-state value, written when it changed,
 - log ``wf:log:<segment>``: append-only logs (conversations, outputs), appended per checkpoint.
@@ -15,8 +16,8 @@ import os
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from ..core import CheckpointError, StoreError
-from ..stores import MemoryStore, StateStore
+from ..core import CheckpointError, StoreError, short_repr
+from ..stores import MemoryStore, StateStore, seal, unseal
 from ._file_store import FileStore
 from .checkpoint import WorkflowCheckpoint
 
@@ -73,7 +74,25 @@ class StateStoreCheckpointStore:
         values: Mapping[str, Any],
         log_appends: Mapping[str, tuple[int, list[Any]]],
     ) -> None:
-        """Write what changed: new values, new log entries, then the small record."""
+        """Write what changed: new values, new log entries, then the small record.
+
+        A store that refuses to write (an id it cannot take, a full disk) is a
+        `CheckpointError` naming the checkpoint and run.
+        """
+        try:
+            await self._save(checkpoint, values, log_appends)
+        except StoreError as exc:
+            raise CheckpointError(
+                f"checkpoint {checkpoint.checkpoint_id!r} of run {short_repr(checkpoint.run_id)} "
+                f"cannot be saved: {exc}"
+            ) from exc
+
+    async def _save(
+        self,
+        checkpoint: WorkflowCheckpoint,
+        values: Mapping[str, Any],
+        log_appends: Mapping[str, tuple[int, list[Any]]],
+    ) -> None:
         for segment, (expected, entries) in log_appends.items():
             if not entries:
                 continue
@@ -87,19 +106,26 @@ class StateStoreCheckpointStore:
         items: dict[str, Any] = {f"wf:val:{ref}": value for ref, value in values.items()}
         ckpt_id = checkpoint.checkpoint_id
         items[f"wf:idx:{checkpoint.run_id}:{checkpoint.superstep:09d}:{ckpt_id}"] = ckpt_id
-        items[f"wf:ckpt:{ckpt_id}"] = checkpoint.to_record()
+        record = checkpoint.to_record()
+        items[f"wf:ckpt:{ckpt_id}"] = seal(record) if checkpoint.sealed else record
         await self.store.put_many(items)
 
     async def load(self, checkpoint_id: str) -> WorkflowCheckpoint:
         """The checkpoint with this id; `CheckpointError` when unknown or damaged."""
+        where = f"checkpoint {short_repr(checkpoint_id)}"
         try:
-            record = await self.store.get(f"wf:ckpt:{checkpoint_id}")
+            data = await self.store.get(f"wf:ckpt:{checkpoint_id}")
+            if data is None:
+                raise CheckpointError(
+                    f"no {where} in this store; list them with list_checkpoints()"
+                )
+            if isinstance(data, dict) and "schema_version" in data:  # version 1: unsealed
+                return WorkflowCheckpoint.from_record(
+                    data, checkpoint_id=checkpoint_id, sealed=False
+                )
+            record = unseal(data, where=where)
         except StoreError as exc:
-            raise CheckpointError(f"checkpoint {checkpoint_id!r} cannot be read: {exc}") from exc
-        if record is None:
-            raise CheckpointError(
-                f"no checkpoint {checkpoint_id!r} in this store; list them with list_checkpoints()"
-            )
+            raise CheckpointError(f"{where} cannot be read: {exc}") from exc
         return WorkflowCheckpoint.from_record(record, checkpoint_id=checkpoint_id)
 
     async def read_value(self, ref: str) -> Any:
@@ -107,9 +133,11 @@ class StateStoreCheckpointStore:
         try:
             value = await self.store.get(f"wf:val:{ref}")
         except StoreError as exc:
-            raise CheckpointError(f"checkpoint value {ref!r} cannot be read: {exc}") from exc
+            raise CheckpointError(
+                f"checkpoint value {short_repr(ref)} cannot be read: {exc}"
+            ) from exc
         if value is None:
-            raise CheckpointError(f"checkpoint value {ref!r} is missing from the store")
+            raise CheckpointError(f"checkpoint value {short_repr(ref)} is missing from the store")
         return value
 
     async def read_log(self, segment: str, count: int) -> list[Any]:
@@ -117,11 +145,13 @@ class StateStoreCheckpointStore:
         try:
             entries = await self.store.read(f"wf:log:{segment}", 0, count)
         except StoreError as exc:
-            raise CheckpointError(f"checkpoint log {segment!r} cannot be read: {exc}") from exc
+            raise CheckpointError(
+                f"checkpoint log {short_repr(segment)} cannot be read: {exc}"
+            ) from exc
         if len(entries) != count:
             raise CheckpointError(
-                f"checkpoint log {segment!r} has {len(entries)} entries, the checkpoint "
-                f"expects {count}"
+                f"checkpoint log {short_repr(segment)} has {len(entries)} entries, the "
+                f"checkpoint expects {count}"
             )
         return entries
 

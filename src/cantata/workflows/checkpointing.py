@@ -4,6 +4,11 @@ Saving writes only what changed since the run's previous checkpoint: values of s
 keys and executor states that were written (each under a fresh reference), and log entries
 appended since (to this branch's segment of each log). Everything else is carried over as
 references and lengths, so the record stays small however long a conversation gets.
+
+Every value and log entry is written sealed (`cantata.stores.seal`: with the SHA-256 of its
+canonical JSON) and checked when read back, as the record is by the store: a checkpoint
+damaged in any way that still parses is refused with `CheckpointError`, never resumed into
+a different run.
 """
 
 from __future__ import annotations
@@ -16,11 +21,14 @@ from ..core import (
     CheckpointError,
     Message,
     SerializationError,
+    StoreError,
     from_json,
     new_id,
     registry,
+    short_repr,
     to_json,
 )
+from ..stores import seal, unseal
 from ._agent_messages import CONVERSATION, AgentExecutorResponse
 from .checkpoint import WorkflowCheckpoint
 from .context import PendingRequest
@@ -52,7 +60,7 @@ def _segment_appends(
     if not segments or segments[-1][0] != own:
         segments.append((own, 0))
     name, count = segments[-1]
-    appends[name] = (count, [to_json(e) for e in new])
+    appends[name] = (count, [seal(to_json(e)) for e in new])
     segments[-1] = (name, count + len(new))
 
 
@@ -165,12 +173,25 @@ def _write_value(value: Any, values: dict[str, Any]) -> str:
     if value is None:
         return NONE_REF
     ref = new_id()
-    values[ref] = to_json(value)
+    values[ref] = seal(to_json(value))
     return ref
 
 
-async def _read_value(store: CheckpointStore, ref: str) -> Any:
-    return None if ref == NONE_REF else from_json(await store.read_value(ref))
+def _opened(data: Any, sealed: bool, where: str) -> Any:
+    """A stored value or entry, its seal checked (version 1 checkpoints have none)."""
+    if not sealed:
+        return data
+    try:
+        return unseal(data, where=where)
+    except StoreError as exc:
+        raise CheckpointError(str(exc)) from exc
+
+
+async def _read_value(store: CheckpointStore, ref: str, ckpt: WorkflowCheckpoint) -> Any:
+    if ref == NONE_REF:
+        return None
+    where = f"value {short_repr(ref)} of checkpoint {ckpt.checkpoint_id!r}"
+    return from_json(_opened(await store.read_value(ref), ckpt.sealed, where))
 
 
 def _delivery(run: RunState, d: Delivery) -> dict[str, Any]:
@@ -282,22 +303,22 @@ async def _rebuild(
     if ckpt.status in _RESTING:
         run.status = ckpt.status  # type: ignore[assignment]  # checked just above
     for key, ref in ckpt.state_refs.items():
-        run.state[key] = await _read_value(store, ref)
+        run.state[key] = await _read_value(store, ref, ckpt)
     for eid, ref in ckpt.executor_refs.items():
         _known(workflow, eid, ckpt)
-        run.executor_states[eid] = await _read_value(store, ref)
+        run.executor_states[eid] = await _read_value(store, ref, ckpt)
     run.state_refs = dict(ckpt.state_refs)
     run.executor_refs = dict(ckpt.executor_refs)
     for key, segments in ckpt.logs.items():
         eid = key.partition("/")[0]
         if eid != "*":
             _known(workflow, eid, ckpt)
-        entries = await _read_segments(store, segments)
+        entries = await _read_segments(store, segments, ckpt)
         run.logs[key] = entries
         run.segments[key] = list(segments)
         run.saved[key] = len(entries)
     _check_message_logs(workflow, run, ckpt)
-    run.outputs = await _read_segments(store, ckpt.outputs)
+    run.outputs = await _read_segments(store, ckpt.outputs, ckpt)
     run.segments[OUTPUTS] = list(ckpt.outputs)
     run.saved[OUTPUTS] = len(run.outputs)
     for item in ckpt.messages:
@@ -354,10 +375,15 @@ def _check_message_logs(workflow: Workflow, run: RunState, ckpt: WorkflowCheckpo
                 )
 
 
-async def _read_segments(store: CheckpointStore, segments: list[tuple[str, int]]) -> list[Any]:
+async def _read_segments(
+    store: CheckpointStore, segments: list[tuple[str, int]], ckpt: WorkflowCheckpoint
+) -> list[Any]:
     entries: list[Any] = []
     for name, count in segments:
-        entries.extend(from_json(e) for e in await store.read_log(name, count))
+        where = f"an entry of log {short_repr(name)} of checkpoint {ckpt.checkpoint_id!r}"
+        entries.extend(
+            from_json(_opened(e, ckpt.sealed, where)) for e in await store.read_log(name, count)
+        )
     return entries
 
 
