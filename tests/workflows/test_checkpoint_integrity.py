@@ -5,6 +5,7 @@ store refuses lone surrogates, deep JSON and damaged text with typed errors."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import importlib.util
 import json
 import shutil
@@ -58,6 +59,7 @@ def _saved() -> tuple[Path, str, Any]:
     resuming it undamaged."""
     if not _SAVED:
         directory = Path(tempfile.mkdtemp(prefix="cantata-ckpt-"))
+        atexit.register(shutil.rmtree, directory, True)
 
         async def save() -> tuple[str, Any]:
             store = FileCheckpointStore(directory)

@@ -58,6 +58,11 @@ def test_the_same_edge_twice_is_refused_naming_both_executors() -> None:
         builder.build()
     assert caught.value.problem == "duplicate_edge"
     assert caught.value.executor_ids == ("s", "t")
+    assert caught.value.fields == {
+        "problem": "duplicate_edge",
+        "executor_ids": ("s", "t"),
+        "types": (),
+    }
 
 
 @pytest.mark.parametrize(

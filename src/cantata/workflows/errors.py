@@ -33,6 +33,10 @@ class WorkflowValidationError(ConfigurationError):
     `types` the annotations involved (for a type mismatch: what is sent, then what is taken).
     """
 
+    problem: ValidationProblem
+    executor_ids: tuple[str, ...]
+    types: tuple[Any, ...]
+
     def __init__(
         self,
         message: str,
@@ -41,7 +45,7 @@ class WorkflowValidationError(ConfigurationError):
         executor_ids: Sequence[str] = (),
         types: Sequence[Any] = (),
     ) -> None:
-        super().__init__(message)
-        self.problem: ValidationProblem = problem
-        self.executor_ids: tuple[str, ...] = tuple(executor_ids)
-        self.types: tuple[Any, ...] = tuple(types)
+        # keyword fields of CantataError: attributes, and all of them in `fields`
+        super().__init__(
+            message, problem=problem, executor_ids=tuple(executor_ids), types=tuple(types)
+        )
