@@ -260,7 +260,7 @@ class TeamManager(Executor):
         """A participant's turn: into the history, then termination, then the next turn."""
         state = self._state(ctx)
         if state.stopped:
-            return  # a turn that was under way when the run was stopped from outside
+            return  # a turn that ended after the run stopped (a fan-out's other replies)
         self.publish(state, done.messages, ctx, source=done.speaker, channel=done.channel)
         ctx.set_executor_state(state)
         if await self._should_stop(state, done.messages, done.usage, ctx):
