@@ -16,7 +16,6 @@ Serialized threads carry ``schema_version``:
 from __future__ import annotations
 
 import asyncio
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, Literal, TypeAlias
@@ -27,6 +26,7 @@ from ..core import (
     SchemaVersionError,
     SerializationError,
     ThreadError,
+    loads_json,
     new_id,
 )
 from .message_store import InMemoryMessageStore, MessageStore, MessageStoreFactory
@@ -285,8 +285,8 @@ def load_thread_data(data: Any, kind: str) -> dict[str, Any]:
     """Parse and check the envelope of a serialized thread; raises `SerializationError`."""
     if isinstance(data, str | bytes | bytearray):
         try:
-            data = json.loads(data)
-        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
+            data = loads_json(data)  # bounded depth; bad UTF-8 and surrogates are refused
+        except SerializationError as exc:
             raise SerializationError(f"serialized thread is not valid JSON: {exc}") from exc
     if type(data) is not dict:
         raise SerializationError(
