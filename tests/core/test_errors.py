@@ -189,3 +189,17 @@ def test_errors_with_keyword_only_fields_copy_and_pickle() -> None:
         assert again.args == ("m",)
         assert again.fields == err.fields
         assert copy.copy(err).fields == err.fields
+
+
+def test_a_subclass_may_declare_fields_with_defaults() -> None:
+    class EdgeError(ConfigurationError):
+        source_id: str | None = None
+
+        @property
+        def label(self) -> str:
+            return "edge"
+
+    assert EdgeError("m").source_id is None
+    assert EdgeError("m", source_id="a").source_id == "a"
+    with pytest.raises(builtins.TypeError, match="label"):
+        EdgeError("m", label="x")

@@ -20,8 +20,7 @@ and unreadable data are `ValueError`s (as an invalid argument or ``json.loads`` 
 a type that cannot be serialized and a message no handler takes are `TypeError`s, an
 unknown recipient is a `LookupError`, a wait past its timeout is a `TimeoutError`, and
 the runtime used in the wrong state is also a `RuntimeError`; a model answer that does
-not fit its schema is a `ValueError` too. ``str(err)`` is always the
-message.
+not fit its schema is a `ValueError` too. ``str(err)`` is always the message.
 """
 
 from __future__ import annotations
@@ -63,14 +62,15 @@ class CantataError(Exception):
     """Root of every error cantata raises on purpose.
 
     Keyword fields name what the error is about (ids, types); each is kept as an attribute
-    and all of them in `fields`. Names the exception itself uses are refused.
+    and all of them in `fields`. Names the exception itself uses (``args``, methods,
+    properties) are refused; a subclass may declare its fields with plain defaults.
     """
 
     fields: dict[str, Any]
 
     def __init__(self, *args: object, **fields: Any) -> None:
         super().__init__(*args)
-        clash = sorted(n for n in fields if n == "fields" or hasattr(type(self), n))
+        clash = sorted(n for n in fields if _taken(type(self), n))
         if clash:
             raise builtins.TypeError(
                 f"{type(self).__name__} cannot take the field(s) {clash}: the exception "
@@ -84,6 +84,17 @@ class CantataError(Exception):
         # The default calls ``cls(*args)``, which fails for keyword-only fields; a copy or
         # a process pool (Ray) carrying an error back needs the error whole.
         return (_restore, (type(self), self.args), self.__dict__)
+
+
+def _taken(cls: type, name: str) -> bool:
+    """A name the exception itself uses: a field there would hide or break it.
+
+    Plain class defaults (``executor_id: str | None = None``) may be given as fields.
+    """
+    if name == "fields" or hasattr(BaseException, name):
+        return True
+    attr = getattr(cls, name, None)
+    return callable(attr) or hasattr(attr, "__get__")
 
 
 def _restore(cls: type[CantataError], args: tuple[Any, ...]) -> CantataError:
