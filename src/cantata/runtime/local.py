@@ -488,6 +488,8 @@ class LocalRuntime(Engine):
 
     async def _end_cancelled(self, own: int, tasks: list[asyncio.Task[None]], grace: float) -> None:
         """Give what `stop` cancelled `grace` seconds to end, then abandon what is left."""
+        if self._pending <= own and not tasks:
+            return  # nothing was cancelled (and no await, so a stop can be atomic)
         await asyncio.sleep(0)  # even with no grace, a cancelled handler sees its cancellation
         if self._pending > own:
             await self._wait_pending(own, grace)
