@@ -532,7 +532,9 @@ async def test_changing_a_read_value_in_place_is_not_seen_before_the_boundary() 
         await run.continue_run()
     assert run._state.state["items"] == [0]  # the failed superstep changed nothing
     await run.continue_run()
-    assert seen == [[0], [0]]  # never the appender's uncommitted change
+    # never the appender's uncommitted change (in the failed superstep the reader may not
+    # have started at all: a failure starts nothing more)
+    assert seen and all(s == [0] for s in seen)
     assert run._state.state["items"] == [0, 5]
 
 

@@ -1,67 +1,144 @@
-"""Run several coroutines concurrently, starting the safe ones at once in the caller's task.
+"""Run several coroutines concurrently, each starting at once, without a task per coroutine.
 
-A synchronous handler (plain code) finishes without ever waiting; a task for it would cost
-more than the handler. Coroutines marked eager run in the caller's task until they finish
-(or, should one ever wait, continue in a task of their own). The others get a task at once:
-an async handler may capture the current task before it first waits (``asyncio.timeout``
-does), so it must start in its own. Results come in order, exceptions returned as values,
-as ``asyncio.gather(..., return_exceptions=True)`` gives them, with one difference: once one
-coroutine fails, those still running are cancelled (their results are `CancelledError`),
-since a failed superstep commits nothing and a sibling waiting forever would hang the run.
+A superstep's handlers mostly finish without ever waiting; a task each would cost more than
+the handlers (task, scheduled step, done callback, wake-up of the caller). So every
+coroutine takes its first step at once, here, and gets a task of its own only if it really
+suspends: the idea of Python 3.12's eager task factory, on 3.11 too.
+
+Two kinds of coroutine:
+
+- plain (``sync=True``: an executor whose handlers are all synchronous) runs in the
+  caller's task and context, as a function call would;
+- the others run as if in a task of their own from their first line, because an async
+  handler may capture its task before it first waits (``asyncio.timeout`` does, and so do
+  ``TaskGroup`` and ``asyncio.current_task()``), and sets context variables of its own.
+  The first step runs inside a fresh copy of the caller's context, while the current task
+  is a *carrier*: a real task created for the purpose and not started yet. A coroutine that
+  finishes leaves the carrier free for the next one (so a fan-out whose handlers never wait
+  makes one task, not one each); one that suspends keeps it, and the carrier's first step
+  takes over where the eager step stopped. So whatever it captured is the task that runs
+  it, its timeouts cancel it and nothing else, and its context is its own.
+
+Results come in order, exceptions returned as values, as ``asyncio.gather(...,
+return_exceptions=True)`` gives them, with one difference: once one coroutine fails, those
+still running are cancelled (their results are `CancelledError`) and those not started are
+not started, since a failed superstep commits nothing and a sibling waiting forever would
+hang the run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+from asyncio.tasks import _enter_task, _leave_task  # what 3.12's eager tasks use
 from collections.abc import Coroutine, Generator
 from typing import Any
 
 __all__ = ["gather_eager"]
 
 
-_FIRST_SENT: Any = object()
+_UNBOUND: Any = object()
+_STARTED: Any = object()
 
 
-class _Resumed(Coroutine[Any, Any, Any]):
-    """A coroutine that already yielded (a future, or None), handed to an asyncio task.
+class _Carried(Coroutine[Any, Any, Any]):
+    """The coroutine of a carrier task: empty until a coroutine that suspended in its
+    eager step is bound to it; then the task's first step hands over what that coroutine
+    yielded, and later steps go on inside the coroutine's own context.
 
     A coroutine object of its own rather than an ``async def`` wrapper: a task cancelled
     before its first step throws the cancellation into its coroutine without running it,
     and a wrapper would then never pass it on; this one does, so the handler sees it.
     """
 
-    __slots__ = ("_coro", "_first")
+    __slots__ = ("_context", "_coro", "_first")
 
-    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
-        self._coro = coro
-        self._first = first
+    def __init__(self) -> None:
+        self._coro: Coroutine[Any, Any, Any] | None = None
+        self._context: contextvars.Context | None = None
+        self._first: Any = _UNBOUND
+
+    def bind(self, coro: Coroutine[Any, Any, Any], ctx: contextvars.Context, first: Any) -> None:
+        """Carry `coro`, which yielded `first` in its eager step inside `ctx`."""
+        self._coro, self._context, self._first = coro, ctx, first
 
     def send(self, value: Any) -> Any:
-        """The task's first step gets what the coroutine yielded; later ones go through."""
+        """The first step hands over the eager step's yield; later ones go through."""
         first = self._first
-        if first is not _FIRST_SENT:
-            self._first = _FIRST_SENT
+        if first is not _STARTED:
+            self._first = _STARTED
+            if first is _UNBOUND:  # never carried anything: the task just ends
+                raise StopIteration(None)
             return first
-        return self._coro.send(value)
+        assert self._coro is not None and self._context is not None  # bound before start
+        return self._context.run(self._coro.send, value)
 
     def throw(self, *args: Any) -> Any:
-        """Pass a thrown exception (a cancellation) into the coroutine."""
-        self._first = _FIRST_SENT
-        return self._coro.throw(*args)
+        """Pass a thrown exception (a cancellation) into the carried coroutine."""
+        self._first = _STARTED
+        if self._coro is None or self._context is None:
+            raise args[0] if len(args) == 1 else args[1]
+        return self._context.run(self._coro.throw, *args)
 
     def close(self) -> None:
-        """Close the coroutine."""
-        self._coro.close()
+        """Close the carried coroutine."""
+        if self._coro is not None:
+            self._coro.close()
 
     def __await__(self) -> Generator[Any, Any, Any]:
-        raise TypeError("_Resumed is run by a task, never awaited")
+        raise TypeError("_Carried is run by a task, never awaited")
+
+
+class _Eager:
+    """The eager steps of one `gather_eager` call, and the carrier they run under."""
+
+    __slots__ = ("_caller", "_carried", "_carrier", "_loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._caller = asyncio.current_task(loop)
+        self._carrier: asyncio.Task[Any] | None = None
+        self._carried: _Carried | None = None
+
+    def step(self, coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any, asyncio.Task[Any] | None]:
+        """Take the first step of `coro` as its own task would: ``(done, result, task)``;
+        `result` is its value or exception when done, else `task` carries it on."""
+        if self._carrier is None or self._carrier.cancelling():
+            # a new carrier; one a finished coroutine asked to cancel is not reused
+            self._carried = _Carried()
+            self._carrier = self._loop.create_task(self._carried)
+        carrier, carried = self._carrier, self._carried
+        assert carried is not None  # made with the carrier
+        ctx = contextvars.copy_context()
+        caller = self._caller
+        if caller is not None:
+            _leave_task(self._loop, caller)
+        _enter_task(self._loop, carrier)
+        try:
+            first = ctx.run(coro.send, None)
+        except StopIteration as stop:
+            if carrier.cancelling():  # cancelled itself: a task would end cancelled
+                return True, asyncio.CancelledError(), None
+            return True, stop.value, None
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:
+            return True, exc, None
+        finally:
+            _leave_task(self._loop, carrier)
+            if caller is not None:
+                _enter_task(self._loop, caller)
+        carried.bind(coro, ctx, first)
+        self._carrier = self._carried = None
+        return False, None, carrier
 
 
 async def gather_eager(coros: list[tuple[Coroutine[Any, Any, Any], bool]]) -> list[Any]:
-    """Results (or raised exceptions) of ``(coroutine, eager)`` pairs, in order."""
+    """Results (or raised exceptions) of ``(coroutine, sync)`` pairs, in order."""
     loop = asyncio.get_running_loop()
     results: list[Any] = [None] * len(coros)
     waiting: list[tuple[int, asyncio.Task[Any]]] = []
+    eager = _Eager(loop)
     failed = False
 
     def on_done(task: asyncio.Task[Any]) -> None:
@@ -70,27 +147,22 @@ async def gather_eager(coros: list[tuple[Coroutine[Any, Any, Any], bool]]) -> li
             failed = True
             _cancel(waiting)
 
-    for i, (coro, eager) in enumerate(coros):
+    for i, (coro, sync) in enumerate(coros):
         if failed:
             coro.close()  # never started: its result is a cancellation
             results[i] = asyncio.CancelledError()
             continue
-        if not eager:
-            task = loop.create_task(coro)
+        if sync:
+            done, value, task = _plain_step(loop, coro)
         else:
-            try:
-                first = coro.send(None)
-            except StopIteration as stop:
-                results[i] = stop.value
-                continue
-            except BaseException as exc:
-                if isinstance(exc, KeyboardInterrupt | SystemExit):
-                    raise
-                results[i] = exc
+            done, value, task = eager.step(coro)
+        if done:
+            results[i] = value
+            if isinstance(value, BaseException) and not isinstance(value, asyncio.CancelledError):
                 failed = True
                 _cancel(waiting)
-                continue
-            task = loop.create_task(_Resumed(coro, first))
+            continue
+        assert task is not None  # not done: a task carries it on
         task.add_done_callback(on_done)
         waiting.append((i, task))
     # Awaiting one task at a time costs less than gather(); they all run meanwhile anyway.
@@ -111,6 +183,23 @@ async def gather_eager(coros: list[tuple[Coroutine[Any, Any, Any], bool]]) -> li
         except BaseException as exc:
             results[i] = exc
     return results
+
+
+def _plain_step(
+    loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any]
+) -> tuple[bool, Any, asyncio.Task[Any] | None]:
+    """Plain code in the caller's task; should it ever wait, it goes on in a task."""
+    try:
+        first = coro.send(None)
+    except StopIteration as stop:
+        return True, stop.value, None
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:
+        return True, exc, None
+    carried = _Carried()
+    carried.bind(coro, contextvars.copy_context(), first)
+    return False, None, loop.create_task(carried)
 
 
 def _cancel(waiting: list[tuple[int, asyncio.Task[Any]]]) -> None:
