@@ -19,7 +19,8 @@ from .events import (
 from .handlers import HandlerKind, Match, event, message_handler, rpc
 from .ids import AgentId, TopicId
 from .interventions import DROP, DropMessage, InterventionHandler
-from .local import DEFAULT_TIMEOUT, LocalRuntime
+from .lifecycle import DEFAULT_TIMEOUT
+from .local import LocalRuntime
 from .protocol import AgentFactory, AgentRuntime
 from .state import SCHEMA_VERSION
 from .subscriptions import (
