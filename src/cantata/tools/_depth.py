@@ -10,6 +10,7 @@ error result saying why, so the run goes on and the thread stays storable.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..core import (
@@ -43,25 +44,45 @@ def too_deep(value: Any) -> bool:
     return False
 
 
+def _unkeepable(content: object) -> bool:
+    if type(content) is not FunctionCallContent:
+        return False
+    arguments = content.arguments
+    return not isinstance(arguments, dict | str) or too_deep(arguments)
+
+
+def _keepable(call: FunctionCallContent, dropped: set[str]) -> FunctionCallContent:
+    arguments: Any = call.arguments
+    if isinstance(arguments, dict | str):  # nested too deep
+        dropped.add(call.call_id)
+        return FunctionCallContent(call.call_id, call.name, DROPPED_ARGUMENTS)
+    # null, a number, a list...: kept as their JSON text, which the loop then answers with
+    # "must be a JSON object" (stored as they were, the thread could not be read back)
+    try:
+        text = json.dumps(arguments, allow_nan=False)
+    except (TypeError, ValueError):
+        text = f"(arguments of type {type(arguments).__name__}, not JSON)"
+    return FunctionCallContent(call.call_id, call.name, text)
+
+
 def bound_calls(response: ChatResponse, dropped: set[str]) -> ChatResponse:
-    """The response with the arguments of every call nested too deep replaced by
-    `DROPPED_ARGUMENTS` (same call id and name, so its error result still answers it); the
-    ids of those calls are added to `dropped`. `response` itself when there is none."""
+    """The response with every call the conversation could not keep made keepable: its
+    arguments nested too deep replaced by `DROPPED_ARGUMENTS` (its id added to `dropped`),
+    or arguments that are no object nor text replaced by their JSON text; the same call id
+    and name, so its error result still answers it. `response` itself when there is none."""
     messages: list[Message] | None = None
     for index, message in enumerate(response.messages):
         contents = message.contents
-        if not any(type(c) is FunctionCallContent and too_deep(c.arguments) for c in contents):
+        if not any(_unkeepable(c) for c in contents):
             if messages is not None:
                 messages.append(message)
             continue
         if messages is None:
             messages = response.messages[:index]
-        kept = []
-        for c in contents:
-            if type(c) is FunctionCallContent and too_deep(c.arguments):
-                dropped.add(c.call_id)
-                c = FunctionCallContent(c.call_id, c.name, DROPPED_ARGUMENTS)
-            kept.append(c)
+        kept = [
+            _keepable(c, dropped) if type(c) is FunctionCallContent and _unkeepable(c) else c
+            for c in contents
+        ]
         messages.append(message.copy(contents=kept))
     if messages is None:
         return response
