@@ -294,7 +294,7 @@ class AgentExecutor(Executor):
         ctx: WorkflowContext[Any, Any],
         stream: bool | None,
     ) -> AgentResponse:
-        kwargs = dict(ctx.kwargs)
+        kwargs: dict[str, Any] = {"tool_kwargs": dict(ctx.kwargs)}  # the run's kwargs go to tools
         streaming = ctx.streaming if stream is None else stream
         if not streaming:
             response = await self.agent.run(
