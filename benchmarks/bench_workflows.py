@@ -1,18 +1,22 @@
 """Workflows: cantata against Microsoft Agent Framework workflows and LangGraph, same run.
 
-Workloads (issue 5), each on one definition reused for every run:
+Workloads (issues 5 and 16), each on one definition reused for every run:
 
 - a chain of 10 executors, each adding 1 to a number (runs per second);
 - a fan-out from one executor to 100 and a fan-in of their 100 results (runs per second);
+- a loop: one executor sending to itself 100 times (runs per second);
+- 50 concurrent runs of one definition of the chain (batches of 50 per second);
 - the time of one checkpoint of a run whose saved conversation holds 100, 1,000 and 10,000
   messages (goal: flat), on SQLite (the embedded default) and in memory.
 
-Each framework is written its own idiomatic way: cantata with plain function executors
-(the value returned is sent on), Agent Framework with `Executor` classes and async
-`@handler` methods, LangGraph with `StateGraph` node functions. Rows marked "async
-handlers" run cantata with the Agent Framework's style too (classes, async handlers,
-`ctx.send_message`), to show that style's cost. Every cantata run goes through the actor
-runtime (a fresh `LocalRuntime` per run, as `Workflow.run` does by default).
+The headline rows write cantata's executors as Agent Framework users write theirs:
+`Executor` classes with `async` `@handler` methods calling `ctx.send_message` (the
+"async class handlers" rows), beside Agent Framework in that same style and LangGraph with
+`StateGraph` node functions, all measured in the same run. Other rows show cantata with
+plain function executors (the value returned is sent on). Every cantata run goes through
+the actor runtime (a fresh `LocalRuntime` per run, as `Workflow.run` does by default).
+Agent Framework refuses concurrent runs of one workflow instance, so its side of the
+concurrent row runs 50 instances built from one definition function.
 
 No ``from __future__ import annotations`` here: Agent Framework reads handler annotations
 at class creation, and its classes are defined inside a function.
@@ -46,6 +50,8 @@ from cantata.workflows import (
 
 CHAIN = 10
 FAN = 100
+LOOP = 100
+CONCURRENT = 50
 
 Batch = tuple[Callable[[], Awaitable[None]], int]
 """A timed batch of runs, and how many runs it does."""
@@ -120,6 +126,34 @@ def ours_fan_async() -> Workflow:
     )
 
 
+class _AsyncLoop(Executor):
+    """Sends to itself until the value reaches LOOP, then yields it."""
+
+    @handler
+    async def step(self, value: int, ctx: WorkflowContext[int, int]) -> None:
+        if value < LOOP:
+            await ctx.send_message(value + 1)
+        else:
+            await ctx.yield_output(value)
+
+
+def ours_loop_async() -> Workflow:
+    node = _AsyncLoop("loop")
+    return WorkflowBuilder(node, max_supersteps=LOOP + 10).add_edge(node, node).build()
+
+
+async def _ours_concurrent(workflow: Workflow, batches: int) -> Batch:
+    """`batches` times, CONCURRENT runs of one definition at once."""
+    results = await asyncio.gather(*(workflow.run(0) for _ in range(CONCURRENT)))
+    assert all(r.outputs == [CHAIN] for r in results), results[0].outputs
+
+    async def batch() -> None:
+        for _ in range(batches):
+            await asyncio.gather(*(workflow.run(0) for _ in range(CONCURRENT)))
+
+    return batch, batches
+
+
 async def _ours_batch(workflow: Workflow, expected: int, runs: int) -> Batch:
     result = await workflow.run(0)
     assert result.outputs == [expected], result.outputs
@@ -134,7 +168,8 @@ async def _ours_batch(workflow: Workflow, expected: int, runs: int) -> Batch:
 # -- Microsoft Agent Framework --------------------------------------------------------------
 
 
-def _af_workflows() -> tuple[Any, Any]:
+def _af_workflows() -> tuple[Any, Any, Any, Callable[[], Any]]:
+    """Agent Framework's chain, fan-out, loop, and a function that builds a new chain."""
     from agent_framework import Executor as AFExecutor
     from agent_framework import WorkflowBuilder as AFBuilder
     from agent_framework import WorkflowContext as AFContext
@@ -148,15 +183,26 @@ def _af_workflows() -> tuple[Any, Any]:
     class Out(AFExecutor):
         @af_handler
         async def done(self, value: int, ctx: AFContext[int, int]) -> None:
-            await ctx.yield_output(value)
+            await ctx.yield_output(value + 1)
 
     class Sum(AFExecutor):
         @af_handler
         async def join(self, values: list[int], ctx: AFContext[int, int]) -> None:
             await ctx.yield_output(sum(values))
 
-    nodes = [Step(id=f"s{i}") for i in range(CHAIN)]
-    chain = AFBuilder(start_executor=nodes[0]).add_chain([*nodes, Out(id="out")]).build()
+    class Loop(AFExecutor):
+        @af_handler
+        async def step(self, value: int, ctx: AFContext[int, int]) -> None:
+            if value < LOOP:
+                await ctx.send_message(value + 1)
+            else:
+                await ctx.yield_output(value)
+
+    def make_chain() -> Any:
+        nodes = [Step(id=f"s{i}") for i in range(CHAIN - 1)]
+        return AFBuilder(start_executor=nodes[0]).add_chain([*nodes, Out(id="out")]).build()
+
+    chain = make_chain()
     source = Step(id="source")
     workers = [Step(id=f"w{i}") for i in range(FAN)]
     fan = (
@@ -165,7 +211,23 @@ def _af_workflows() -> tuple[Any, Any]:
         .add_fan_in_edges(workers, Sum(id="join"))
         .build()
     )
-    return chain, fan
+    node = Loop(id="loop")
+    loop = AFBuilder(start_executor=node, max_iterations=LOOP + 10).add_edge(node, node).build()
+    return chain, fan, loop, make_chain
+
+
+async def _af_concurrent(make_chain: Callable[[], Any], batches: int) -> Batch:
+    """CONCURRENT runs at once, each on its own instance (one instance refuses a second
+    concurrent run), all built by one definition function."""
+    instances = [make_chain() for _ in range(CONCURRENT)]
+    results = await asyncio.gather(*(wf.run(0) for wf in instances))
+    assert all(r.get_outputs() == [CHAIN] for r in results)
+
+    async def batch() -> None:
+        for _ in range(batches):
+            await asyncio.gather(*(wf.run(0) for wf in instances))
+
+    return batch, batches
 
 
 async def _af_batch(workflow: Any, expected: int, runs: int) -> Batch:
@@ -192,7 +254,8 @@ class _FanState(TypedDict):
     total: int
 
 
-def _lg_workflows() -> tuple[Any, Any]:
+def _lg_workflows() -> tuple[Any, Any, Any]:
+    """LangGraph's chain, fan-out and loop (a node whose conditional edge leads back)."""
     from langgraph.graph import END, START, StateGraph
 
     chain = StateGraph(_ChainState)
@@ -212,16 +275,36 @@ def _lg_workflows() -> tuple[Any, Any]:
     fan.add_node("join", lambda s: {"total": sum(s["results"])})
     fan.add_edge([f"w{i}" for i in range(FAN)], "join")
     fan.add_edge("join", END)
-    return chain.compile(), fan.compile()
+
+    loop = StateGraph(_ChainState)
+    loop.add_node("loop", lambda s: {"x": s["x"] + 1})
+    loop.add_edge(START, "loop")
+    loop.add_conditional_edges("loop", lambda s: "loop" if s["x"] < LOOP else END)
+    return chain.compile(), fan.compile(), loop.compile()
+
+
+_LG_CONFIG = {"recursion_limit": LOOP + 10}
+
+
+async def _lg_concurrent(graph: Any, batches: int) -> Batch:
+    """CONCURRENT ainvoke calls of one compiled graph at once."""
+    results = await asyncio.gather(*(graph.ainvoke({"x": 0}) for _ in range(CONCURRENT)))
+    assert all(r["x"] == CHAIN for r in results)
+
+    async def batch() -> None:
+        for _ in range(batches):
+            await asyncio.gather(*(graph.ainvoke({"x": 0}) for _ in range(CONCURRENT)))
+
+    return batch, batches
 
 
 async def _lg_batch(graph: Any, state: dict[str, Any], key: str, expected: int, runs: int) -> Batch:
-    result = await graph.ainvoke(dict(state))
+    result = await graph.ainvoke(dict(state), _LG_CONFIG)
     assert result[key] == expected, result
 
     async def batch() -> None:
         for _ in range(runs):
-            await graph.ainvoke(dict(state))
+            await graph.ainvoke(dict(state), _LG_CONFIG)
 
     return batch, runs
 
@@ -380,63 +463,89 @@ async def _checkpoint_rows(quick: bool) -> list[Row]:
 # -- collect -----------------------------------------------------------------------------
 
 
-async def collect(quick: bool) -> list[Row]:
-    """Rows for benchmarks/run.py."""
-    chain_runs = 100 if quick else 300
-    fan_runs = 10 if quick else 30
-    rounds = 3 if quick else 7
-    af_version = peer_version("agent-framework-core")
-    lg_version = peer_version("langgraph")
-
-    chain: dict[str, Batch] = {
-        "ours": await _ours_batch(ours_chain(), CHAIN, chain_runs),
-        "ours_async": await _ours_batch(ours_chain_async(), CHAIN, chain_runs),
+async def _contenders(quick: bool) -> dict[str, dict[str, Batch]]:
+    """Every workload's timed batches: ours (plain functions), ours_async (classes with
+    async handlers), af and lg when installed."""
+    chain_runs, fan_runs = (100, 10) if quick else (300, 30)
+    loop_runs, batches = (10, 2) if quick else (30, 6)
+    work: dict[str, dict[str, Batch]] = {
+        "chain": {
+            "ours": await _ours_batch(ours_chain(), CHAIN, chain_runs),
+            "ours_async": await _ours_batch(ours_chain_async(), CHAIN, chain_runs),
+        },
+        "fan": {
+            "ours": await _ours_batch(ours_fan(), 2 * FAN, fan_runs),
+            "ours_async": await _ours_batch(ours_fan_async(), 2 * FAN, fan_runs),
+        },
+        "loop": {"ours_async": await _ours_batch(ours_loop_async(), LOOP, loop_runs)},
+        "concurrent": {"ours_async": await _ours_concurrent(ours_chain_async(), batches)},
     }
-    fan: dict[str, Batch] = {
-        "ours": await _ours_batch(ours_fan(), 2 * FAN, fan_runs),
-        "ours_async": await _ours_batch(ours_fan_async(), 2 * FAN, fan_runs),
-    }
-    if af_version:
-        af_chain, af_fan = _af_workflows()
-        chain["af"] = await _af_batch(af_chain, CHAIN, max(chain_runs // 10, 10))
-        fan["af"] = await _af_batch(af_fan, 2 * FAN, max(fan_runs // 10, 3))
-    if lg_version:
-        lg_chain, lg_fan = _lg_workflows()
-        chain["lg"] = await _lg_batch(lg_chain, {"x": 0}, "x", CHAIN, max(chain_runs // 10, 10))
-        fan["lg"] = await _lg_batch(
+    if peer_version("agent-framework-core"):
+        af_chain, af_fan, af_loop, make_chain = _af_workflows()
+        work["chain"]["af"] = await _af_batch(af_chain, CHAIN, max(chain_runs // 10, 10))
+        work["fan"]["af"] = await _af_batch(af_fan, 2 * FAN, max(fan_runs // 10, 3))
+        work["loop"]["af"] = await _af_batch(af_loop, LOOP, max(loop_runs // 10, 3))
+        work["concurrent"]["af"] = await _af_concurrent(make_chain, max(batches // 2, 1))
+    if peer_version("langgraph"):
+        lg_chain, lg_fan, lg_loop = _lg_workflows()
+        runs = max(chain_runs // 10, 10)
+        work["chain"]["lg"] = await _lg_batch(lg_chain, {"x": 0}, "x", CHAIN, runs)
+        work["fan"]["lg"] = await _lg_batch(
             lg_fan, {"x": 0, "results": []}, "total", 2 * FAN, max(fan_runs // 10, 3)
         )
-    figures = {
-        f"workflows: {CHAIN}-executor chain": await _interleaved(chain, rounds),
-        f"workflows: fan-out to {FAN} + fan-in": await _interleaved(fan, rounds),
-    }
+        work["loop"]["lg"] = await _lg_batch(lg_loop, {"x": 0}, "x", LOOP, max(loop_runs // 10, 3))
+        work["concurrent"]["lg"] = await _lg_concurrent(lg_chain, max(batches // 2, 1))
+    return work
+
+
+_TITLES = {
+    "chain": f"workflows: {CHAIN}-executor chain",
+    "fan": f"workflows: fan-out to {FAN} + fan-in",
+    "loop": f"workflows: loop, one executor sending to itself {LOOP} times",
+    "concurrent": f"workflows: {CONCURRENT} concurrent runs of one {CHAIN}-executor chain",
+}
+_GOALS = {"chain": ">= 12x", "fan": ">= 12x", "loop": ">= 10x", "concurrent": ">= 10x"}
+
+
+async def collect(quick: bool) -> list[Row]:
+    """Rows for benchmarks/run.py: the async-class rows are the headline."""
+    af_version = peer_version("agent-framework-core")
+    lg_version = peer_version("langgraph")
+    work = await _contenders(quick)
     rows: list[Row] = []
-    for title, got in figures.items():
+    for kind, batches in work.items():
+        got = await _interleaved(batches, 3 if quick else 7)
+        unit = "batches/s" if kind == "concurrent" else "runs/s"
+        title = _TITLES[kind]
         for key, peer, version in (
             ("af", "agent-framework", af_version),
             ("lg", "langgraph", lg_version),
         ):
             rows.append(
                 Row(
-                    name=title,
-                    unit="runs/s",
-                    ours=got["ours"],
+                    name=f"{title}, async class handlers",
+                    unit=unit,
+                    ours=got["ours_async"],
                     peer=got.get(key),
                     peer_name=peer,
                     peer_version=version,
-                    goal=">= 10x",
+                    goal=_GOALS[kind] if key == "af" else None,
+                    headline=True,
+                    note="peer: 50 instances (one refuses concurrent runs)"
+                    if kind == "concurrent" and key == "af"
+                    else None,
                 )
             )
-        rows.append(
-            Row(
-                name=f"{title} (async handlers)",
-                unit="runs/s",
-                ours=got["ours_async"],
-                peer=got.get("af"),
-                peer_name="agent-framework",
-                peer_version=af_version,
-                goal=">= 10x",
-            )
-        )
+            if "ours" in got:
+                rows.append(
+                    Row(
+                        name=f"{title}, plain function executors",
+                        unit=unit,
+                        ours=got["ours"],
+                        peer=got.get(key),
+                        peer_name=peer,
+                        peer_version=version,
+                    )
+                )
     rows.extend(await _checkpoint_rows(quick))
     return rows

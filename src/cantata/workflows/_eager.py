@@ -90,30 +90,47 @@ class _Carried(Coroutine[Any, Any, Any]):
 
 
 class _Eager:
-    """The eager steps of one `gather_eager` call, and the carrier they run under."""
+    """The eager steps of one `gather_eager` call, and the carrier they run under.
 
-    __slots__ = ("_caller", "_carried", "_carrier", "_loop")
+    The current task is switched to the carrier for a run of async steps and back to the
+    caller only when needed (a plain step, the end), not around every step.
+    """
+
+    __slots__ = ("_carried", "_carrier", "_caller", "_current", "_loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._caller = asyncio.current_task(loop)
+        self._current = self._caller
         self._carrier: asyncio.Task[Any] | None = None
         self._carried: _Carried | None = None
+
+    def _switch(self, task: asyncio.Task[Any] | None) -> None:
+        current = self._current
+        if current is task:
+            return
+        if current is not None:
+            _leave_task(self._loop, current)
+        if task is not None:
+            _enter_task(self._loop, task)
+        self._current = task
+
+    def back(self) -> None:
+        """Make the caller the current task again (before it awaits, or returns)."""
+        self._switch(self._caller)
 
     def step(self, coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any, asyncio.Task[Any] | None]:
         """Take the first step of `coro` as its own task would: ``(done, result, task)``;
         `result` is its value or exception when done, else `task` carries it on."""
-        if self._carrier is None or self._carrier.cancelling():
+        carrier = self._carrier
+        if carrier is None or carrier.cancelling():
             # a new carrier; one a finished coroutine asked to cancel is not reused
             self._carried = _Carried()
-            self._carrier = self._loop.create_task(self._carried)
-        carrier, carried = self._carrier, self._carried
+            carrier = self._carrier = self._loop.create_task(self._carried)
+        carried = self._carried
         assert carried is not None  # made with the carrier
+        self._switch(carrier)
         ctx = contextvars.copy_context()
-        caller = self._caller
-        if caller is not None:
-            _leave_task(self._loop, caller)
-        _enter_task(self._loop, carrier)
         try:
             first = ctx.run(coro.send, None)
         except StopIteration as stop:
@@ -124,10 +141,6 @@ class _Eager:
             raise
         except BaseException as exc:
             return True, exc, None
-        finally:
-            _leave_task(self._loop, carrier)
-            if caller is not None:
-                _enter_task(self._loop, caller)
         carried.bind(coro, ctx, first)
         self._carrier = self._carried = None
         return False, None, carrier
@@ -147,24 +160,30 @@ async def gather_eager(coros: list[tuple[Coroutine[Any, Any, Any], bool]]) -> li
             failed = True
             _cancel(waiting)
 
-    for i, (coro, sync) in enumerate(coros):
-        if failed:
-            coro.close()  # never started: its result is a cancellation
-            results[i] = asyncio.CancelledError()
-            continue
-        if sync:
-            done, value, task = _plain_step(loop, coro)
-        else:
-            done, value, task = eager.step(coro)
-        if done:
-            results[i] = value
-            if isinstance(value, BaseException) and not isinstance(value, asyncio.CancelledError):
-                failed = True
-                _cancel(waiting)
-            continue
-        assert task is not None  # not done: a task carries it on
-        task.add_done_callback(on_done)
-        waiting.append((i, task))
+    try:
+        for i, (coro, sync) in enumerate(coros):
+            if failed:
+                coro.close()  # never started: its result is a cancellation
+                results[i] = asyncio.CancelledError()
+                continue
+            if sync:
+                eager.back()
+                done, value, task = _plain_step(loop, coro)
+            else:
+                done, value, task = eager.step(coro)
+            if done:
+                results[i] = value
+                if isinstance(value, BaseException) and not isinstance(
+                    value, asyncio.CancelledError
+                ):
+                    failed = True
+                    _cancel(waiting)
+                continue
+            assert task is not None  # not done: a task carries it on
+            task.add_done_callback(on_done)
+            waiting.append((i, task))
+    finally:
+        eager.back()
     # Awaiting one task at a time costs less than gather(); they all run meanwhile anyway.
     # No bound here: each is a handler, bounded by what it awaits (the runtime's timeout,
     # a model client's) and by cancellation, which the runner's caller controls.

@@ -262,7 +262,7 @@ def actor_types(workflow: Workflow) -> dict[str, str]:
 
 async def _register_all(runtime: AgentRuntime, workflow: Workflow) -> None:
     if workflow.placement == "run":
-        executors = workflow.executors
+        executors = workflow._by_id
         await runtime.register_factory(workflow._actor_types[""], lambda: RunActor(executors))
         return
     for eid, agent_type in workflow._actor_types.items():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import types
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -338,7 +339,7 @@ class Runner:
                     "was committed: fix the function (it must return for every message)"
                 ) from exc
             for target in targets:
-                if wf.executors[target].can_handle(message):
+                if wf._by_id[target].can_handle(message):
                     routed.append(Delivery(target, message, [source]))
                     delivered = True
         if not delivered:
@@ -363,7 +364,7 @@ class Runner:
             self.run.pending.append(Delivery(group.targets[0], collected, list(group.sources)))
 
 
-_EMPTY: Mapping[str, Any] = {}
+_EMPTY: Mapping[str, Any] = types.MappingProxyType({})
 
 
 def _edge_name(group: EdgeGroup) -> str:

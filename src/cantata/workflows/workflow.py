@@ -116,7 +116,9 @@ class Workflow:
         self.output_from = output_from
         """Ids of the executors whose outputs are the workflow's (None: the default, see
         `WorkflowBuilder`)."""
-        self.executors: Mapping[str, Executor] = types.MappingProxyType(dict(executors))
+        self._by_id: dict[str, Executor] = dict(executors)
+        """The executors by id, as a plain dict: the runner's lookups, one per delivery."""
+        self.executors: Mapping[str, Executor] = types.MappingProxyType(self._by_id)
         self.edge_groups = groups
         self.start_id = start_id
         self.name = name
@@ -213,6 +215,8 @@ class Workflow:
         shared: Mapping[str, Any] | None,
         targeted: Mapping[str, Mapping[str, Any]] | None,
     ) -> dict[str, Mapping[str, Any]]:
+        if not shared and not targeted:
+            return {}  # every executor gets the runner's empty mapping: nothing to build
         unknown = sorted(set(targeted or {}) - set(self.executors))
         if unknown:
             raise ConfigurationError(
