@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any
 
@@ -210,6 +211,9 @@ def _agent_framework() -> Callable[[], Awaitable[None]] | None:
     from agent_framework.observability import ChatTelemetryLayer
     from agent_framework_orchestrations import GroupChatBuilder, GroupChatState
 
+    # its orchestrator logs a warning at every run's end ("reached max_rounds"): quiet it
+    logging.getLogger("agent_framework").setLevel(logging.ERROR)
+    logging.getLogger("agent_framework_orchestrations").setLevel(logging.ERROR)
     calls = [0]
 
     class InstantClient(  # type: ignore[misc]

@@ -291,7 +291,7 @@ class Selector(SpeakerPolicy):
         roles = "\n".join(
             f"- {n}: {state.descriptions.get(n, '') or 'a participant'}" for n in names
         )
-        shown = state.transcript[-self.max_history :] if self.max_history else []
+        shown = _last_readable(state.history, self.max_history)
         history = "\n".join(f"{m.author_name or m.role}: {m.text}" for m in shown) or "(empty)"
         return self.prompt.format(roles=roles, history=history, participants=", ".join(names))
 
@@ -309,6 +309,19 @@ class Selector(SpeakerPolicy):
                 f"participants are {list(state.participants)}"
             )
         return name
+
+
+def _last_readable(history: Sequence[Message], count: int) -> list[Message]:
+    """The last `count` messages with text or data, found from the end (a long history is
+    not walked whole at every turn)."""
+    out: list[Message] = []
+    for m in reversed(history):
+        if len(out) >= count:
+            break
+        if any(type(c) in (TextContent, DataContent) for c in m.contents):
+            out.append(m)
+    out.reverse()
+    return out
 
 
 def _schema(names: list[str]) -> dict[str, Any]:
