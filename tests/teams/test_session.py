@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
 from cantata.core import CancellationToken, CancelledError, Message, SchemaVersionError
+from cantata.stores import SQLiteStore
 from cantata.teams import (
     External,
     GroupChat,
@@ -19,6 +21,7 @@ from cantata.teams import (
     TeamBusyError,
     TeamSession,
 )
+from cantata.workflows import StateStoreCheckpointStore
 
 from ._agents import counting_agent, function_agent
 
@@ -190,3 +193,19 @@ def test_sessions_are_independent_objects() -> None:
     assert isinstance(one, TeamSession) and one is not two
     assert one.channels is not two.channels
     assert team.session is team.session
+
+
+async def test_the_default_session_can_checkpoint_into_a_durable_store(tmp_path: Path) -> None:
+    store = StateStoreCheckpointStore(SQLiteStore(tmp_path / "team.db"))
+    try:
+        team = GroupChat([counting_agent("a"), counting_agent("b")], max_turns=2)
+        session = team.use_checkpoint_store(store)
+        assert team.session is session
+        await team.run("first")
+        assert session.checkpoint_id is not None
+        resumed = await GroupChat([counting_agent("a"), counting_agent("b")], max_turns=2).resume(
+            session.checkpoint_id, checkpoint_store=store
+        )
+        assert _texts(await resumed.run()) == ["a says 3", "b says 4"]
+    finally:
+        await store.close()

@@ -179,3 +179,12 @@ def test_selector_refuses_bad_settings() -> None:
         Selector(_answers(), prompt="no placeholder")
     with pytest.raises(ConfigurationError, match="SpeakerPolicy"):
         GroupChat([counting_agent("a")], speaker=42, max_turns=1)  # type: ignore[arg-type]
+
+
+async def test_the_selector_prompt_shows_only_the_last_messages() -> None:
+    history = [Message("assistant", f"m{i}", author_name="planner") for i in range(30)]
+    client = _answers("coder")
+    await Selector(client, max_history=3).select(_state("planner", history=history))
+    prompt = client.calls[0].messages[0].text
+    assert "planner: m29" in prompt and "planner: m27" in prompt
+    assert "planner: m26" not in prompt
