@@ -96,7 +96,7 @@ class _Eager:
     caller only when needed (a plain step, the end), not around every step.
     """
 
-    __slots__ = ("_carried", "_carrier", "_caller", "_current", "_loop")
+    __slots__ = ("_caller", "_carried", "_carrier", "_current", "_loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop

@@ -128,7 +128,13 @@ async def execute(executor: Executor, inv: Invocation) -> StepResult:
         if observed:
             marks = _invoked(sink, eid, message, result)
         try:
-            await executor._execute(message, ctx)
+            # Executor._execute, inlined: two coroutines fewer per message
+            h = executor._handler_for(message)
+            returned = executor._invoke(h, (message, ctx) if h.takes_ctx else (message,))
+            if h.is_async:
+                returned = await returned
+            if returned is not None:
+                ctx.send_message(returned)
         except BaseException as exc:
             sink(ExecutorFailedEvent(eid, exc))
             raise
@@ -228,11 +234,11 @@ def _dec_request(d: dict[str, Any]) -> PendingRequest:
 def _enc_result(r: StepResult) -> dict[str, Any]:
     data = {
         "executor_id": r.executor_id,
-        "sent": to_json(r.sent),
-        "outputs": to_json(r.outputs),
-        "state_writes": to_json(r.state_writes),
-        "log_appends": to_json(r.log_appends),
-        "requests": to_json(r.requests),
+        "sent": to_json(list(r.sent)),
+        "outputs": to_json(list(r.outputs)),
+        "state_writes": to_json(dict(r.state_writes)),
+        "log_appends": to_json(dict(r.log_appends)),
+        "requests": to_json(list(r.requests)),
         "published": r.published,
     }
     if r.executor_state_changed:

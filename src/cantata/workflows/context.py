@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Never
 
 from typing_extensions import TypeVar
@@ -33,7 +33,11 @@ T = TypeVar("T")
 
 class Done(Generic[T]):
     """An awaitable that is already complete: context methods act at once and return one,
-    so `await ctx.send_message(x)` and a plain `ctx.send_message(x)` both work."""
+    so `await ctx.send_message(x)` and a plain `ctx.send_message(x)` both work.
+
+    It is its own iterator, one that ends at once with the value: awaiting it makes no
+    generator (a handler awaits one per message it sends).
+    """
 
     __slots__ = ("value",)
 
@@ -41,8 +45,21 @@ class Done(Generic[T]):
         self.value = value
 
     def __await__(self) -> Generator[Any, None, T]:
-        return self.value
-        yield  # a generator that never suspends
+        return self  # type: ignore[return-value]  # an iterator that returns at once
+
+    def __iter__(self) -> Done[T]:
+        return self
+
+    def __next__(self) -> Any:
+        raise StopIteration(self.value)
+
+    def send(self, value: Any) -> Any:
+        """Ends at once with the value (what `await` asks of an iterator)."""
+        raise StopIteration(self.value)
+
+    def throw(self, *args: Any) -> Any:
+        """Nothing to pass an exception into: it is raised here."""
+        raise args[0] if len(args) == 1 else args[1]
 
 
 _DONE: Done[None] = Done(None)
@@ -71,17 +88,28 @@ class PendingRequest:
     response_type: Any = None
 
 
+_NO_ITEMS: Any = ()
+"""The shared empty value every list and dict of a `StepResult` starts as (a tuple: a
+dataclass default must be immutable; reads, `in` and truth tests work on it)."""
+_NO_KEYS: Any = _NO_ITEMS
+
+
 @dataclass(slots=True)
 class StepResult:
-    """What one executor did in one superstep; the runner commits it at the boundary."""
+    """What one executor did in one superstep; the runner commits it at the boundary.
+
+    Its lists and dicts start as shared empty (read-only) values, replaced by a list or
+    dict of their own on the first write (`WorkflowContext` does it): most handlers only
+    send, and a fan-out of a hundred makes a hundred results per superstep.
+    """
 
     executor_id: str
-    sent: list[tuple[Any, str | None]] = field(default_factory=list)
-    outputs: list[Any] = field(default_factory=list)
-    state_writes: dict[str, Any] = field(default_factory=dict)
+    sent: list[tuple[Any, str | None]] = _NO_ITEMS
+    outputs: list[Any] = _NO_ITEMS
+    state_writes: dict[str, Any] = _NO_KEYS
     executor_state: Any = _UNSET
-    log_appends: dict[str, list[Any]] = field(default_factory=dict)
-    requests: list[PendingRequest] = field(default_factory=list)
+    log_appends: dict[str, list[Any]] = _NO_KEYS
+    requests: list[PendingRequest] = _NO_ITEMS
     published: int = 0
     """How many events a remote invocation published (the runner waits for them all)."""
 
@@ -202,7 +230,11 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
                 f"executor {self.executor_id!r} sent to {target_id!r}, which no edge from it "
                 f"reaches; its targets are {sorted(self._targets)}"
             )
-        self._result.sent.append((message, target_id))
+        result = self._result
+        if result.sent is _NO_ITEMS:
+            result.sent = [(message, target_id)]
+        else:
+            result.sent.append((message, target_id))
         return _DONE
 
     def yield_output(self, output: WorkflowOutT) -> Done[None]:
@@ -214,7 +246,10 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
         """
         if not self._yields:
             return _DONE
-        self._result.outputs.append(output)
+        result = self._result
+        if result.outputs is _NO_ITEMS:
+            result.outputs = []
+        result.outputs.append(output)
         self._sink(OutputEvent(self.executor_id, output))
         return _DONE
 
@@ -259,7 +294,10 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
 
     def set_state(self, key: str, value: Any) -> None:
         """Write a shared value; other executors see it from the next superstep on."""
-        self._result.state_writes[key] = value
+        result = self._result
+        if result.state_writes is _NO_KEYS:
+            result.state_writes = {}
+        result.state_writes[key] = value
 
     # -- per-executor state and logs ---------------------------------------------------
 
@@ -288,7 +326,10 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
         """This executor's append-only log `name` in this run (a conversation, say); with
         ``shared=True`` the run's log of that name that every executor may append to."""
         key = f"*/{name}" if shared else f"{self.executor_id}/{name}"
-        pending = self._result.log_appends.setdefault(key, [])
+        result = self._result
+        if result.log_appends is _NO_KEYS:
+            result.log_appends = {}
+        pending = result.log_appends.setdefault(key, [])
         return RunLog(self._logs.get(key, []), pending)
 
     # -- human in the loop -------------------------------------------------------------
@@ -309,6 +350,9 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
             )
         rtype = declared if response_type is None else response_type
         request_id = new_id()
-        self._result.requests.append(PendingRequest(request_id, self.executor_id, request, rtype))
+        result = self._result
+        if result.requests is _NO_ITEMS:
+            result.requests = []
+        result.requests.append(PendingRequest(request_id, self.executor_id, request, rtype))
         self._sink(RequestInfoEvent(self.executor_id, request_id, request, rtype))
         return Done(request_id)

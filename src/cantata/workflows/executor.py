@@ -236,15 +236,24 @@ class Executor:
                 return h.response_type
         return None
 
-    async def _execute(self, message: Any, ctx: WorkflowContext[Any, Any]) -> None:
-        """Run the handler for `message`; a value it returns is sent to every out-edge."""
+    def _handler_for(self, message: Any) -> _Handler:
+        """The handler that takes `message`; a `WorkflowError` naming the types when none."""
         h = self._find(message)
         if h is None:
             raise WorkflowError(
                 f"executor {self.id!r} has no handler for a message of type "
                 f"{type_name(type(message))}; it takes {[type_name(t) for t in self.input_types]}"
             )
-        await self._call(h, (message,), ctx)
+        return h
+
+    async def _execute(self, message: Any, ctx: WorkflowContext[Any, Any]) -> None:
+        """Run the handler for `message`; a value it returns is sent to every out-edge."""
+        h = self._handler_for(message)
+        result = self._invoke(h, (message, ctx) if h.takes_ctx else (message,))
+        if h.is_async:
+            result = await result
+        if result is not None:
+            ctx.send_message(result)
 
     async def _execute_response(
         self, request: Any, response: Any, ctx: WorkflowContext[Any, Any]
@@ -255,17 +264,11 @@ class Executor:
                 f"executor {self.id!r} has no response handler for a request of type "
                 f"{type_name(type(request))} with an answer of type {type_name(type(response))}"
             )
-        await self._call(h, (request, response), ctx)
-
-    async def _call(
-        self, h: _Handler, args: tuple[Any, ...], ctx: WorkflowContext[Any, Any]
-    ) -> None:
-        call_args = (*args, ctx) if h.takes_ctx else args
-        result = self._invoke(h, call_args)
+        result = self._invoke(h, (request, response, ctx) if h.takes_ctx else (request, response))
         if h.is_async:
             result = await result
         if result is not None:
-            await ctx.send_message(result)
+            ctx.send_message(result)
 
     def _invoke(self, h: _Handler, args: tuple[Any, ...]) -> Any:
         return h.fn(self, *args)

@@ -296,9 +296,10 @@ class Runner:
             if res.executor_state_changed:
                 run.executor_states[eid] = res.executor_state
                 run.dirty_executors.add(eid)
-            for key, entries in res.log_appends.items():
-                if entries:
-                    run.logs.setdefault(key, []).extend(entries)
+            if res.log_appends:
+                for key, entries in res.log_appends.items():
+                    if entries:
+                        run.logs.setdefault(key, []).extend(entries)
             if res.outputs:
                 run.outputs.extend(res.outputs)
             for request in res.requests:
