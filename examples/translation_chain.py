@@ -30,7 +30,8 @@ LANGUAGES = [("french", "French"), ("spanish", "Spanish"), ("english", "English"
 
 
 def build_workflow(client: ChatClient, *, max_tokens: int = 80) -> Workflow:
-    """writer -> french -> spanish -> english; the last one's response is the output."""
+    """writer -> french -> spanish -> english; the last agent, having no out-edge, answers
+    the run: its response is the workflow's output."""
     options = ChatOptions(max_tokens=max_tokens, temperature=0.2)
     writer = ChatAgent(
         client,
@@ -48,8 +49,7 @@ def build_workflow(client: ChatClient, *, max_tokens: int = 80) -> Workflow:
             ),
             options=options,
         )
-        last = name == LANGUAGES[-1][0]
-        steps.append(AgentExecutor(translator, context_mode="last_agent", output_response=last))
+        steps.append(AgentExecutor(translator, context_mode="last_agent"))
     return WorkflowBuilder(steps[0], name="translation-chain").add_chain(steps).build()
 
 
