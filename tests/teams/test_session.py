@@ -122,6 +122,8 @@ async def test_reset_starts_the_conversation_over() -> None:
     await team.reset()
     again = await team.run("second")
     assert _texts(again) == ["second", "a says 1", "b says 2"]
+    await team.close()  # closing stops deliveries; the conversation is kept
+    assert _texts(await team.run()) == ["a says 3", "b says 4"]
 
 
 async def test_save_state_is_json_and_load_state_continues_in_another_session() -> None:

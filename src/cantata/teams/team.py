@@ -180,6 +180,11 @@ class Team(ABC):
         self._session = self.create_session(checkpoint_store=store)
         return self._session
 
+    async def close(self) -> None:
+        """Stop the default session's background deliveries (its conversation is kept)."""
+        if self._session is not None:
+            await self._session.close()
+
     # -- as an agent ------------------------------------------------------------------------
 
     def as_agent(self, *, name: str | None = None, description: str | None = None) -> TeamAgent:
