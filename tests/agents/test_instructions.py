@@ -121,3 +121,28 @@ async def test_an_agent_takes_a_template_with_its_own_limits() -> None:
     assert agent.instructions == "{{ text * 3 }}"
     with pytest.raises(ConfigurationError, match="rendering limit"):
         await agent.run("x", arguments={"text": "ab"})
+
+
+@pytest.mark.parametrize(
+    ("source", "arguments"),
+    [
+        ("{{ f % 1 }}", {"f": "%0999999999d"}),
+        ("{{ f | format(1) }}", {"f": "%0999999999d"}),
+        ("{{ f.format(1) }}", {"f": "{:>999999999}"}),
+        ("{{ f.format_map({}) }}", {"f": "{x:>999999999}"}),
+        ("{{ t | replace('a', b) }}", {"t": "a" * 10_000, "b": "x" * 10_000}),
+        ("{{ t.replace('a', b) }}", {"t": "a" * 10_000, "b": "x" * 10_000}),
+    ],
+)
+def test_formats_and_replacements_that_would_blow_up_are_refused_before(
+    source: str, arguments: dict[str, object]
+) -> None:
+    template = InstructionTemplate(source, owner="helper")
+    with pytest.raises(ConfigurationError, match="rendering limit: the rendering would"):
+        template.render(arguments)
+
+
+def test_ordinary_formats_and_replacements_still_render() -> None:
+    source = "{{ '%5d' % 3 }}|{{ '{:>4}'.format(1) }}|"
+    source += "{{ 'ab' | replace('a', 'c') }}|{{ '%d' | format(7) }}"
+    assert InstructionTemplate(source).render({}) == "    3|   1|cb|7"
