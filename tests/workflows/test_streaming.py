@@ -159,3 +159,35 @@ async def test_a_consumer_cancelled_while_waiting_cancels_the_run() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert cancelled.is_set()
+
+
+async def test_closing_a_stream_waits_a_bounded_time_for_a_run_that_ignores_cancellation(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import cantata.workflows.stream as stream_module
+
+    monkeypatch.setattr(stream_module, "CLOSE_GRACE", 0.05)
+    entered, release, swallowed = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    @executor
+    async def stubborn(value: int, ctx: WorkflowContext[None, int]) -> None:
+        await ctx.yield_output(value)
+        entered.set()
+        while not release.is_set():
+            try:
+                await release.wait()
+            except asyncio.CancelledError:
+                swallowed.set()  # and goes on waiting: a handler that ignores cancellation
+
+    stream = WorkflowBuilder(stubborn).build().run_stream(1)
+    async with asyncio.timeout(20):  # before the fix: aclose waited for the run forever
+        async for event in stream:
+            if isinstance(event, OutputEvent):
+                await entered.wait()
+                break
+        await stream.aclose()
+        assert swallowed.is_set()
+        assert any("did not stop within" in r.getMessage() for r in caplog.records)
+        release.set()  # let it end, so the test leaves nothing running
+        assert stream._task is not None
+        await asyncio.wait([stream._task])
