@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, create_model
 
 from ..core import (
     CancellationToken,
@@ -87,14 +87,24 @@ class LedgerAnswer:
     fallback_used: bool = False
 
 
+def _bounded(limit: int) -> Any:
+    """A string whose schema has a maxLength (a grammar-constrained model stops there)
+    that validation does not enforce (other models are not refused for a long answer)."""
+    return Annotated[str, WithJsonSchema({"type": "string", "maxLength": limit})]
+
+
+_Short = _bounded(120)
+_Long = _bounded(400)
+
+
 class _Facts(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    facts: list[str] = Field(max_length=6)
+    facts: list[_Short] = Field(max_length=6)
 
 
 class _Final(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    answer: str
+    answer: _Long
 
 
 def _plan_model(names: Sequence[str]) -> type[BaseModel]:
@@ -103,7 +113,7 @@ def _plan_model(names: Sequence[str]) -> type[BaseModel]:
         "PlanStepOut",
         __config__=ConfigDict(extra="forbid"),
         agent=(agent_type, ...),
-        action=(str, ...),
+        action=(_Short, ...),
     )
     return create_model(
         "PlanOut",
@@ -115,22 +125,19 @@ def _plan_model(names: Sequence[str]) -> type[BaseModel]:
 def _progress_model(names: Sequence[str]) -> type[BaseModel]:
     speaker_type: Any = Literal[tuple(names)]
 
-    def judged(answer: Any) -> Any:
+    def judged(title: str, answer: Any) -> Any:
         return create_model(
-            "Judged",
-            __config__=ConfigDict(extra="forbid"),
-            reason=(str, ...),
-            answer=(answer, ...),
+            title, __config__=ConfigDict(extra="forbid"), reason=(_Short, ...), answer=(answer, ...)
         )
 
     return create_model(
         "ProgressLedgerOut",
         __config__=ConfigDict(extra="forbid"),
-        is_request_satisfied=(judged(bool), ...),
-        is_in_loop=(judged(bool), ...),
-        is_progress_being_made=(judged(bool), ...),
-        next_speaker=(judged(speaker_type), ...),
-        instruction_or_question=(judged(str), ...),
+        is_request_satisfied=(judged("Satisfied", bool), ...),
+        is_in_loop=(judged("Looping", bool), ...),
+        is_progress_being_made=(judged("Progressing", bool), ...),
+        next_speaker=(judged("NextSpeaker", speaker_type), ...),
+        instruction_or_question=(judged("Instruction", _Short), ...),
     )
 
 

@@ -166,21 +166,26 @@ def file_reader_agent(
     *,
     name: str = "file_reader",
     list_in_schema: bool = True,
+    include_listing: bool = True,
     max_bytes: int = 16_000,
     instructions: str | None = None,
 ) -> ChatAgent:
     """A specialist that answers from the files under `root` (Magentic-One's file surfer).
 
     Its first model request must call a tool (``tool_choice="required"``; the loop relaxes
-    it afterwards), so even a tiny model reads before it answers.
+    it afterwards), so even a tiny model reads before it answers; with
+    ``include_listing=False`` it has only ``read_file``, so that first call is a read.
     """
     files = FileTools(root, max_bytes=max_bytes, list_in_schema=list_in_schema)
+    tools = files.tools()
+    if not include_listing:
+        tools = [t for t in tools if t.name != "list_files"]
     return ChatAgent(
         client,
         name=name,
         description="Reads text files under a given folder and reports what they say.",
         instructions=instructions
         or "You read files to answer. Call read_file, then report what the file says.",
-        tools=files.tools(),
+        tools=tools,
         options=ChatOptions(tool_choice="required"),
     )
