@@ -82,3 +82,18 @@ async def test_the_window_survives_eviction() -> None:
     assert await runtime.evict_idle() == 1
     assert await runtime.send_message(Charge(10), to, message_id="once") == 10
     await runtime.close()
+
+
+def test_the_handled_window_keeps_at_least_the_last_ids_and_stays_bounded() -> None:
+    from cantata.runtime.cell import Cell
+
+    cell = Cell(None)
+    for i in range(1_000):
+        cell.remember(f"m{i}", 8)
+        assert isinstance(cell.handled, str) or len(cell.handled) <= 12
+        assert all(cell.seen(f"m{j}") for j in range(max(0, i - 7), i + 1))
+    assert not cell.seen("m0")
+    cell.trim(8)
+    assert isinstance(cell.handled, dict) and list(cell.handled) == [
+        f"m{j}" for j in range(992, 1000)
+    ]

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import Any
 
 from .agent import BaseAgent
 from .context import MessageContext
 
 __all__: list[str] = []
 
-# A mailbox holds broadcast deliveries as (message, ctx) tuples, and direct requests as the
-# future their sender waits on for its turn (the sender then runs the handler itself).
-Item = tuple[Any, MessageContext] | asyncio.Future[None]
+# A mailbox holds broadcast deliveries as publications (a `MessageContext` carrying its
+# `_message`: one object shared by every subscriber's mailbox, or a copy per subscriber
+# when messages are serialized), and direct requests as the future their sender waits on
+# for its turn (the sender then runs the handler itself).
+Item = MessageContext | asyncio.Future[None]
 
 
 class Cell:
@@ -33,7 +34,8 @@ class Cell:
         # held to save, load or evict): only its own call chain may re-enter the agent.
         self.turn: MessageContext | None = None
         self.mailbox: deque[Item] | None = None
-        # Recent handled message ids: None, one id, or an ordered dict used as a window.
+        # Recent handled message ids: None, one id, or an ordered dict used as a window
+        # (at least `window` ids; trimmed in batches, see `remember`).
         self.handled: str | dict[str, None] | None = None
         self.last_used = 0.0
 
@@ -47,7 +49,12 @@ class Cell:
         return message_id in handled
 
     def remember(self, message_id: str, window: int) -> None:
-        """Record a handled id, forgetting the oldest beyond `window`."""
+        """Record a handled id, keeping at least the last `window`.
+
+        The dict grows to half a window more, then keeps only its last `window` ids: one
+        rebuild every `window // 2` messages instead of deleting the oldest id on each
+        (deleting from the front leaves holes that `next(iter(...))` walks over).
+        """
         handled = self.handled
         if handled is None:
             self.handled = message_id
@@ -56,8 +63,14 @@ class Cell:
                 self.handled = {handled: None, message_id: None}
         else:
             handled[message_id] = None
-            if len(handled) > window:
-                del handled[next(iter(handled))]
+            if len(handled) > window + (window >> 1):
+                self.trim(window)
+
+    def trim(self, window: int) -> None:
+        """Keep only the last `window` handled ids."""
+        handled = self.handled
+        if isinstance(handled, dict) and len(handled) > window:
+            self.handled = dict.fromkeys(list(handled)[-window:])
 
     def restore_handled(self, ids: list[str], window: int) -> None:
         """Reset the window to the last `window` of `ids` (from saved state)."""

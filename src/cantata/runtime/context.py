@@ -31,6 +31,7 @@ class MessageContext:
     __slots__ = (
         "_caller",
         "_context",
+        "_message",
         "cancellation_token",
         "causation_id",
         "correlation_id",
@@ -74,9 +75,13 @@ class MessageContext:
         # The publisher's contextvars, for the handlers of a broadcast event: each runs in
         # its own copy, as a direct request's handler runs in a copy of its sender's.
         self._context: Context | None = None
+        # Set on a publication waiting in mailboxes: the message it carries (see `Cell`).
+        self._message: Any = None
 
     def _copy_for(self, recipient: AgentId) -> MessageContext:
-        # One copy per subscriber of a broadcast; slot by slot is cheaper than __init__.
+        # One copy per delivery of a broadcast, made when its handler is about to run (so
+        # that a backlog holds one publication, not one context per subscriber); slot by
+        # slot is cheaper than __init__.
         copy = _new_context(MessageContext)
         copy.message_id = self.message_id
         copy.correlation_id = self.correlation_id

@@ -359,7 +359,7 @@ class Engine:
         mailbox = cell.mailbox
         while mailbox:
             item = mailbox[0]
-            if isinstance(item, tuple):
+            if isinstance(item, MessageContext):
                 self._spawn(self._drain(cell))
                 return
             mailbox.popleft()
@@ -371,12 +371,12 @@ class Engine:
         if self._store is not None:  # idle time matters only for eviction
             cell.last_used = time.monotonic()
 
-    def _enqueue(self, cell: Cell, message: Any, ctx: MessageContext) -> None:
+    def _enqueue(self, cell: Cell, publication: MessageContext) -> None:
         self._pending += 1
         mailbox = cell.mailbox
         if mailbox is None:
             mailbox = cell.mailbox = deque()
-        mailbox.append((message, ctx))
+        mailbox.append(publication)
         if not cell.busy:
             cell.busy = True
             self._spawn(self._drain(cell))
@@ -395,16 +395,23 @@ class Engine:
         # and a coroutine frame per delivery is a measurable part of its cost.
         mailbox = cell.mailbox
         agent = cell.agent
+        agent_id = cast(AgentId, None if agent is None else agent._id)
         window = self._window
+        limit = window + (window >> 1)
         task = cast(asyncio.Task[Any], asyncio.current_task())
         try:
-            while mailbox and agent is not None:  # a cell drains only once its agent exists
+            while mailbox and agent is not None:  # a cell drains once its agent exists
                 item = mailbox[0]
-                if not isinstance(item, tuple):
+                if not isinstance(item, MessageContext):
                     break  # a direct request waits for its turn: `_release` hands it over
                 mailbox.popleft()
-                message, ctx = item
-                if cell.handled is not None and cell.seen(ctx.message_id):
+                message = item._message
+                ctx = item._copy_for(agent_id) if item.recipient is None else item
+                mid = ctx.message_id
+                handled = cell.handled
+                if handled is not None and (
+                    mid in handled if type(handled) is dict else handled == mid
+                ):
                     ctx.is_redelivery = True
                 cell.turn = ctx
                 # Each handler gets its own copy of its publisher's context: a drain task
@@ -426,14 +433,15 @@ class Engine:
                 except asyncio.CancelledError as exc:
                     if task.cancelling():
                         raise  # the drain is being cancelled (the runtime stops)
-                    recipient = cast(AgentId, ctx.recipient)  # the handler raised it itself
-                    self._report(DeliveryFailed(recipient, message, ctx, exc))
+                    self._report(DeliveryFailed(agent_id, message, ctx, exc))  # raised itself
                 except Exception as exc:
-                    recipient = cast(AgentId, ctx.recipient)  # always set on a broadcast
-                    self._report(DeliveryFailed(recipient, message, ctx, exc))
+                    self._report(DeliveryFailed(agent_id, message, ctx, exc))
                 else:
-                    if window:
-                        cell.remember(ctx.message_id, window)
+                    handled = cell.handled
+                    if type(handled) is dict and len(handled) < limit:
+                        handled[mid] = None  # `Cell.remember` written out: the common case
+                    elif window:
+                        cell.remember(mid, window)
                 finally:
                     self._done_one()
         finally:
@@ -622,9 +630,9 @@ class Engine:
             del self._cells[agent_id]
         mailbox, cell.mailbox = cell.mailbox or deque(), None
         for item in mailbox:
-            if isinstance(item, tuple):
-                message, ctx = item
-                self._report(DeliveryFailed(agent_id, message, ctx, exc))
+            if isinstance(item, MessageContext):
+                ctx = item._copy_for(agent_id) if item.recipient is None else item
+                self._report(DeliveryFailed(agent_id, item._message, ctx, exc))
                 self._done_one()
             elif not item.done():
                 item.set_exception(exc)

@@ -198,7 +198,7 @@ class Lifecycle(Engine):
         for cell in self._cells.values():
             mailbox = cell.mailbox
             if mailbox:
-                waiting = [item for item in mailbox if not isinstance(item, tuple)]
+                waiting = [item for item in mailbox if not isinstance(item, MessageContext)]
                 for _ in range(len(mailbox) - len(waiting)):
                     self._done_one()
                 mailbox.clear()

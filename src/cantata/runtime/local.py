@@ -42,6 +42,7 @@ __all__ = ["LocalRuntime"]
 
 _log = logging.getLogger("cantata.runtime")
 _TOPIC_CACHE_LIMIT = 4096
+_BACKLOG = 1000  # deliveries in flight beyond which a publish yields to the subscribers
 
 
 class LocalRuntime(Lifecycle):
@@ -267,7 +268,8 @@ class LocalRuntime(Lifecycle):
         sender: AgentId | None = None,
         message_id: str | None = None,
     ) -> None:
-        """Deliver an event to every subscriber of `topic_id` but the sender; returns at once.
+        """Deliver an event to every subscriber of `topic_id` but the sender; returns at once
+        (after one step of the event loop when many deliveries are already waiting).
 
         A subscriber's failure goes to the `on_error` hook and listeners as `DeliveryFailed`
         and never blocks the other subscribers.
@@ -307,6 +309,7 @@ class LocalRuntime(Lifecycle):
         recipients = self._topic_cache.get(topic_id)
         if recipients is None:
             recipients = self._recipients(topic_id)
+        ctx._message = message  # the publication every subscriber's mailbox shares
         cells = self._cells
         for agent_id in recipients:
             if agent_id == sender:
@@ -318,8 +321,17 @@ class LocalRuntime(Lifecycle):
                 except Exception as exc:  # no such type, or its factory failed
                     self._report(DeliveryFailed(agent_id, message, ctx._copy_for(agent_id), exc))
                     continue
-            copy = loads(dumps(message)) if self._serialize else message
-            self._enqueue(cell, copy, ctx._copy_for(agent_id))
+            if self._serialize:  # each subscriber gets its own copy of the message
+                item = ctx._copy_for(agent_id)
+                item._message = loads(dumps(message))
+                self._enqueue(cell, item)
+            else:
+                self._enqueue(cell, ctx)
+        if self._pending > _BACKLOG:
+            # Backpressure: a publisher that never awaits anything else would queue
+            # without end; a backlog of live deliveries also makes every garbage
+            # collection slower. One step of the loop lets the subscribers drain it.
+            await asyncio.sleep(0)
 
     def _recipients(self, topic_id: TopicId) -> tuple[AgentId, ...]:
         found = [s.map_to_agent(topic_id) for s in self._subs.values() if s.is_match(topic_id)]
