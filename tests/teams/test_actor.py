@@ -74,3 +74,20 @@ async def test_the_thread_is_saved_and_loaded_with_the_runtime_state() -> None:
         assert (await fresh.send_message("two", AgentId(kind, "k"))).text == "memo says 3"
     finally:
         await fresh.stop()
+
+
+async def test_a_whole_team_runs_as_an_actor() -> None:
+    from cantata.teams import GroupChat
+
+    team = GroupChat([counting_agent("x"), counting_agent("y")], max_turns=2, name="pair")
+    runtime = LocalRuntime()
+    kind = await register_agent(runtime, team.as_agent())
+    await runtime.start()
+    try:
+        reply = await runtime.send_message("plan it", AgentId(kind, "job-1"))
+        assert [(m.author_name, m.text) for m in reply.messages] == [
+            ("x", "x says 1"),
+            ("y", "y says 2"),
+        ]
+    finally:
+        await runtime.stop()
