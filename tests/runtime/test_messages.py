@@ -29,6 +29,7 @@ from cantata.runtime import (
     TypeSubscription,
     current_context,
     message_handler,
+    register_closure,
 )
 
 
@@ -396,3 +397,23 @@ async def test_a_handler_that_raises_cancelled_error_itself_is_a_failure_not_a_c
     assert [(str(f.agent_id), type(f.error)) for f in hooked] == [
         ("quitter/r", asyncio.CancelledError)
     ]
+
+
+async def test_a_publisher_that_never_awaits_gives_way_to_its_subscribers() -> None:
+    published = 0
+    seen_at: list[int] = []
+
+    async def note(message: int, ctx: MessageContext) -> None:
+        seen_at.append(published)
+
+    runtime = LocalRuntime()
+    for s in range(10):
+        await register_closure(runtime, f"sub{s}", note, subscriptions=["flood"])
+    await runtime.start()
+    for i in range(5_000):
+        await runtime.publish_message(i, TopicId("flood", "k"))
+        published += 1
+    await runtime.stop_when_idle()
+    assert len(seen_at) == 50_000
+    # the subscribers ran while the loop went on: the backlog stays bounded
+    assert seen_at[0] < 1_000
