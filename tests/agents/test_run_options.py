@@ -3,6 +3,7 @@ misspelled), tool keyword arguments, and instructions for this call only."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import pytest
@@ -156,7 +157,14 @@ async def test_the_agent_tool_takes_an_optional_override_when_allowed() -> None:
     assert systems == ["Be terse.", "You name colours."]
 
 
-@given(name=st.text(min_size=1, max_size=20).filter(lambda n: n not in CHAT_OPTION_KEYWORDS))
+_RUN_PARAMETERS = set(inspect.signature(ChatAgent.run).parameters)
+
+
+@given(
+    name=st.text(min_size=1, max_size=20).filter(
+        lambda n: n not in CHAT_OPTION_KEYWORDS and n not in _RUN_PARAMETERS
+    )
+)
 async def test_any_other_keyword_is_refused(name: str) -> None:
     agent, _ = _agent(["never"])
     with pytest.raises(UnknownOptionError):
