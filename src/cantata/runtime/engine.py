@@ -61,7 +61,18 @@ class _Call:
     it on, so only this handler ends), and the sender gets the runtime's error.
     """
 
-    __slots__ = ("abandoned", "active", "cancels", "cleanup", "loop", "task", "timed_out", "timer")
+    __slots__ = (
+        "abandoned",
+        "active",
+        "cancels",
+        "cleanup",
+        "deadline",
+        "expiry",
+        "loop",
+        "task",
+        "timed_out",
+        "timer",
+    )
 
     def __init__(
         self, task: asyncio.Task[Any], loop: asyncio.AbstractEventLoop, cleanup: float
@@ -73,7 +84,12 @@ class _Call:
         self.cancels = 0
         self.timed_out = False
         self.abandoned = False
-        self.timer: asyncio.TimerHandle | None = None
+        self.timer: asyncio.TimerHandle | None = None  # abandons, once cancelled
+        # A request's timeout: the loop time it ends at, and its timer, armed only once
+        # the handler suspends (one that runs through costs no timer: no timer could
+        # interrupt it anyway).
+        self.deadline: float | None = None
+        self.expiry: asyncio.TimerHandle | None = None
 
     def on_cancel(self) -> None:
         """Token callback: cancel the handler's task on the loop."""
@@ -100,11 +116,22 @@ class _Call:
             self.cancels += 1
             self.task.cancel(self)
 
+    def arm(self, token: CancellationToken) -> None:
+        """The handler is about to suspend: start its timeout (cancelling `token`)."""
+        if self.deadline is not None and self.expiry is None:
+            self.expiry = self.loop.call_at(self.deadline, self._expire, token)
+
+    def _expire(self, token: CancellationToken) -> None:
+        self.timed_out = True
+        token.cancel()  # the handler sees its token cancelled, then the task is cancelled
+
     def end(self) -> None:
         """The handler ended: no more cancelling; undo the task's cancel requests."""
         self.active = False
         if self.timer is not None:
             self.timer.cancel()
+        if self.expiry is not None:
+            self.expiry.cancel()
         for _ in range(self.cancels):
             self.task.uncancel()
         self.cancels = 0
@@ -237,9 +264,8 @@ class Engine:
         token = ctx.cancellation_token
         token.add_callback(call.on_cancel)
         self._calls[token] = call
-        timer = None
         if timeout is not None:
-            timer = loop.call_later(timeout, self._expire, call, token)
+            call.deadline = loop.time() + timeout
         if outer is not None:
             outer.add_callback(token.cancel)
         # Cancelling the handler that sent this request cancels the request too: the
@@ -264,17 +290,10 @@ class Engine:
         finally:
             call.end()
             del self._calls[token]
-            if timer is not None:
-                timer.cancel()
             if outer is not None:
                 outer.remove_callback(token.cancel)
             if inherited is not None:
                 inherited.remove_callback(token.cancel)
-
-    @staticmethod
-    def _expire(call: _Call, token: CancellationToken) -> None:
-        call.timed_out = True
-        token.cancel()
 
     def _cancel_error(
         self, call: _Call, message: Any, ctx: MessageContext, timeout: float | None
@@ -300,6 +319,8 @@ class Engine:
             turn = cell.turn
             if turn is not None and _within(ctx, turn):
                 return await self._run(cell, message, ctx)
+            token = ctx.cancellation_token
+            self._calls[token].arm(token)
             await self._wait_turn(cell)
         else:
             cell.busy = True
@@ -348,7 +369,11 @@ class Engine:
         except StopIteration as stop:
             result = stop.value
         else:
-            result = await _resume(coro, context, step, self._calls.get(ctx.cancellation_token))
+            token = ctx.cancellation_token
+            call = self._calls.get(token)
+            if call is not None:
+                call.arm(token)
+            result = await _resume(coro, context, step, call)
         if self._window:
             cell.remember(mid, self._window)
         return result
