@@ -263,3 +263,69 @@ def test_bad_definitions_are_refused() -> None:
         Magentic("gpt", [worker("a")])  # type: ignore[arg-type]
     agent_manager = ChatAgent(client, name="boss")
     assert Magentic(agent_manager, [worker("a")]).client is client
+
+
+def _enum_of(options: ChatOptions) -> list[str]:
+    """The names the progress ledger's schema allows as the next speaker."""
+    schema = options.response_format.model_json_schema()  # type: ignore[union-attr]
+    answer = schema["$defs"]["NextSpeaker"]["properties"]["answer"]
+    return list(answer["enum"]) if "enum" in answer else [answer["const"]]
+
+
+async def test_max_repeats_leaves_a_repeating_speaker_out_of_the_choice() -> None:
+    """The scripted manager always names the first allowed speaker: without the guard it
+    would pick `a` forever; with max_repeats=1 the schema itself moves the turn on."""
+    enums: list[list[str]] = []
+    rounds = iter(range(100))
+
+    def manager(messages: list[Message], options: ChatOptions) -> str:
+        name = options.response_format.__name__  # type: ignore[union-attr]
+        if name == "_Facts":
+            return json.dumps({"facts": []})
+        if name == "PlanOut":
+            return json.dumps({"steps": [{"agent": "a", "action": "x"}]})
+        if name == "_Final":
+            return json.dumps({"answer": "done"})
+        allowed = _enum_of(options)
+        enums.append(allowed)
+        return progress(allowed[0], satisfied=next(rounds) == 4)
+
+    team = Magentic(ScriptedChatClient(manager), [worker("a"), worker("b")], max_repeats=1)
+    _, result = await collect(team, "t")
+    speakers = [m.author_name for m in result.messages if m.author_name in ("a", "b")]
+    assert speakers == ["a", "b", "a", "b"]
+    assert enums[0] == ["a", "b"] and enums[1] == ["b"] and enums[2] == ["a"]
+    with pytest.raises(ConfigurationError, match="max_repeats"):
+        Magentic(ScriptedChatClient([]), [worker("a")], max_repeats=0)
+
+
+async def test_compact_ledgers_ask_for_answers_without_reasons() -> None:
+    formats: list[str] = []
+
+    def manager(messages: list[Message], options: ChatOptions) -> str:
+        fmt = options.response_format
+        name = fmt.__name__  # type: ignore[union-attr]
+        formats.append(json.dumps(fmt.model_json_schema()))  # type: ignore[union-attr]
+        if name == "_FewFacts":
+            return json.dumps({"facts": ["one"]})
+        if name == "PlanOut":
+            return json.dumps({"steps": [{"agent": "a", "action": "x"}]})
+        if name == "_Final":
+            return json.dumps({"answer": "done"})
+        ledger = {
+            "is_request_satisfied": len(formats) > 4,
+            "is_in_loop": False,
+            "is_progress_being_made": True,
+            "next_speaker": "a",
+            "instruction_or_question": "go",
+        }
+        return json.dumps(ledger)
+
+    team = Magentic(ScriptedChatClient(manager), [worker("a")], compact_ledgers=True)
+    events, result = await collect(team, "t")
+    progress_events = [e.progress for e in events if isinstance(e, MagenticLedgerEvent)]
+    ledger = next(p for p in progress_events if p is not None)
+    assert ledger.next_speaker == "a" and ledger.instruction == "go" and ledger.reasons == {}
+    assert '"maxItems": 3' in formats[0]
+    assert "reason" not in formats[2]
+    assert result.stop_message is not None and result.stop_message.source == "satisfied"

@@ -87,19 +87,20 @@ class LedgerAnswer:
     fallback_used: bool = False
 
 
-def _bounded(limit: int) -> Any:
-    """A string whose schema has a maxLength (a grammar-constrained model stops there)
-    that validation does not enforce (other models are not refused for a long answer)."""
-    return Annotated[str, WithJsonSchema({"type": "string", "maxLength": limit})]
-
-
-_Short = _bounded(120)
-_Long = _bounded(400)
+# Strings whose schema has a maxLength (a grammar-constrained model stops there) that
+# validation does not enforce (other models are not refused for a long answer).
+_Brief = Annotated[str, WithJsonSchema({"type": "string", "maxLength": 80})]
+_Short = Annotated[str, WithJsonSchema({"type": "string", "maxLength": 120})]
+_Long = Annotated[str, WithJsonSchema({"type": "string", "maxLength": 400})]
 
 
 class _Facts(BaseModel):
     model_config = ConfigDict(extra="forbid")
     facts: list[_Short] = Field(max_length=6)
+
+
+class _FewFacts(_Facts):
+    facts: list[_Brief] = Field(max_length=3)
 
 
 class _Final(BaseModel):
@@ -122,8 +123,18 @@ def _plan_model(names: Sequence[str]) -> type[BaseModel]:
     )
 
 
-def _progress_model(names: Sequence[str]) -> type[BaseModel]:
+def _progress_model(names: Sequence[str], *, compact: bool = False) -> type[BaseModel]:
     speaker_type: Any = Literal[tuple(names)]
+    if compact:  # answers only: a third of the tokens, for small local models
+        return create_model(
+            "ProgressLedgerOut",
+            __config__=ConfigDict(extra="forbid"),
+            is_request_satisfied=(bool, ...),
+            is_in_loop=(bool, ...),
+            is_progress_being_made=(bool, ...),
+            next_speaker=(speaker_type, ...),
+            instruction_or_question=(_Brief, ...),
+        )
 
     def judged(title: str, answer: Any) -> Any:
         return create_model(
@@ -193,11 +204,13 @@ async def ask_facts(
     participants: Sequence[tuple[str, str]],
     *,
     history: Sequence[Message] = (),
+    compact: bool = False,
     retries: int = 2,
     options: ChatOptions | None = None,
     token: CancellationToken | None = None,
 ) -> LedgerAnswer:
-    """The facts known or to look up for `task` (updated from `history` when re-planning)."""
+    """The facts known or to look up for `task` (updated from `history` when re-planning);
+    `compact` asks for at most three short ones."""
     prompt = (
         f"Task: {task}\nTeam:\n{_roster(participants)}\n"
         "List the facts given in the task, and the facts still to look up or compute. "
@@ -206,7 +219,7 @@ async def ask_facts(
     value, usage, attempts = await _structured(
         client,
         [*history, Message("user", prompt)],
-        _Facts,
+        _FewFacts if compact else _Facts,
         retries=retries,
         options=options or ChatOptions(),
         token=token,
@@ -257,13 +270,16 @@ async def ask_progress(
     participants: Sequence[tuple[str, str]],
     history: Sequence[Message],
     *,
+    speakers: Sequence[str] | None = None,
+    compact: bool = False,
     retries: int = 2,
     options: ChatOptions | None = None,
     token: CancellationToken | None = None,
 ) -> LedgerAnswer:
     """This round's progress ledger; `value` is None when no valid one came (the caller
-    falls back)."""
-    names = [name for name, _ in participants]
+    falls back). `speakers` narrows who may be named next (default: every participant);
+    `compact` leaves out the reasons."""
+    names = list(speakers) if speakers is not None else [name for name, _ in participants]
     if not names:
         raise ConfigurationError("a progress ledger needs at least one participant")
     prompt = (
@@ -276,7 +292,7 @@ async def ask_progress(
     value, usage, attempts = await _structured(
         client,
         [*history, Message("user", prompt)],
-        _progress_model(names),
+        _progress_model(names, compact=compact),
         retries=retries,
         options=options or ChatOptions(),
         token=token,
@@ -284,13 +300,15 @@ async def ask_progress(
     if value is None:
         return LedgerAnswer(None, usage, attempts, fallback_used=True)
     data: dict[str, Any] = value.model_dump()
+    if compact:
+        data = {key: {"reason": "", "answer": answer} for key, answer in data.items()}
     ledger_out = ProgressLedger(
         is_request_satisfied=bool(data["is_request_satisfied"]["answer"]),
         is_in_loop=bool(data["is_in_loop"]["answer"]),
         is_progress_being_made=bool(data["is_progress_being_made"]["answer"]),
         next_speaker=str(data["next_speaker"]["answer"]),
         instruction=str(data["instruction_or_question"]["answer"]),
-        reasons={key: str(part["reason"]) for key, part in data.items()},
+        reasons={key: str(part["reason"]) for key, part in data.items() if part["reason"]},
     )
     return LedgerAnswer(ledger_out, usage, attempts)
 

@@ -12,11 +12,15 @@ past `max_stalls` the manager re-plans (new facts and plan, counter cleared), at
 at `max_rounds`, or when the re-plans run out, or when a termination condition fires.
 
 Where the seeds differ: Agent Framework's manager may answer without delegating, as may
-this one. ``require_plan_done=True`` accepts "satisfied" only once every participant the
-plan names has spoken in the run: a guard for small models that declare a task done before
-any work is done. An invalid ledger (on models without grammar-constrained output) is
-asked for again `ledger_retries` times; then the next participant in order takes the turn
-with the current plan step (logged as a fallback, and counted as a stall).
+this one. Two guards serve small models (both off by default): ``max_repeats=n`` leaves a
+participant that spoke n turns in a row out of the next-speaker enum, so the choice moves
+on; ``require_plan_done=True`` accepts "satisfied" only once every participant the plan
+names has spoken in the run, so a model cannot declare the task done before any work.
+``compact_ledgers=True`` asks for answers without reasons (and fewer, shorter facts): a
+third of the tokens, for a local model. An invalid ledger (on models without
+grammar-constrained output) is asked for again `ledger_retries` times; then the next
+participant in order takes the turn with the current plan step (logged as a fallback,
+and counted as a stall).
 
 Plan review is a human-in-the-loop request of the workflow: the run pauses with a
 `PlanReview` pending (`run_stream` yields its `RequestInfoEvent`); answer it with
@@ -123,8 +127,12 @@ class MagenticManager(TeamManager):
         options: ChatOptions,
         name: str,
         termination: TerminationCondition | None,
+        max_repeats: int | None = None,
+        compact: bool = False,
     ) -> None:
         super().__init__(participants, termination=termination)
+        self.max_repeats = max_repeats
+        self.compact = compact
         self.client = client
         self.descriptions = list(descriptions)
         self.limits = limits
@@ -189,7 +197,7 @@ class MagenticManager(TeamManager):
         if not comments:
             facts = await ask_facts(
                 self.client, ledger.task, self.descriptions, history=history,
-                retries=retries, options=self.options, token=token,
+                compact=self.compact, retries=retries, options=self.options, token=token,
             )  # fmt: skip
             ledger = TaskLedger(ledger.task, list(facts.value), ledger.plan)
         plan = await ask_plan(
@@ -260,6 +268,7 @@ class MagenticManager(TeamManager):
         ledger = self._ledger(state)
         answer = await ask_progress(
             self.client, ledger, self.descriptions, self._transcript(state, ctx),
+            speakers=self._speakers(state), compact=self.compact,
             retries=self.limits.ledger_retries, options=self.options,
             token=ctx.cancellation_token,
         )  # fmt: skip
@@ -283,6 +292,15 @@ class MagenticManager(TeamManager):
             await self._replan(state, ctx)
             return
         self._delegate(state, progress, answer, ctx)
+
+    def _speakers(self, state: ManagerState) -> list[str]:
+        """Who may be named next: everyone, but the last speaker once it has spoken
+        `max_repeats` turns in a row (the schema leaves it out, so the choice moves on)."""
+        names = list(self.participants)
+        last = state.last_speaker
+        if self.max_repeats is not None and len(names) > 1 and state.streak >= self.max_repeats:
+            names = [n for n in names if n != last]
+        return names
 
     def _plan_done(self, state: ManagerState) -> bool:
         if not self.require_plan_done:
@@ -364,6 +382,8 @@ class Magentic(Team):
         max_plan_reviews: int = 3,
         ledger_retries: int = 2,
         require_plan_done: bool = False,
+        max_repeats: int | None = None,
+        compact_ledgers: bool = False,
         manager_options: ChatOptions | None = None,
         manager_name: str = "orchestrator",
         termination: TerminationCondition | None = None,
@@ -388,6 +408,13 @@ class Magentic(Team):
                 raise ConfigurationError(
                     f"magentic team {name!r}: {label} must be an int >= {low}, got {value!r}"
                 )
+        if max_repeats is not None and (
+            isinstance(max_repeats, bool) or not isinstance(max_repeats, int) or max_repeats < 1
+        ):
+            raise ConfigurationError(
+                f"magentic team {name!r}: max_repeats must be None or an int >= 1, got "
+                f"{max_repeats!r}"
+            )
         if manager_name in self.participant_names:
             raise ConfigurationError(
                 f"magentic team {name!r}: a participant is named {manager_name!r}, like the "
@@ -397,6 +424,8 @@ class Magentic(Team):
         self.limits = _Limits(max_rounds, max_stalls, max_resets, max_plan_reviews, ledger_retries)
         self.plan_review = plan_review
         self.require_plan_done = require_plan_done
+        self.max_repeats = max_repeats
+        self.compact_ledgers = compact_ledgers
         self.manager_options = manager_options or ChatOptions()
         self.manager_name = manager_name
         self.termination = termination
@@ -413,6 +442,8 @@ class Magentic(Team):
             options=self.manager_options,
             name=self.manager_name,
             termination=self.termination,
+            max_repeats=self.max_repeats,
+            compact=self.compact_ledgers,
         )
         steps = 2 * self.limits.max_rounds + 16
         return self._star_workflow(manager, max_supersteps=steps)
