@@ -146,3 +146,13 @@ def test_ordinary_formats_and_replacements_still_render() -> None:
     source = "{{ '%5d' % 3 }}|{{ '{:>4}'.format(1) }}|"
     source += "{{ 'ab' | replace('a', 'c') }}|{{ '%d' | format(7) }}"
     assert InstructionTemplate(source).render({}) == "    3|   1|cb|7"
+
+
+async def test_an_override_keeps_the_limits_of_the_agents_template() -> None:
+    from cantata.agents import ChatAgent
+    from cantata.models import ScriptedChatClient
+
+    template = InstructionTemplate("Be brief.", owner="a", max_chars=5)
+    agent = ChatAgent(ScriptedChatClient(["never"]), name="a", instructions=template)
+    with pytest.raises(ConfigurationError, match="5 characters"):
+        await agent.run("x", instructions_override="{{ 'long' * 3 }}")

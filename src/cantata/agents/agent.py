@@ -25,7 +25,12 @@ from ..core import (
 )
 from ..models import ChatOptions
 from .as_tool import agent_as_tool
-from .instructions import InstructionTemplate, merge_arguments
+from .instructions import (
+    MAX_RENDER_CHARS,
+    MAX_RENDER_SECONDS,
+    InstructionTemplate,
+    merge_arguments,
+)
 from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
 from .run_options import ChatOptionKeywords, call_options
 from .thread import AgentThread, LocalThread
@@ -270,7 +275,13 @@ class Agent(ABC):
                     f"agent `{self._name}`: instructions_override must be a string, got "
                     f"{type(override).__name__}"
                 )
-            template: InstructionTemplate | None = InstructionTemplate(override, owner=self._name)
+            limits = self._template  # an override keeps the limits of the agent's template
+            template: InstructionTemplate | None = InstructionTemplate(
+                override,
+                owner=self._name,
+                max_chars=limits.max_chars if limits else MAX_RENDER_CHARS,
+                max_seconds=limits.max_seconds if limits else MAX_RENDER_SECONDS,
+            )
         else:
             template = self._template
         if template is None:
