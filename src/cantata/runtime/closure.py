@@ -13,6 +13,12 @@ a direct request. It needs no agent handle to send or publish: inside it, the ru
 handler's context). The message types it takes come from the annotation of its first
 parameter (a union for several; none or `Any` for all): anything else is `CantHandle` for
 a direct request and ignored when published, as for a `RoutedAgent`.
+
+From autogen-core: ``ClosureAgent.register_closure(runtime, "collector", closure,
+subscriptions=lambda: [TypeSubscription(...)])`` with ``closure(closure_ctx, message,
+ctx)`` becomes ``register_closure(runtime, "collector", fn, subscriptions=[...])`` with
+``fn(message, ctx)``; types outside the annotation are refused or ignored as above rather
+than warned about.
 """
 
 from __future__ import annotations

@@ -79,7 +79,8 @@ class AgentRuntime(Protocol):
         ...
 
     async def wait_until_idle(self) -> None:
-        """Wait until no message is queued or being handled; keep running."""
+        """Wait until no message is queued or being handled; keep running. Bounded (in
+        `LocalRuntime` by its `default_timeout`, or a `timeout=`): `TimeoutError` past it."""
         ...
 
     async def stop_when_idle(self) -> None:
@@ -87,7 +88,8 @@ class AgentRuntime(Protocol):
         ...
 
     async def stop_when(self, predicate: Callable[[], bool]) -> None:
-        """Stop once `predicate()` is true (checked after each handled message)."""
+        """Stop once `predicate()` is true (checked after each handled message); bounded
+        like `wait_until_idle`."""
         ...
 
     async def close(self) -> None:
