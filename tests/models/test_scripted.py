@@ -80,3 +80,17 @@ async def test_a_request_list_changed_after_the_call_leaves_the_record_alone() -
     assert [m.text for m in client.calls[1].messages] == ["replaced", "two"]
     client.calls.clear()  # a test may reset what it looks at
     await ScriptedChatClient(["x"]).get_response(messages)
+
+
+async def test_the_scripted_client_is_an_async_context_manager_like_network_clients() -> None:
+    from cantata.agents import ChatAgent
+
+    async with ScriptedChatClient(["hi", "again"]) as client:
+        assert not client.closed
+        assert (await client.get_response([Message("user", "x")])).text == "hi"
+    assert client.closed
+    assert (await client.get_response([Message("user", "y")])).text == "again"
+    owned = ScriptedChatClient(["a"])
+    async with ChatAgent(owned, name="a", owns_client=True):
+        pass
+    assert owned.closed

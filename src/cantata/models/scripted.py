@@ -11,7 +11,8 @@ import asyncio
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self, TypeAlias
 
 from ..core import (
     CancellationToken,
@@ -178,6 +179,7 @@ class ScriptedChatClient:
         self.latency = latency
         self.calls: list[ScriptedCall] = []
         """Every request, in order (see `ScriptedCall`)."""
+        self._closes = 0
         # the last request of recent conversations, for `ScriptedCall` to share
         self._recent: dict[int, tuple[ScriptedCall, list[Message]]] = {}
 
@@ -195,6 +197,34 @@ class ScriptedChatClient:
             i.response if i.response is not None else _failure(i) for i in cassette.interactions
         ]
         return cls(turns, chunk_size=chunk_size)
+
+    # -- lifecycle: the same shape as network clients, so code written for one runs on both
+
+    @property
+    def closed(self) -> bool:
+        """True once `aclose` (or the end of ``async with``) ran: a test can check that
+        whoever owned the client closed it. Requests still work afterwards (network
+        clients reconnect too)."""
+        return self._closes > 0
+
+    async def aclose(self) -> None:
+        """Nothing to release; counted in `closed`."""
+        self._closes += 1
+
+    async def close(self) -> None:
+        """Same as `aclose`."""
+        await self.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
     @property
     def remaining(self) -> int:
