@@ -143,3 +143,19 @@ async def test_an_answer_whose_handler_fails_can_be_given_again_on_the_thread() 
         await agent.run(answer, thread=thread)
     again = Message("tool", [FunctionResultContent(call.call_id, result="yes")])
     assert (await agent.run(again, thread=thread)).text == "sure about x? -> yes"
+
+
+async def test_tool_kwargs_reach_the_executors_and_instructions_cannot_be_overridden() -> None:
+    from cantata.core import ConfigurationError
+
+    @executor
+    async def tenant(messages: list[Message], ctx: WorkflowContext[None, str]) -> None:
+        await ctx.yield_output(f"{ctx.kwargs.get('tenant')} {ctx.kwargs.get('extra')}")
+
+    agent = WorkflowBuilder(tenant).build().as_agent(name="wf")
+    response = await agent.run("hi", tool_kwargs={"tenant": "t1"}, extra=2)
+    assert response.text == "t1 2"
+    streamed = agent.run_stream("hi", tool_kwargs={"tenant": "t2"})
+    assert [u.text async for u in streamed] == ["t2 None"]
+    with pytest.raises(ConfigurationError, match="no instructions to override"):
+        await agent.run("hi", instructions_override="be brief")

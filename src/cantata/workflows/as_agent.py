@@ -25,6 +25,7 @@ from ..agents import (
 )
 from ..core import (
     CancellationToken,
+    ConfigurationError,
     FunctionCallContent,
     FunctionResultContent,
     Message,
@@ -130,10 +131,16 @@ class WorkflowAgent(Agent):
         arguments: Mapping[str, Any] | None = None,
         options: ChatOptions | None = None,
         tools: Iterable[Any] | None = None,
+        tool_kwargs: Mapping[str, Any] | None = None,
+        instructions_override: str | None = None,
         cancellation_token: CancellationToken | None = None,
         **kwargs: Any,
     ) -> AgentResponse:
-        """Run the workflow on the conversation; its outputs are the answer."""
+        """Run the workflow on the conversation; its outputs are the answer.
+
+        `tool_kwargs` (and any other keyword) reach every executor as ``ctx.kwargs``.
+        """
+        kwargs = self._run_kwargs(tool_kwargs, instructions_override, kwargs)
         thread = self._thread_for_run(thread)
         incoming = self._incoming(messages)
         run, start = self._begin(incoming, thread)
@@ -162,10 +169,13 @@ class WorkflowAgent(Agent):
         arguments: Mapping[str, Any] | None = None,
         options: ChatOptions | None = None,
         tools: Iterable[Any] | None = None,
+        tool_kwargs: Mapping[str, Any] | None = None,
+        instructions_override: str | None = None,
         cancellation_token: CancellationToken | None = None,
         **kwargs: Any,
     ) -> AgentResponseStream:
         """Run the workflow and stream agent chunks and outputs as they happen."""
+        kwargs = self._run_kwargs(tool_kwargs, instructions_override, kwargs)
         final: list[AgentResponse] = []
 
         async def updates() -> AsyncIterator[AgentResponseUpdate]:
@@ -194,6 +204,22 @@ class WorkflowAgent(Agent):
             final.append(AgentResponse(produced, thread=used, agent_id=self.id))
 
         return AgentResponseStream(updates(), lambda: final[-1])
+
+    def _run_kwargs(
+        self,
+        tool_kwargs: Mapping[str, Any] | None,
+        instructions_override: str | None,
+        kwargs: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The workflow's kwargs: the tool kwargs (an agent-as-tool call passes its
+        caller's) and any other keyword."""
+        if instructions_override is not None:
+            raise ConfigurationError(
+                f"agent {self.name!r} runs workflow {self.workflow.name!r}, which has no "
+                "instructions to override; drop instructions_override= (or set the "
+                "instructions of the agents inside the workflow)"
+            )
+        return {**(tool_kwargs or {}), **kwargs}
 
     def _update(self, event: WorkflowEvent, new: list[Any]) -> AgentResponseUpdate | None:
         if isinstance(event, AgentUpdateEvent) and isinstance(event.data, AgentResponseUpdate):
