@@ -154,3 +154,34 @@ def test_finite_floats_pass_when_nan_is_refused() -> None:
 def test_integers_too_long_to_convert_are_a_typed_error() -> None:
     with pytest.raises(SerializationError, match="malformed"):
         loads_json("1" * 5000)
+
+
+def test_a_value_that_contains_itself_twice_is_refused_at_once() -> None:
+    # Breadth-first, each level would double: 2**100 entries before the limit.
+    looped: list[Any] = []
+    looped.extend([looped, looped])
+    with pytest.raises(SerializationError, match="limit"):
+        check_json_depth(looped)
+
+
+def test_shared_parts_are_measured_once_and_exactly() -> None:
+    shared: Any = 1
+    for _ in range(60):
+        shared = [shared, shared]  # 2**60 paths, 61 containers
+    check_json_depth(shared)
+    check_json_depth({"a": [[shared]], "b": shared})
+    with pytest.raises(SerializationError, match="limit of 61"):
+        check_json_depth([[shared]], max_depth=61)
+    check_json_depth([[shared]], max_depth=62)
+
+
+@pytest.mark.parametrize("depth", [16, 17, 18, 40, 99, 100, 101])
+def test_the_exact_walk_agrees_with_the_depth(depth: int) -> None:
+    value = nested_value(depth)
+    mixed = {"wide": [nested_value(3)] * 50, "deep": ({"x": value},)}
+    check_json_depth(value, max_depth=depth)
+    check_json_depth(mixed, max_depth=depth + 3)
+    with pytest.raises(SerializationError):
+        check_json_depth(value, max_depth=depth - 1)
+    with pytest.raises(SerializationError):
+        check_json_depth(mixed, max_depth=depth + 2)

@@ -99,3 +99,23 @@ async def test_a_corrupted_huge_value_is_not_repeated_whole(durable: Any) -> Non
     with pytest.raises(StoreCorruptionError) as info:
         await store.get("victim")
     assert len(str(info.value)) < 400
+
+
+async def test_a_value_that_contains_itself_twice_is_refused_at_once(store: StateStore) -> None:
+    looped: list[Any] = []
+    looped.extend([looped, looped])  # level by level, 2**100 entries before the limit
+    with pytest.raises(StoreError, match="limit"):
+        await store.put("k", looped)
+
+
+async def test_shared_parts_are_checked_once(store: StateStore) -> None:
+    shared: Any = [1]
+    for _ in range(40):
+        shared = [shared, shared]  # 2**40 paths, 41 lists
+    with pytest.raises(StoreError, match="the float nan"):
+        await store.put("k", [shared, {"bad": float("nan")}])
+    bad: Any = [1, float("inf")]
+    for _ in range(40):
+        bad = [bad, bad]
+    with pytest.raises(StoreError, match="inf"):
+        await store.put("k", bad)

@@ -22,7 +22,7 @@ from typing import Any
 
 from .errors import SerializationError
 
-__all__ = ["MAX_JSON_DEPTH", "check_json_depth", "loads_json", "short_repr"]
+__all__ = ["MAX_JSON_DEPTH", "check_json_depth", "containers_below", "loads_json", "short_repr"]
 
 MAX_JSON_DEPTH = 100
 """Most levels of nested lists and objects any cantata reader or writer accepts.
@@ -141,11 +141,16 @@ def loads_json(
     return value
 
 
+_FAST_LEVELS = 16
+"""Levels walked breadth-first before the exact walk takes over (real data ends sooner)."""
+
+
 def check_json_depth(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> None:
     """Raise `SerializationError` when `value` nests deeper than `max_depth` levels.
 
     Lists, dicts, tuples and sets count as levels. Iterative, so a value of any depth is
-    checked without recursion; a value that contains itself is reported as too deep.
+    checked without recursion; a value that contains itself is reported as too deep, and
+    containers shared by many parents are measured once each, not once per path.
     """
     level = [value] if type(value) in _CONTAINERS else []
     depth = 0
@@ -153,14 +158,61 @@ def check_json_depth(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> None:
         depth += 1
         if depth > max_depth:
             raise _too_deep(max_depth)
-        below: list[Any] = []
-        for container in level:
-            items = container.values() if type(container) is dict else container
-            for item in items:
-                kind = type(item)
-                if kind is dict or kind is list or kind in _CONTAINERS:
-                    below.append(item)
-        level = below
+        if depth > _FAST_LEVELS:
+            # Deep, shared or cyclic: measure exactly, each container once.
+            _check_height(value, max_depth)
+            return
+        level = containers_below(level)
+
+
+def containers_below(level: list[Any]) -> list[Any]:
+    """The containers directly inside the containers of `level` (one step of a walk)."""
+    below: list[Any] = []
+    for container in level:
+        items = container.values() if type(container) is dict else container
+        for item in items:
+            kind = type(item)
+            if kind is dict or kind is list or kind in _CONTAINERS:
+                below.append(item)
+    return below
+
+
+def _children(container: Any) -> Any:
+    items = container.values() if type(container) is dict else container
+    return iter([item for item in items if type(item) in _CONTAINERS])
+
+
+def _check_height(value: Any, max_depth: int) -> None:
+    """Depth-first, with the height of every finished container remembered by id.
+
+    A container met again on the current path is a cycle (infinitely deep); one met
+    again elsewhere adds its remembered height, so shared parts cost nothing more.
+    """
+    heights: dict[int, int] = {}
+    on_path = {id(value)}
+    # frames: [container, iterator over its child containers, tallest child so far]
+    stack: list[list[Any]] = [[value, _children(value), 0]]
+    while stack:
+        frame = stack[-1]
+        child = next(frame[1], None)
+        if child is None:
+            stack.pop()
+            on_path.discard(id(frame[0]))
+            heights[id(frame[0])] = height = frame[2] + 1
+            if stack:
+                stack[-1][2] = max(stack[-1][2], height)
+            continue
+        key = id(child)
+        known = heights.get(key)
+        if known is not None:
+            if len(stack) + known > max_depth:
+                raise _too_deep(max_depth)
+            frame[2] = max(frame[2], known)
+        elif key in on_path or len(stack) >= max_depth:
+            raise _too_deep(max_depth)
+        else:
+            on_path.add(key)
+            stack.append([child, _children(child), 0])
 
 
 def _has_lone_surrogate(value: Any) -> bool:

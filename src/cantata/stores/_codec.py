@@ -14,7 +14,14 @@ import json
 import math
 from typing import Any
 
-from ..core import MAX_JSON_DEPTH, SerializationError, StoreError, loads_json, short_repr
+from ..core import (
+    MAX_JSON_DEPTH,
+    SerializationError,
+    StoreError,
+    check_json_depth,
+    loads_json,
+    short_repr,
+)
 from .errors import StoreCorruptionError
 
 SCHEMA_VERSION = 1
@@ -39,38 +46,67 @@ def _bad_scalar(value: Any) -> str | None:
     return f"a value of type {cls.__module__}.{cls.__qualname__}"
 
 
+_FAST_LEVELS = 16  # real data ends sooner; deeper, the walk visits each container once
+
+
 def _bad_part(value: Any) -> str | None:
     """A description of the first part of `value` that is not JSON data, or None.
 
-    Level by level, without recursion, so a value of any depth (or one that contains
-    itself) is described instead of exhausting the stack.
+    Level by level, without recursion, so a value of any depth is described instead of
+    exhausting the stack. Past a few levels the depth is measured exactly first (a value
+    that contains itself is too deep) and shared containers are then checked once each,
+    so sharing cannot multiply the work.
     """
     if type(value) is not list and type(value) is not dict:
         return _bad_scalar(value)
     level: list[Any] = [value]
     depth = 0
+    seen: set[int] | None = None
     while level:
         depth += 1
-        if depth > MAX_JSON_DEPTH:
-            return f"nesting deeper than the limit of {MAX_JSON_DEPTH} levels"
+        if depth > _FAST_LEVELS and seen is None:
+            try:
+                check_json_depth(value)
+            except SerializationError:
+                return f"nesting deeper than the limit of {MAX_JSON_DEPTH} levels"
+            seen = set()
+        if seen is not None:
+            level = _unseen(level, seen)
         below: list[Any] = []
         for container in level:
-            if type(container) is dict:
-                for key in container:
-                    if type(key) is not str:
-                        return f"the non-string dict key {short_repr(key)}"
-                items = container.values()
-            else:
-                items = container
-            for item in items:
-                cls = type(item)
-                if cls is list or cls is dict:
-                    below.append(item)
-                elif cls not in _SCALARS:
-                    bad = _bad_scalar(item)
-                    if bad is not None:
-                        return bad
+            bad = _bad_items(container, below)
+            if bad is not None:
+                return bad
         level = below
+    return None
+
+
+def _unseen(level: list[Any], seen: set[int]) -> list[Any]:
+    fresh = []
+    for container in level:
+        if id(container) not in seen:
+            seen.add(id(container))
+            fresh.append(container)
+    return fresh
+
+
+def _bad_items(container: Any, below: list[Any]) -> str | None:
+    """Check the scalars of one container; its lists and dicts go to `below`."""
+    if type(container) is dict:
+        for key in container:
+            if type(key) is not str:
+                return f"the non-string dict key {short_repr(key)}"
+        items = container.values()
+    else:
+        items = container
+    for item in items:
+        cls = type(item)
+        if cls is list or cls is dict:
+            below.append(item)
+        elif cls not in _SCALARS:
+            bad = _bad_scalar(item)
+            if bad is not None:
+                return bad
     return None
 
 
