@@ -22,7 +22,7 @@ from typing import Any
 
 from .errors import SerializationError
 
-__all__ = ["MAX_JSON_DEPTH", "check_json_depth", "containers_below", "loads_json", "short_repr"]
+__all__ = ["MAX_JSON_DEPTH", "check_json_depth", "loads_json", "short_repr"]
 
 MAX_JSON_DEPTH = 100
 """Most levels of nested lists and objects any cantata reader or writer accepts.
@@ -162,10 +162,10 @@ def check_json_depth(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> None:
             # Deep, shared or cyclic: measure exactly, each container once.
             _check_height(value, max_depth)
             return
-        level = containers_below(level)
+        level = _containers_below(level)
 
 
-def containers_below(level: list[Any]) -> list[Any]:
+def _containers_below(level: list[Any]) -> list[Any]:
     """The containers directly inside the containers of `level` (one step of a walk)."""
     below: list[Any] = []
     for container in level:
