@@ -24,6 +24,7 @@ from .answer import close_client, load_model, stream_answer
 from .chat_session import EXIT_WORDS, ChatSession
 from .client_options import ClientOptions
 from .failure import report
+from .serve import serve_command
 
 __all__ = ["EXIT_WORDS", "app", "main"]
 
@@ -216,6 +217,9 @@ def chat(
 
 def _start(system: str | None) -> list[Message]:
     return [Message("system", system)] if system else []
+
+
+app.command(name="serve")(serve_command)
 
 
 def main() -> None:

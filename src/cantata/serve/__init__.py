@@ -1,3 +1,49 @@
-"""cantata.serve."""
+"""cantata.serve: one ASGI app over agents, workflows and teams.
 
-__all__: list[str] = []
+`build_app(served)` makes the app (Starlette; run it on uvicorn, or with `cantata serve`):
+the OpenAI-compatible endpoints (``/v1/models``, ``/v1/chat/completions``,
+``/v1/responses`` with conversations kept on the server), and whatever other modules
+contribute through route providers (see `app`). It listens on loopback by default; on any
+other address it needs a token.
+"""
+
+from .app import (
+    OPTIONAL_PROVIDERS,
+    Contribution,
+    RouteProvider,
+    ServeContext,
+    build_app,
+    default_providers,
+)
+from .auth import TOKEN_COOKIE, TOKEN_ENV, check_bind, is_loopback
+from .errors import RequestError
+from .limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_REQUEST_TIMEOUT, Limits
+from .served import Served, ServedKind, ServedSet, load_target
+from .server import DEFAULT_STORE_URL, serve
+from .threads import RESPONSE_SCHEMA_VERSION, ResponseRecord, ResponseThreads
+
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_REQUEST_TIMEOUT",
+    "DEFAULT_STORE_URL",
+    "OPTIONAL_PROVIDERS",
+    "RESPONSE_SCHEMA_VERSION",
+    "TOKEN_COOKIE",
+    "TOKEN_ENV",
+    "Contribution",
+    "Limits",
+    "RequestError",
+    "ResponseRecord",
+    "ResponseThreads",
+    "RouteProvider",
+    "ServeContext",
+    "Served",
+    "ServedKind",
+    "ServedSet",
+    "build_app",
+    "check_bind",
+    "default_providers",
+    "is_loopback",
+    "load_target",
+    "serve",
+]

@@ -1,0 +1,74 @@
+"""`cantata serve module:object`: serve agents, workflows and teams over HTTP.
+
+Registered on the `cantata` app by one line in `app.py`. Heavy imports (Starlette,
+uvicorn, the served module) happen inside the command, so other commands start fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+__all__ = ["serve_command"]
+
+
+def serve_command(
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="What to serve: module:object or path/file.py:object (an agent, workflow or "
+            "team, or a dict or list of them)."
+        ),
+    ],
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", "-p", min=0, max=65535, help="Port.")] = 8000,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="CANTATA_SERVE_TOKEN",
+            help="Token clients must send (Authorization: Bearer); required off loopback.",
+            show_envvar=True,
+        ),
+    ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option("--store", help="Store URL for server-side threads (default: SQLite file)."),
+    ] = None,
+    max_body: Annotated[
+        int, typer.Option("--max-body", min=1, help="Largest request body, in bytes.")
+    ] = 4 * 1024 * 1024,
+    timeout: Annotated[
+        float,
+        typer.Option("--timeout", min=0.001, max=86_400.0, help="Seconds a request may take."),
+    ] = 300.0,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of failures.")] = False,
+) -> None:
+    """Serve agents, workflows and teams: OpenAI-compatible API and more, on one port."""
+    from ..core import CantataError
+    from .app import _err
+    from .failure import report
+
+    try:
+        from ..serve import DEFAULT_STORE_URL, Limits, ServedSet, check_bind, load_target, serve
+
+        check_bind(host, token)  # before loading anything: a refusal is instant
+        if "" not in sys.path:
+            sys.path.insert(0, "")  # module:object names modules of the working directory
+        served = ServedSet(load_target(target))
+        names = ", ".join(f"{n} ({e.kind})" for n, e in served.items())
+        limits = Limits(max_body_bytes=max_body, request_timeout=timeout)
+        _err().print(f"serving {names} on http://{host}:{port}/v1", highlight=False)
+        serve(
+            served,
+            host=host,
+            port=port,
+            token=token,
+            store=store or DEFAULT_STORE_URL,
+            limits=limits,
+        )
+    except (CantataError, OSError, ImportError) as exc:
+        report(exc, debug=debug, console=_err())
+        raise typer.Exit(1) from None

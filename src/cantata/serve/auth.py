@@ -1,0 +1,95 @@
+"""The token check: loopback serves without one; any other address needs one.
+
+A client sends the token as ``Authorization: Bearer <token>`` (what the OpenAI and A2A
+clients send as their API key), as an ``X-API-Key`` header, or as the ``cantata_token``
+cookie (for a browser page). The comparison takes the same time whatever the token.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from http.cookies import CookieError, SimpleCookie
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..core import ConfigurationError
+from .errors import RequestError
+from .limits import send_error
+
+__all__ = ["TOKEN_COOKIE", "TOKEN_ENV", "TokenAuthMiddleware", "check_bind", "is_loopback"]
+
+TOKEN_ENV = "CANTATA_SERVE_TOKEN"
+TOKEN_COOKIE = "cantata_token"
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine can reach (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse to serve beyond this machine without a token."""
+    if token is not None and not token:
+        raise ConfigurationError("the serve token is empty; give a non-empty --token")
+    if token is None and not is_loopback(host):
+        raise ConfigurationError(
+            f"refusing to serve on {host!r} without a token: anyone who can reach that "
+            f"address could run the served agents; pass --token or set {TOKEN_ENV} "
+            "(clients then send it as 'Authorization: Bearer <token>'), or bind 127.0.0.1"
+        )
+
+
+class TokenAuthMiddleware:
+    """Answers 401 (OpenAI's error shape) to any request without the token."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        if not token:
+            raise ConfigurationError("the serve token is empty; give a non-empty token")
+        self.app = app
+        self._token = token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or self._allowed(scope):
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 4401})
+            return
+        await send_error(
+            send,
+            RequestError(
+                "this server needs a token: send 'Authorization: Bearer <token>' (the OpenAI "
+                "client's api_key), an X-API-Key header or the cantata_token cookie",
+                status=401,
+                code="invalid_api_key",
+            ),
+        )
+
+    def _allowed(self, scope: Scope) -> bool:
+        return any(hmac.compare_digest(given, self._token) for given in _offered(scope))
+
+
+def _offered(scope: Scope) -> list[bytes]:
+    out: list[bytes] = []
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            scheme, _, rest = value.partition(b" ")
+            if scheme.lower() == b"bearer":
+                out.append(rest.strip())
+        elif name == b"x-api-key":
+            out.append(value.strip())
+        elif name == b"cookie":
+            try:
+                jar = SimpleCookie(value.decode("latin-1"))
+            except CookieError:  # a malformed cookie header offers no token
+                continue
+            morsel = jar.get(TOKEN_COOKIE)
+            if morsel is not None:
+                out.append(morsel.value.encode("latin-1", "replace"))
+    return out

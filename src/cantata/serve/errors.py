@@ -1,0 +1,92 @@
+"""Errors of the server: a refused request carries its HTTP status and OpenAI's error fields.
+
+Every route raises `RequestError` (or lets a `CantataError` through, mapped by
+`status_for`), and the app writes it in OpenAI's error shape,
+``{"error": {"message", "type", "param", "code"}}``, so an OpenAI client shows the message.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from starlette.responses import JSONResponse
+
+from ..core import (
+    CancelledError,
+    CantataError,
+    InvalidMessageError,
+    SerializationError,
+    TimeoutError,
+    UsageError,
+)
+
+__all__ = ["RequestError", "error_body", "error_response", "status_for"]
+
+_log = logging.getLogger("cantata.serve")
+
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    499: "cancelled",
+    500: "server_error",
+    504: "timeout",
+}
+
+
+class RequestError(UsageError):
+    """A request the server refuses; `status` is its HTTP status, `param` the field at fault."""
+
+    def __init__(
+        self, message: str, *, status: int = 400, param: str | None = None, code: str | None = None
+    ) -> None:
+        super().__init__(message, status=status, param=param, code=code)
+
+    status: int
+    param: str | None
+    code: str | None
+
+
+def status_for(exc: BaseException) -> int:
+    """The HTTP status of a failure: the caller's mistakes are 4xx, the run's are 5xx."""
+    if isinstance(exc, RequestError):
+        return exc.status
+    if isinstance(exc, (InvalidMessageError, SerializationError, UsageError)):
+        return 400
+    if isinstance(exc, TimeoutError):
+        return 504
+    if isinstance(exc, CancelledError):
+        return 499
+    return 500
+
+
+def error_body(exc: BaseException) -> dict[str, Any]:
+    """OpenAI's error JSON for `exc` (a non-cantata error says only its type: no internals)."""
+    status = status_for(exc)
+    if isinstance(exc, CantataError):
+        message = f"{type(exc).__name__}: {exc}"
+    else:
+        message = f"the run failed with {type(exc).__name__}; see the server's log"
+    return {
+        "error": {
+            "message": message,
+            "type": _TYPES.get(
+                status, "server_error" if status >= 500 else "invalid_request_error"
+            ),
+            "param": getattr(exc, "param", None) if isinstance(exc, RequestError) else None,
+            "code": getattr(exc, "code", None) if isinstance(exc, RequestError) else None,
+        }
+    }
+
+
+def error_response(exc: BaseException) -> JSONResponse:
+    """`exc` as an HTTP response in OpenAI's error shape; unexpected failures are logged."""
+    status = status_for(exc)
+    if status >= 500 and not isinstance(exc, CantataError):
+        _log.error("request failed", exc_info=exc)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(error_body(exc), status_code=status, headers=headers)

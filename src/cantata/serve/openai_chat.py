@@ -1,0 +1,149 @@
+"""``POST /v1/chat/completions``: a served agent, workflow or team answers as a model.
+
+Each request is one run on a fresh thread holding the request's messages (the API is
+stateless: the client sends the whole conversation). Streamed, the answer's text goes out
+as ``chat.completion.chunk`` events as the run produces it, then ``[DONE]``; a failure after
+the stream started is sent as an ``error`` event, which OpenAI clients raise.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from ..agents import AgentResponse, LocalThread
+from ..core import CantataError, Message, Usage, new_id
+from .errors import RequestError, error_body, error_response
+from .openai_messages import answer_text, chat_messages, optional_bool, read_body, require_served
+from .served import Served
+
+__all__ = ["chat_completions"]
+
+
+async def chat_completions(request: Request) -> Response:
+    """Run the served object named by ``model`` on ``messages``."""
+    try:
+        body = await read_body(request)
+        entry = require_served(request.app.state.cantata.served, body)
+        messages = chat_messages(body)
+        stream = optional_bool(body, "stream", False)
+        include_usage = _include_usage(body)
+        _refuse_unsupported(body, entry)
+    except CantataError as exc:
+        return error_response(exc)
+    completion_id = f"chatcmpl-{new_id().replace('-', '')}"
+    if stream:
+        chunks = _chunks(entry, messages, completion_id, include_usage)
+        return StreamingResponse(chunks, media_type="text/event-stream")
+    try:
+        response = await entry.agent.run(messages, thread=LocalThread())
+    except CantataError as exc:
+        return error_response(exc)
+    return JSONResponse(_completion(entry, response, completion_id))
+
+
+def _include_usage(body: dict[str, Any]) -> bool:
+    options = body.get("stream_options")
+    if options is None:
+        return False
+    if type(options) is not dict:
+        raise RequestError("'stream_options' must be an object", param="stream_options")
+    return optional_bool(options, "include_usage", False)
+
+
+def _refuse_unsupported(body: dict[str, Any], entry: Served) -> None:
+    n = body.get("n", 1)
+    if n is not None and n != 1:
+        raise RequestError("'n' must be 1: a served object gives one answer per request", param="n")
+    if body.get("tools"):
+        raise RequestError(
+            f"'tools' cannot be given: {entry.name!r} runs its own tools on the server; "
+            "send the conversation only",
+            param="tools",
+        )
+
+
+def _usage(usage: Usage | None) -> dict[str, int]:
+    u = usage or Usage()
+    return {
+        "prompt_tokens": u.input_tokens,
+        "completion_tokens": u.output_tokens,
+        "total_tokens": u.total_tokens,
+    }
+
+
+def _completion(entry: Served, response: AgentResponse, completion_id: str) -> dict[str, Any]:
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": entry.name,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": answer_text(response)},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": _usage(response.usage),
+    }
+
+
+def _event(data: Any) -> bytes:
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+async def _chunks(
+    entry: Served, messages: list[Message], completion_id: str, include_usage: bool
+) -> AsyncIterator[bytes]:
+    created = int(time.time())
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        return _event(
+            {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": entry.name,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+        )
+
+    yield chunk({"role": "assistant", "content": ""})
+    stream = entry.agent.run_stream(messages, thread=LocalThread())
+    last_message: str | None = None
+    wrote = False
+    try:
+        async for update in stream:
+            text = update.text
+            if update.role != "assistant" or not text:
+                continue
+            if wrote and update.message_id != last_message:
+                text = "\n\n" + text  # a new message (another speaker, another output)
+            last_message, wrote = update.message_id, True
+            yield chunk({"content": text})
+        response = stream.response
+    except CantataError as exc:
+        yield _event(error_body(exc))
+        return
+    finally:
+        await stream.aclose()
+    yield chunk({}, "stop")
+    if include_usage:
+        yield _event(
+            {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": entry.name,
+                "choices": [],
+                "usage": _usage(response.usage),
+            }
+        )
+    yield b"data: [DONE]\n\n"

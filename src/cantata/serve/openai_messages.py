@@ -1,0 +1,250 @@
+"""Reading OpenAI request bodies: JSON within bounds, fields checked, messages converted.
+
+Every check raises `RequestError` (400) naming the field, so bad input is always a typed
+4xx. OpenAI chat messages and Responses input items become cantata `Message`s; an
+assistant's answer becomes the text the client reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from starlette.requests import Request
+
+from ..agents import AgentResponse
+from ..core import (
+    Content,
+    DataContent,
+    FunctionCallContent,
+    FunctionResultContent,
+    Message,
+    SerializationError,
+    TextContent,
+    loads_json,
+    short_repr,
+)
+from .errors import RequestError
+from .served import Served, ServedSet
+
+__all__ = [
+    "answer_text",
+    "chat_messages",
+    "optional_bool",
+    "optional_str",
+    "read_body",
+    "require_served",
+    "response_input",
+]
+
+_MAX_MESSAGES = 10_000
+_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+
+
+async def read_body(request: Request) -> dict[str, Any]:
+    """The request's JSON object (bounded depth, UTF-8), or a 400 saying what is wrong."""
+    raw = await request.body()
+    if not raw.strip():
+        raise RequestError("the request body is empty; send a JSON object")
+    try:
+        data = loads_json(raw)
+    except SerializationError as exc:
+        raise RequestError(f"the request body is not valid JSON: {exc}") from None
+    if type(data) is not dict:
+        raise RequestError(f"the request body must be a JSON object, got {_kind(data)}")
+    return data
+
+
+def require_served(served: ServedSet, body: dict[str, Any]) -> Served:
+    """The served object named by the body's ``model``; a 404 lists what is served."""
+    name = body.get("model")
+    if type(name) is not str or not name:
+        raise RequestError(
+            f"'model' must name a served object ({_names(served)}), got {_kind(name)}",
+            param="model",
+        )
+    entry = served.get(name)
+    if entry is None:
+        raise RequestError(
+            f"model {short_repr(name)} is not served here; served: {_names(served)}",
+            status=404,
+            param="model",
+            code="model_not_found",
+        )
+    return entry
+
+
+def optional_bool(body: dict[str, Any], name: str, default: bool) -> bool:
+    value = body.get(name, default)
+    if value is None:
+        return default
+    if type(value) is not bool:
+        raise RequestError(f"'{name}' must be true or false, got {_kind(value)}", param=name)
+    return value
+
+
+def optional_str(body: dict[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is not None and type(value) is not str:
+        raise RequestError(f"'{name}' must be a string, got {_kind(value)}", param=name)
+    return value
+
+
+def chat_messages(body: dict[str, Any]) -> list[Message]:
+    """The ``messages`` of a chat completions request as cantata messages."""
+    items = body.get("messages")
+    if type(items) is not list or not items:
+        raise RequestError(
+            f"'messages' must be a non-empty list of messages, got {_kind(items)}",
+            param="messages",
+        )
+    if len(items) > _MAX_MESSAGES:
+        raise RequestError(f"at most {_MAX_MESSAGES} messages per request", param="messages")
+    return [_chat_message(item, f"messages[{i}]") for i, item in enumerate(items)]
+
+
+def _chat_message(item: Any, where: str) -> Message:
+    if type(item) is not dict:
+        raise RequestError(f"{where} must be an object, got {_kind(item)}", param=where)
+    role = item.get("role")
+    name = item.get("name")
+    if name is not None and type(name) is not str:
+        raise RequestError(f"{where}.name must be a string", param=f"{where}.name")
+    if role == "tool":
+        call_id = item.get("tool_call_id")
+        if type(call_id) is not str or not call_id:
+            raise RequestError(
+                f"{where} is a tool message: it needs a string 'tool_call_id'",
+                param=f"{where}.tool_call_id",
+            )
+        text = "".join(
+            c.text for c in _contents(item.get("content"), where) if type(c) is TextContent
+        )
+        return Message("tool", [FunctionResultContent(call_id, result=text)])
+    if role not in _ROLES:
+        raise RequestError(
+            f"{where}.role must be one of system, developer, user, assistant, tool; got "
+            f"{short_repr(role)}",
+            param=f"{where}.role",
+        )
+    contents = _contents(item.get("content"), where, optional=role == "assistant")
+    if role == "assistant":
+        contents.extend(_tool_calls(item.get("tool_calls"), where))
+    return Message(_ROLES[role], contents, author_name=name)  # type: ignore[arg-type]
+
+
+def _contents(content: Any, where: str, *, optional: bool = False) -> list[Content]:
+    if content is None and optional:
+        return []
+    if type(content) is str:
+        return [TextContent(content)]
+    if type(content) is not list:
+        raise RequestError(
+            f"{where}.content must be a string or a list of parts, got {_kind(content)}",
+            param=f"{where}.content",
+        )
+    return [_part(part, f"{where}.content[{i}]") for i, part in enumerate(content)]
+
+
+def _part(part: Any, where: str) -> Content:
+    if type(part) is not dict:
+        raise RequestError(f"{where} must be an object, got {_kind(part)}", param=where)
+    kind = part.get("type")
+    if kind in ("text", "input_text", "output_text"):
+        text = part.get("text")
+        if type(text) is not str:
+            raise RequestError(f"{where}.text must be a string", param=f"{where}.text")
+        return TextContent(text)
+    if kind in ("image_url", "input_image"):
+        image = part.get("image_url")
+        url = image.get("url") if type(image) is dict else image
+        if type(url) is not str or not url:
+            raise RequestError(f"{where} needs an image URL string", param=f"{where}.image_url")
+        media = url[5 : url.index(";")] if url.startswith("data:") and ";" in url else "image/*"
+        return DataContent(media, uri=url)
+    raise RequestError(
+        f"{where}.type {short_repr(kind)} is not supported; use text or image_url parts",
+        param=f"{where}.type",
+    )
+
+
+def _tool_calls(calls: Any, where: str) -> list[Content]:
+    if calls is None:
+        return []
+    if type(calls) is not list:
+        raise RequestError(f"{where}.tool_calls must be a list", param=f"{where}.tool_calls")
+    out: list[Content] = []
+    for i, call in enumerate(calls):
+        at = f"{where}.tool_calls[{i}]"
+        function = call.get("function") if type(call) is dict else None
+        call_id = call.get("id") if type(call) is dict else None
+        if type(function) is not dict or type(call_id) is not str:
+            raise RequestError(f"{at} needs a string 'id' and a 'function' object", param=at)
+        name, arguments = function.get("name"), function.get("arguments", "")
+        if type(name) is not str or type(arguments) is not str:
+            raise RequestError(f"{at}.function needs string 'name' and 'arguments'", param=at)
+        out.append(FunctionCallContent(call_id, name, arguments))
+    return out
+
+
+def response_input(body: dict[str, Any]) -> list[Message]:
+    """The ``input`` of a Responses request (text, or a list of message items and
+    function call outputs) as cantata messages."""
+    value = body.get("input")
+    if type(value) is str:
+        return [Message("user", value)]
+    if type(value) is not list or not value:
+        raise RequestError(
+            f"'input' must be a string or a non-empty list of items, got {_kind(value)}",
+            param="input",
+        )
+    if len(value) > _MAX_MESSAGES:
+        raise RequestError(f"at most {_MAX_MESSAGES} input items per request", param="input")
+    return [_input_item(item, f"input[{i}]") for i, item in enumerate(value)]
+
+
+def _input_item(item: Any, where: str) -> Message:
+    if type(item) is not dict:
+        raise RequestError(f"{where} must be an object, got {_kind(item)}", param=where)
+    kind = item.get("type", "message")
+    if kind == "function_call_output":
+        call_id, output = item.get("call_id"), item.get("output")
+        if type(call_id) is not str or type(output) is not str:
+            raise RequestError(f"{where} needs string 'call_id' and 'output'", param=where)
+        return Message("tool", [FunctionResultContent(call_id, result=output)])
+    if kind != "message":
+        raise RequestError(
+            f"{where}.type {short_repr(kind)} is not supported; send message items or "
+            "function_call_output items",
+            param=f"{where}.type",
+        )
+    role = item.get("role")
+    if role not in _ROLES:
+        raise RequestError(
+            f"{where}.role must be one of system, developer, user, assistant; got "
+            f"{short_repr(role)}",
+            param=f"{where}.role",
+        )
+    return Message(_ROLES[role], _contents(item.get("content"), where))  # type: ignore[arg-type]
+
+
+def answer_text(response: AgentResponse) -> str:
+    """What the client reads: the text of the run's assistant messages, a blank line
+    between two messages (a team's speakers, a workflow's outputs)."""
+    return "\n\n".join(m.text for m in _answers(response.messages) if m.text)
+
+
+def _answers(messages: Sequence[Message]) -> list[Message]:
+    return [m for m in messages if m.role == "assistant"]
+
+
+def _names(served: ServedSet) -> str:
+    names = list(served)
+    shown = ", ".join(repr(n) for n in names[:20])
+    return shown + (", ..." if len(names) > 20 else "")
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    return f"{type(value).__name__} {short_repr(value, 40)}"

@@ -1,0 +1,237 @@
+"""``/v1/responses``: conversations kept on the server, continued by ``previous_response_id``.
+
+A request runs the served object on the thread named by ``previous_response_id`` (empty
+without one) plus its ``input``; the new messages are stored after that thread and the
+answer's id names the whole thread so far (see `threads`). ``store: false`` answers without
+storing. The answer is one output message holding the run's text; streamed, it goes out as
+the Responses API's events (``response.output_text.delta`` ... ``response.completed``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from ..agents import AgentResponse, LocalThread
+from ..core import CantataError, Message, Usage
+from .errors import RequestError, error_body, error_response
+from .openai_messages import (
+    answer_text,
+    optional_bool,
+    optional_str,
+    read_body,
+    require_served,
+    response_input,
+)
+from .served import Served
+from .threads import ResponseRecord, ResponseThreads
+
+__all__ = ["create_response", "delete_response", "get_response"]
+
+
+@dataclass(slots=True)
+class _Turn:
+    """One request, checked: what runs, on what, and where its result goes."""
+
+    entry: Served
+    threads: ResponseThreads
+    incoming: list[Message]
+    previous: ResponseRecord | None
+    thread: LocalThread
+    known: int
+    store: bool
+    instructions: str | None
+    response_id: str
+    stream: bool
+
+    def run_options(self) -> dict[str, Any]:
+        return {} if self.instructions is None else {"instructions_override": self.instructions}
+
+    def body(self, text: str, usage: Usage | None, status: str = "completed") -> dict[str, Any]:
+        u = usage or Usage()
+        return {
+            "id": self.response_id,
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": status,
+            "model": self.entry.name,
+            "output": [] if status != "completed" else [_message_item(self.response_id, text)],
+            "previous_response_id": self.previous.id if self.previous else None,
+            "instructions": self.instructions,
+            "store": self.store,
+            "error": None,
+            "incomplete_details": None,
+            "metadata": {},
+            "parallel_tool_calls": False,
+            "temperature": None,
+            "top_p": None,
+            "tool_choice": "auto",
+            "tools": [],
+            "text": {"format": {"type": "text"}},
+            "truncation": "disabled",
+            "usage": {
+                "input_tokens": u.input_tokens,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": u.output_tokens,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": u.total_tokens,
+            },
+        }
+
+    async def finish(self, response: AgentResponse) -> dict[str, Any]:
+        """The answer's JSON, stored with the new messages when the request stores."""
+        body = self.body(answer_text(response), response.usage)
+        if self.store:
+            new = (await self.thread.get_messages())[self.known :]
+            await self.threads.save(
+                self.response_id,
+                model=self.entry.name,
+                previous=self.previous,
+                new=new,
+                response=body,
+            )
+        return body
+
+
+def _message_item(response_id: str, text: str) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "id": f"msg_{response_id[5:]}",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+
+
+async def _turn(request: Request) -> _Turn:
+    ctx = request.app.state.cantata
+    body = await read_body(request)
+    entry = require_served(ctx.served, body)
+    incoming = response_input(body)
+    previous_id = optional_str(body, "previous_response_id")
+    store = optional_bool(body, "store", True)
+    instructions = optional_str(body, "instructions")
+    if instructions is not None and entry.kind != "agent":
+        raise RequestError(
+            f"'instructions' apply to agents; {entry.name!r} is a {entry.kind}: put them in "
+            "the input instead",
+            param="instructions",
+        )
+    if body.get("tools"):
+        raise RequestError(
+            f"'tools' cannot be given: {entry.name!r} runs its own tools on the server",
+            param="tools",
+        )
+    previous = await ctx.responses.get(previous_id) if previous_id is not None else None
+    history = await ctx.responses.history(previous) if previous is not None else []
+    thread = LocalThread()
+    if history:
+        await thread.on_new_message(history)
+    return _Turn(
+        entry,
+        ctx.responses,
+        incoming,
+        previous,
+        thread,
+        len(history),
+        store,
+        instructions,
+        ResponseThreads.new_id(),
+        optional_bool(body, "stream", False),
+    )
+
+
+async def create_response(request: Request) -> Response:
+    """``POST /v1/responses``."""
+    try:
+        turn = await _turn(request)
+    except CantataError as exc:
+        return error_response(exc)
+    if turn.stream:
+        return StreamingResponse(_events(turn), media_type="text/event-stream")
+    try:
+        response = await turn.entry.agent.run(
+            turn.incoming, thread=turn.thread, **turn.run_options()
+        )
+        return JSONResponse(await turn.finish(response))
+    except CantataError as exc:
+        return error_response(exc)
+
+
+async def get_response(request: Request) -> Response:
+    """``GET /v1/responses/{id}``: a stored answer as it was given."""
+    try:
+        record = await request.app.state.cantata.responses.get(request.path_params["id"])
+    except CantataError as exc:
+        return error_response(exc)
+    return JSONResponse(record.response)
+
+
+async def delete_response(request: Request) -> Response:
+    """``DELETE /v1/responses/{id}``: forget a stored answer."""
+    response_id = request.path_params["id"]
+    try:
+        await request.app.state.cantata.responses.delete(response_id)
+    except CantataError as exc:
+        return error_response(exc)
+    return JSONResponse({"id": response_id, "object": "response", "deleted": True})
+
+
+def _sse(kind: str, sequence: int, data: dict[str, Any]) -> bytes:
+    payload = json.dumps({"type": kind, "sequence_number": sequence, **data}, ensure_ascii=False)
+    return f"event: {kind}\ndata: {payload}\n\n".encode()
+
+
+async def _events(turn: _Turn) -> AsyncIterator[bytes]:
+    seq = iter(range(1 << 62))
+    item = _message_item(turn.response_id, "")
+    item_id = item["id"]
+    where = {"item_id": item_id, "output_index": 0, "content_index": 0}
+    yield _sse("response.created", next(seq), {"response": turn.body("", None, "in_progress")})
+    yield _sse("response.in_progress", next(seq), {"response": turn.body("", None, "in_progress")})
+    yield _sse(
+        "response.output_item.added",
+        next(seq),
+        {"output_index": 0, "item": {**item, "status": "in_progress", "content": []}},
+    )
+    empty = {"type": "output_text", "text": "", "annotations": []}
+    yield _sse("response.content_part.added", next(seq), {**where, "part": empty})
+    stream = turn.entry.agent.run_stream(turn.incoming, thread=turn.thread, **turn.run_options())
+    last: str | None = None
+    wrote = False
+    try:
+        async for update in stream:
+            text = update.text
+            if update.role != "assistant" or not text:
+                continue
+            if wrote and update.message_id != last:
+                text = "\n\n" + text
+            last, wrote = update.message_id, True
+            yield _sse(
+                "response.output_text.delta", next(seq), {**where, "delta": text, "logprobs": []}
+            )
+        body = await turn.finish(stream.response)
+    except CantataError as exc:
+        failure = error_body(exc)["error"]
+        yield _sse(
+            "error",
+            next(seq),
+            {"code": failure["type"], "message": failure["message"], "param": None},
+        )
+        return
+    finally:
+        await stream.aclose()
+    done = body["output"][0]
+    part = done["content"][0]
+    yield _sse(
+        "response.output_text.done", next(seq), {**where, "text": part["text"], "logprobs": []}
+    )
+    yield _sse("response.content_part.done", next(seq), {**where, "part": part})
+    yield _sse("response.output_item.done", next(seq), {"output_index": 0, "item": done})
+    yield _sse("response.completed", next(seq), {"response": body})
