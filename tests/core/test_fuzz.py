@@ -179,3 +179,15 @@ def test_tool_call_arguments_parse_or_are_an_invalid_message(text: str) -> None:
         return
     assert isinstance(args, dict)
     assert loads(dumps(call)) == call
+
+
+def test_the_profiles_are_registered_and_one_is_loaded() -> None:
+    import os
+
+    from hypothesis import settings
+
+    assert settings.get_profile("ci").max_examples <= 200
+    assert settings.get_profile("thorough").max_examples == 10_000
+    chosen = settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+    assert settings.default.max_examples == chosen.max_examples
+    assert settings.default.deadline is None
