@@ -40,9 +40,9 @@ class PostgresStore(StoreLifecycle):
     `table_prefix` keeps several stores (or test runs) apart in one database.
 
     Every wait is bounded: `connect_timeout` for a connection (and a free one from the
-    pool), `statement_timeout` seconds (default 30; None leaves the server's setting) for
-    each statement, lock waits included, so a table locked by another session makes an
-    operation fail with `StoreTimeoutError` instead of hanging.
+    pool), `statement_timeout` seconds (default 30; None leaves the server's or the DSN's
+    setting) for each statement, lock waits included, so a table locked by another session
+    makes an operation fail with `StoreTimeoutError` instead of hanging.
     """
 
     def __init__(
