@@ -101,3 +101,14 @@ async def test_a_server_that_never_answers_is_a_store_timeout() -> None:
     finally:
         await store.close()
         silent.close()
+
+
+async def test_a_key_that_is_not_utf8_is_corruption(redis_backend: Any, client: Any) -> None:
+    from cantata.stores import StoreCorruptionError
+
+    prefix = redis_backend.options["prefix"]
+    async with redis_backend.store() as store:
+        await store.put("fine", 1)
+        client.set(f"{prefix}val:".encode() + b"\xff\xfe", b"1")
+        with pytest.raises(StoreCorruptionError, match="not UTF-8"):
+            await store.keys()

@@ -13,7 +13,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from ..core import ConfigurationError, StoreError, short_repr
 from ._codec import SCHEMA_VERSION, check_index, check_name, decode, encode, quoted
 from ._lifecycle import StoreLifecycle
-from .errors import StoreClosedError, StoreSchemaError, StoreTimeoutError
+from .errors import StoreClosedError, StoreCorruptionError, StoreSchemaError, StoreTimeoutError
 
 __all__ = ["RedisStore"]
 
@@ -107,6 +107,15 @@ class RedisStore(StoreLifecycle):
     async def _client_ready(self) -> aioredis.Redis:
         await self._ready()
         return self._client_or_raise()
+
+    def _key_name(self, raw: bytes) -> str:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise StoreCorruptionError(
+                f"{self._label}: the Redis key {short_repr(raw)} under the store's prefix is "
+                "not UTF-8, so no store wrote it; delete or rename it"
+            ) from None
 
     def _fail(self, action: str, exc: RedisError) -> NoReturn:
         if isinstance(exc, RedisTimeoutError):
@@ -210,7 +219,7 @@ class RedisStore(StoreLifecycle):
         found: set[str] = set()  # SCAN may return a key more than once
         try:
             async for raw in client.scan_iter(match=pattern, count=1000):
-                found.add(raw.decode("utf-8")[skip:])
+                found.add(self._key_name(raw)[skip:])
         except RedisError as exc:
             self._fail(f"list keys with prefix {quoted(prefix)}", exc)
         return sorted(found)
