@@ -111,7 +111,7 @@ async def execute(executor: Executor, inv: Invocation) -> StepResult:
     observed = inv.observed
     marks = (0, 0)
     for request, answer in inv.answers:
-        ctx = _context(executor, inv, result, [])
+        ctx = WorkflowContext(executor, inv, result, [])
         ctx.request_id = request.request_id
         if observed:
             marks = _invoked(sink, eid, answer, result)
@@ -124,7 +124,7 @@ async def execute(executor: Executor, inv: Invocation) -> StepResult:
             _completed(sink, eid, result, marks)
     for message, sources in inv.items:
         inv.cancellation_token.raise_if_cancelled()
-        ctx = _context(executor, inv, result, sources)
+        ctx = WorkflowContext(executor, inv, result, sources)
         if observed:
             marks = _invoked(sink, eid, message, result)
         try:
@@ -157,27 +157,6 @@ def _completed(
 ) -> None:
     sent = [message for message, _ in result.sent[marks[0] :]]
     sink(ExecutorCompletedEvent(eid, sent, result.outputs[marks[1] :]))
-
-
-def _context(
-    executor: Executor, inv: Invocation, result: StepResult, sources: list[str]
-) -> WorkflowContext[Any, Any]:
-    return WorkflowContext(
-        executor,
-        run_id=inv.run_id,
-        source_executor_ids=sources,
-        state=inv.state,
-        executor_state=inv.executor_state,
-        logs=inv.logs,
-        targets=inv.wiring.targets,
-        sink=inv.sink,
-        kwargs=inv.kwargs,
-        streaming=inv.streaming,
-        cancellation_token=inv.cancellation_token,
-        result=result,
-        yields=inv.wiring.yields,
-        answer_is_output=inv.wiring.answer_is_output,
-    )
 
 
 # -- the wire: what crosses a process boundary ------------------------------------------

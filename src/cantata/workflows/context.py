@@ -9,25 +9,27 @@ happen.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Never
 
 from typing_extensions import TypeVar
 
-from ..core import CancellationToken, WorkflowError, new_id
+from ..core import WorkflowError, new_id
 from ._typing import type_name
 from .events import LIFECYCLE_EVENTS, OutputEvent, RequestInfoEvent, WorkflowEvent
 
 if TYPE_CHECKING:
+    from .actor import Invocation
     from .executor import Executor
 
-__all__ = ["Done", "RunLog", "StepResult", "WorkflowContext", "private_copy"]
+__all__ = ["UNSET", "Done", "RunLog", "StepResult", "WorkflowContext", "private_copy"]
 
 OutT = TypeVar("OutT", default=Never)
 WorkflowOutT = TypeVar("WorkflowOutT", default=Never)
 
-_UNSET: Any = object()
+UNSET: Any = object()
+"""A `StepResult`'s executor state when the handler did not replace it."""
 T = TypeVar("T")
 
 
@@ -107,7 +109,7 @@ class StepResult:
     sent: list[tuple[Any, str | None]] = _NO_ITEMS
     outputs: list[Any] = _NO_ITEMS
     state_writes: dict[str, Any] = _NO_KEYS
-    executor_state: Any = _UNSET
+    executor_state: Any = UNSET
     log_appends: dict[str, list[Any]] = _NO_KEYS
     requests: list[PendingRequest] = _NO_ITEMS
     published: int = 0
@@ -116,7 +118,7 @@ class StepResult:
     @property
     def executor_state_changed(self) -> bool:
         """Whether the handler replaced its executor state."""
-        return self.executor_state is not _UNSET
+        return self.executor_state is not UNSET
 
 
 class RunLog:
@@ -176,46 +178,32 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
     )
 
     def __init__(
-        self,
-        executor: Executor,
-        *,
-        run_id: str,
-        source_executor_ids: list[str],
-        state: Mapping[str, Any],
-        executor_state: Any,
-        logs: Mapping[str, list[Any]],
-        targets: frozenset[str],
-        sink: Callable[[WorkflowEvent], None],
-        kwargs: Mapping[str, Any],
-        streaming: bool,
-        cancellation_token: CancellationToken,
-        result: StepResult,
-        yields: bool = True,
-        answer_is_output: bool = False,
+        self, executor: Executor, inv: Invocation, result: StepResult, sources: list[str]
     ) -> None:
         self._executor = executor
         self.executor_id = executor.id
-        self.run_id = run_id
-        self.source_executor_ids = source_executor_ids
+        self.run_id = inv.run_id
+        self.source_executor_ids = sources
         """Ids of the executors that sent the message being handled (the run's input: [])."""
-        self._state = state
-        self._logs = logs
-        self._targets = targets
-        self._sink = sink
-        self.kwargs = kwargs
+        self._state = inv.state
+        self._logs = inv.logs
+        wiring = inv.wiring
+        self._targets = wiring.targets
+        self._yields = wiring.yields
+        """False when the builder's ``output_from=`` leaves this executor out."""
+        self._answer_is_output = wiring.answer_is_output
+        """True when this executor's answer (an agent's response) is a workflow output by
+        default: it has no out-edges, or ``output_from=`` names it."""
+        self._sink = inv.sink
+        self.kwargs = inv.kwargs
         """Keyword arguments of the run for this executor (shared ones and its own)."""
-        self.streaming = streaming
+        self.streaming = inv.streaming
         """True in `run_stream`: agents should stream their updates."""
-        self.cancellation_token = cancellation_token
+        self.cancellation_token = inv.cancellation_token
         self._result = result
         self.request_id: str | None = None
         """In a response handler: the id of the request being answered."""
-        self._initial_executor_state = executor_state
-        self._yields = yields
-        """False when the builder's ``output_from=`` leaves this executor out."""
-        self._answer_is_output = answer_is_output
-        """True when this executor's answer (an agent's response) is a workflow output by
-        default: it has no out-edges, or ``output_from=`` names it."""
+        self._initial_executor_state = inv.executor_state
 
     # -- messages and outputs ----------------------------------------------------------
 
@@ -307,14 +295,14 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
         A copy, as with `get_state`: a change is kept once given to `set_executor_state`
         (a checkpoint would not hold one that is not, so the run does not either).
         """
-        if self._result.executor_state is not _UNSET:
+        if self._result.executor_state is not UNSET:
             return self._result.executor_state
         value = self._initial_executor_state
         return default if value is None else private_copy(value)
 
     def _committed_executor_state(self) -> Any:
         """The state as committed, not copied: for executors that copy what they change."""
-        if self._result.executor_state is not _UNSET:
+        if self._result.executor_state is not UNSET:
             return self._result.executor_state
         return self._initial_executor_state
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..core import CancellationToken, CancelledError, WorkflowError, new_id
 from ._typing import type_name
 from .actor import Invocation
-from .context import PendingRequest, StepResult
+from .context import UNSET, PendingRequest, StepResult
 from .edges import EdgeGroup
 from .events import (
     RunStatus,
@@ -201,8 +201,12 @@ class Runner:
         batches: dict[str, Invocation] = {}
         for request, answer in run.answers:
             self._invocation(batches, request.executor_id, sink).answers.append((request, answer))
-        for d in run.pending:
-            self._invocation(batches, d.target, sink).items.append((d.message, d.sources))
+        get = batches.get
+        for d in run.pending:  # one per delivery: a fan-out of a hundred makes a hundred
+            inv = get(d.target)
+            if inv is None:
+                inv = self._invocation(batches, d.target, sink)
+            inv.items.append((d.message, d.sources))
         run.answers = []
         run.pending = []
         if self._observed:
@@ -293,7 +297,7 @@ class Runner:
             if res.state_writes:
                 run.state.update(res.state_writes)
                 run.dirty_state.update(res.state_writes)
-            if res.executor_state_changed:
+            if res.executor_state is not UNSET:  # replaced by the handler
                 run.executor_states[eid] = res.executor_state
                 run.dirty_executors.add(eid)
             if res.log_appends:
