@@ -22,6 +22,7 @@ from cantata.stores import MemoryStore
 from ._servers import ROOT, cli_server, echo_agent, serving
 
 WAIT = 10.0  # bound of every wait on the server side
+_CLI = (sys.executable, "-m", "cantata.cli")
 
 
 class Waiter(Agent):
@@ -74,12 +75,15 @@ async def test_a_client_that_disconnects_cancels_its_run(stream: bool) -> None:
 async def test_a_request_past_the_time_limit_is_cancelled_with_a_504() -> None:
     waiter = Waiter()
     limits = Limits(request_timeout=0.2)
-    async with MemoryStore() as store, serving(waiter, store=store, limits=limits) as url:
-        async with httpx.AsyncClient(timeout=WAIT) as http:
-            reply = await http.post(
-                f"{url}/v1/chat/completions",
-                json={"model": "waiter", "messages": [{"role": "user", "content": "hi"}]},
-            )
+    async with (
+        MemoryStore() as store,
+        serving(waiter, store=store, limits=limits) as url,
+        httpx.AsyncClient(timeout=WAIT) as http,
+    ):
+        reply = await http.post(
+            f"{url}/v1/chat/completions",
+            json={"model": "waiter", "messages": [{"role": "user", "content": "hi"}]},
+        )
     assert reply.status_code == 504
     assert "longer than the server's limit of 0.2 s" in reply.json()["error"]["message"]
     assert waiter.cancelled.is_set()
@@ -195,8 +199,7 @@ def test_load_target_reads_modules_and_files() -> None:
 
 def test_the_command_refuses_a_public_address_without_a_token() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "cantata.cli", "serve", "tests/serve/_servers.py:echo"]
-        + ["--host", "0.0.0.0"],
+        [*_CLI, "serve", "tests/serve/_servers.py:echo", "--host", "0.0.0.0"],
         cwd=ROOT,
         capture_output=True,
         text=True,
