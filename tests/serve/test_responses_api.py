@@ -96,7 +96,7 @@ async def test_a_streamed_response_sends_text_deltas_then_completes(echo_url: st
 
 async def test_bad_requests_are_typed_4xx(echo_url: str) -> None:
     async with _client(echo_url) as client:
-        with pytest.raises(openai.NotFoundError, match="previous_response_id|no response"):
+        with pytest.raises(openai.NotFoundError, match="no response"):
             await client.responses.create(
                 model="echo", input="x", previous_response_id="resp_doesnotexist"
             )
@@ -110,13 +110,15 @@ async def test_bad_requests_are_typed_4xx(echo_url: str) -> None:
 
 async def test_instructions_go_to_agents_only() -> None:
     flow = WorkflowBuilder(echo_agent("inner")).build()
-    async with MemoryStore() as store, serving({"flow": flow}, store=store) as url:
-        async with _client(url) as client:
-            with pytest.raises(openai.BadRequestError, match="'instructions' apply to agents"):
-                await client.responses.create(model="flow", input="x", instructions="be nice")
-            assert (await client.responses.create(model="flow", input="x")).output_text == (
-                "turn 1: x"
-            )
+    async with (
+        MemoryStore() as store,
+        serving({"flow": flow}, store=store) as url,
+        _client(url) as client,
+    ):
+        with pytest.raises(openai.BadRequestError, match="'instructions' apply to agents"):
+            await client.responses.create(model="flow", input="x", instructions="be nice")
+        answer = await client.responses.create(model="flow", input="x")
+        assert answer.output_text == "turn 1: x"
 
 
 async def test_conversations_survive_a_restart_of_the_server(tmp_path: Path) -> None:
