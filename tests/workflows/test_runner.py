@@ -552,3 +552,31 @@ async def test_executor_state_changed_in_place_but_never_set_is_not_kept() -> No
 
     wf = WorkflowBuilder(count).add_edge(count, count).build()
     assert (await wf.run(0)).outputs == [1, 1]
+
+
+async def test_a_runtime_default_timeout_bounds_each_executor_not_the_whole_run() -> None:
+    import asyncio
+
+    from cantata.runtime import LocalRuntime
+
+    @executor
+    async def slow(n: int, ctx: WorkflowContext[int, int]) -> None:
+        await asyncio.sleep(0.02)
+        if n < 5:
+            await ctx.send_message(n + 1)
+        else:
+            await ctx.yield_output(n)
+
+    @executor
+    async def stuck(n: int, ctx: WorkflowContext[None, int]) -> None:
+        await asyncio.Event().wait()
+
+    async with LocalRuntime(default_timeout=0.05) as runtime:
+        # placement "run": one message for the whole call, longer than the default
+        whole = WorkflowBuilder(slow).add_edge(slow, slow).build()
+        assert (await whole.run(0, runtime=runtime)).outputs == [5]
+        # placement "executor": each executor's message is bounded by the default
+        placed = WorkflowBuilder(stuck, placement="executor").build()
+        async with asyncio.timeout(20):  # a guard, not a measure
+            with pytest.raises(WorkflowError, match="stuck"):
+                await placed.run(1, runtime=runtime)

@@ -28,6 +28,7 @@ Without an explicit runtime, each call that drives a run gets its own in-process
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
@@ -406,9 +407,13 @@ async def _drive_on(
                 "build it with placement='executor' to run it on a runtime that moves "
                 "messages between processes"
             )
+        # No timeout on this one message: it is the whole call, many handler calls long,
+        # bounded by max_supersteps and the cancellation token (a runtime's default
+        # timeout is meant for one handler: with placement "executor", each is bounded).
         status: RunStatus = await runtime.send_message(
             DriveRun(runner, sink, resumed_from),
             AgentId(workflow._actor_types[""], run_id),
+            timeout=math.inf,
             cancellation_token=token,
         )
         return status
@@ -427,10 +432,9 @@ async def drive_placed(
     if runtime is not None:
         await _register_once(runtime, runner.workflow)
         return await _drive_on(runtime, runner, sink, resumed_from, cancellation_token)
-    # No default timeout on the runtime made for one call: its one message (placement
-    # "run") is the whole call, whose length is the user's (bounded by max_supersteps,
-    # the cancellation token, and the timeouts of what the handlers await).
-    local = LocalRuntime(dedup_window=0, default_timeout=None)
+    # The runtime's default timeout bounds each executor's message (placement
+    # "executor"); the one message of placement "run" is sent without one (see above).
+    local = LocalRuntime(dedup_window=0)
     await local.start()
     try:
         await _register_all(local, runner.workflow)
