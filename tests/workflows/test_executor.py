@@ -119,3 +119,17 @@ def test_executor_ids_default_to_the_class_or_function_name() -> None:
 
     assert my_step.id == "my_step"
     assert Sorter().id == "Sorter"
+
+
+async def test_an_executor_that_overrides_execute_is_run_through_it() -> None:
+    from cantata.workflows import Executor, WorkflowBuilder, handler
+
+    class Doubling(Executor):
+        @handler
+        async def take(self, value: int, ctx: WorkflowContext[None, int]) -> None:
+            await ctx.yield_output(value)
+
+        async def _execute(self, message: object, ctx: WorkflowContext[object, object]) -> None:
+            await super()._execute(message * 2, ctx)  # type: ignore[operator]
+
+    assert (await WorkflowBuilder(Doubling("d")).build().run(21)).outputs == [42]
