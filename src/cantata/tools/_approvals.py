@@ -33,6 +33,8 @@ _APPROVAL_TYPES = (FunctionApprovalRequestContent, FunctionApprovalResponseConte
 def model_view(messages: list[Message]) -> list[Message]:
     """The messages without approval contents; messages left empty are dropped. `messages`
     itself when it holds none (no copy)."""
+    if not any(type(c) in _APPROVAL_TYPES for m in messages for c in m.contents):
+        return messages  # the usual case, found in one pass
     out: list[Message] | None = None
     for index, message in enumerate(messages):
         contents = message.contents
@@ -54,6 +56,9 @@ UNANSWERED_TEXT = (
 )
 
 
+_NONE: frozenset[str] = frozenset()
+
+
 class Closed(NamedTuple):
     view: list[Message]
     closed: frozenset[str]
@@ -73,6 +78,8 @@ def close_open_calls(view: list[Message], pending: set[str]) -> Closed:
     so one early end would break every later request; the model is told the call did not
     run instead. Only the model's view changes, never the caller's messages.
     """
+    if not any(type(c) is FunctionCallContent for m in view for c in m.contents):
+        return Closed(view, _NONE, _NONE)  # the usual case, found in one pass
     result_at: dict[str, int] = {}
     for index, message in enumerate(view):
         for result in message.function_results:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias, TypeVar
+from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 from ..core import (
     CancellationToken,
@@ -76,11 +75,11 @@ class FunctionLoopRun:
         self._kwargs = tool_kwargs
         self._streaming = streaming
         self._chat_chain = compose(chat_middleware, self._call_inner)
-        # Middleware gets copies it may change (see ChatContext), made only of the messages
-        # it reads (RequestMessages); without any, the model client (which only reads) gets
-        # the messages themselves: copying every message of a long thread for every model
-        # call made a turn's cost grow with the thread.
-        self._copy_messages = bool(chat_middleware)
+        # Middleware gets copies it may change (see ChatContext): of the options, and of the
+        # messages it reads (RequestMessages); without any, the model client (which only
+        # reads) gets the messages and options themselves: copying every message of a long
+        # thread for every model call made a turn's cost grow with the thread.
+        self._copy_request = bool(chat_middleware)
         self._dropped: set[str] = set()  # ids of calls whose arguments nested too deep
         self._runner = CallRunner(
             tools,
@@ -299,10 +298,10 @@ class FunctionLoopRun:
             client=self._client,
             messages=(
                 RequestMessages(self._conversation)
-                if self._copy_messages
+                if self._copy_request
                 else list(self._conversation)
             ),
-            options=_own_options(options),
+            options=_own_options(options) if self._copy_request else options,
             is_streaming=self._streaming,
             kwargs=self._kwargs,
             cancellation_token=self._token,
@@ -432,8 +431,11 @@ _NO_VALUE = frozenset({"approval_required", "terminated", "tool_calls"})
 def _base_options(
     options: ChatOptions | None, tools: dict[str, FunctionTool]
 ) -> tuple[ChatOptions, frozenset[str]]:
-    """The request options with our tools' specs first, then specs the caller declared."""
+    """The request options with our tools' specs first, then specs the caller declared;
+    the caller's options themselves when there is nothing to add (they are only read)."""
     base = options or ChatOptions()
+    if not tools and base.tools is None:
+        return base, frozenset()
     declared = [spec for spec in base.tools or () if spec.name not in tools]
     specs = [t.spec for t in tools.values()] + declared
     merged = dataclasses.replace(base, tools=specs or None)
@@ -443,20 +445,28 @@ def _base_options(
 T = TypeVar("T")
 
 
-@contextlib.asynccontextmanager
-async def closing(stream: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
+class closing(Generic[T]):  # lower case, like contextlib's closers
     """Close `stream` when the block ends, however it ends.
 
     ``async for`` never closes what it iterates: when a caller stops reading the loop's
     stream early, each nested generator would be left to the event loop to finalize
     later, in another task (or never, if the loop shuts down first). Closing every level
     here stops the model stream and cancels running work in the caller's own task, before
-    ``aclose()`` returns, so a cancellation of the caller reaches it too.
+    ``aclose()`` returns, so a cancellation of the caller reaches it too. A plain class,
+    not ``@asynccontextmanager``: it wraps every level of every run, and a generator-based
+    manager cost more than the level it closed.
     """
-    try:
-        yield stream
-    finally:
-        close = getattr(stream, "aclose", None)
+
+    __slots__ = ("_stream",)
+
+    def __init__(self, stream: AsyncIterator[T]) -> None:
+        self._stream = stream
+
+    async def __aenter__(self) -> AsyncIterator[T]:
+        return self._stream
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        close = getattr(self._stream, "aclose", None)
         if close is not None:
             await close()
 

@@ -86,7 +86,9 @@ class FunctionInvokingChatClient:
         _check_limit("max_consecutive_errors", max_consecutive_errors, allow_none=True)
         self._client = client
         self._tools = tuple(tools)
-        merge_tools(self._tools, ())  # names must be valid and unique now, not at run time
+        # names must be valid and unique now, not at run time; runs without tools of their
+        # own share this map (a run only reads it)
+        self._tool_map = merge_tools(self._tools, ())
         self._chat_middleware: tuple[ChatMiddleware, ...] = ()
         self._function_middleware: tuple[FunctionMiddleware, ...] = ()
         self._split_middleware(middleware)
@@ -144,7 +146,7 @@ class FunctionInvokingChatClient:
             self._client,
             list(messages),
             views=self._views,
-            tools=merge_tools(self._tools, tools or ()),
+            tools=merge_tools(self._tools, tools) if tools else self._tool_map,
             chat_middleware=self._chat_middleware,
             function_middleware=self._function_middleware,
             settings=self._settings,

@@ -162,7 +162,10 @@ class _HasProcess(Protocol, Generic[C]):
 def compose(
     middleware: Sequence[_HasProcess[C]], innermost: Callable[[C], Awaitable[None]]
 ) -> Callable[[C], Awaitable[None]]:
-    """Chain middleware around `innermost`; the first is the outermost."""
+    """Chain middleware around `innermost`; the first is the outermost (`innermost` itself
+    when there is none: one coroutine less on every call)."""
+    if not middleware:
+        return innermost
 
     async def run(index: int, context: C) -> None:
         if index == len(middleware):
