@@ -3,8 +3,6 @@ checks that need no model at all."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from pydantic import BaseModel
 
@@ -193,20 +191,6 @@ async def test_structured_output_is_validated() -> None:
     )
     assert isinstance(response.value, Pet)
     assert Pet.model_validate_json(response.text) == response.value
-
-
-@pytest.mark.local_model
-async def test_concurrent_callers_are_serialized_and_all_answered() -> None:
-    client = LocalChatClient()
-    questions = ["Name a fruit.", "Name a river."]
-    alone = [
-        (await client.get_response([Message("user", q)], options=short(max_tokens=4))).text
-        for q in questions
-    ]
-    together = await asyncio.gather(
-        *(client.get_response([Message("user", q)], options=short(max_tokens=4)) for q in questions)
-    )
-    assert [r.text for r in together] == alone
 
 
 @pytest.mark.local_model

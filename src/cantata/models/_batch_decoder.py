@@ -147,10 +147,14 @@ class BatchDecoder:
                 + (f" after an error: {error}" if error else " (closed)")
             )
             for seq in waiting:
-                seq.on_end(None, reason)
+                if seq.cancel.is_set():
+                    seq.on_end(seq.result(stopped=True), None)
+                else:
+                    seq.on_end(None, reason)
             for slot in self._slots:
                 if slot.owner is not None:
-                    self._finish(slot.owner, error=reason)
+                    stopped = slot.owner.cancel.is_set()
+                    self._finish(slot.owner, stopped=stopped, error=None if stopped else reason)
             self._free()
 
     def _next_turn(self) -> bool:
