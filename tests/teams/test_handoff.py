@@ -208,4 +208,6 @@ def test_bad_definitions_are_refused_with_the_names_involved() -> None:
     long = agent("x" * 60, [])
     with pytest.raises(ConfigurationError, match="longer than 64"):
         Handoff([a, long])
+    with pytest.raises(ConfigurationError, match="participant named 'user'"):
+        Handoff([a, agent("user", [])])
     assert Swarm is Handoff

@@ -262,6 +262,11 @@ class Handoff(Team):
     ) -> None:
         super().__init__(participants, name=name, description=description)
         names = self.participant_names
+        if USER in names:
+            raise ConfigurationError(
+                f"handoff team {name!r} has a participant named {USER!r}, the name a handoff "
+                "uses to ask the user; rename that agent"
+            )
         first = start.name if isinstance(start, Agent) else start
         if first is None:
             first = names[0]
