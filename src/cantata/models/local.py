@@ -43,6 +43,7 @@ from ._llama_model import (
     new_sequence,
     release,
 )
+from ._local_inbox import inbox_for
 from ._local_prompt import LocalPlan, new_call_id, parse_envelope, plan_request
 from .guard import check_model_requests_allowed
 from .types import ChatOptions, ChatResponse, ChatResponseUpdate, parse_structured
@@ -221,7 +222,7 @@ class LocalChatClient:
         options: ChatOptions,
         token: CancellationToken | None,
     ) -> AsyncIterator[str | Generation]:
-        loop = asyncio.get_running_loop()
+        inbox = inbox_for(asyncio.get_running_loop())
         queue: asyncio.Queue[str | _End] = asyncio.Queue()
         sampling = sampling_from(
             temperature=options.temperature,
@@ -231,9 +232,7 @@ class LocalChatClient:
         )
 
         def hand_over(item: str | _End) -> None:
-            try:
-                loop.call_soon_threadsafe(queue.put_nowait, item)
-            except RuntimeError:  # the caller's event loop is gone: nobody is listening
+            if not inbox.put(queue, item):  # the caller's event loop is gone
                 seq.cancel.set()
 
         seq = new_sequence(
