@@ -98,6 +98,7 @@ class FunctionLoopRun:
         self._function_calls = 0
         self._consecutive_errors = 0
         self._chat_terminated = False
+        self._limit: LimitName | None = None  # reached: the next model call is the last
         self._sink: Callable[[ChatResponseUpdate], None] | None = None
 
     # -- result --------------------------------------------------------------------
@@ -116,14 +117,24 @@ class FunctionLoopRun:
     # -- the loop --------------------------------------------------------------------
 
     async def steps(self) -> AsyncIterator[ChatResponseUpdate]:
+        """The loop, as the one generator of a run: model calls stream live (when
+        streaming); what a turn makes after its model call (tool results, approval
+        requests) is recorded first and then yielded whole."""
         if self._approvals:
-            async with closing(self._resume()) as updates:
-                async for update in updates:
-                    yield update
+            for update in await self._resume():
+                yield update
         while self._finish is None:
-            async with closing(self._turn()) as updates:
-                async for update in updates:
-                    yield update
+            limit = self._limit
+            context = self._model_context(limit)
+            if self._streaming:
+                async with closing(self._stream_chain(context, limit is not None)) as updates:
+                    async for update in updates:
+                        yield update
+            else:
+                await self._chat_chain(context)
+            self._take_response(context, drop_calls=limit is not None)
+            for update in await (self._turn() if limit is None else self._limit_answer(limit)):
+                yield update
         if self._streaming:
             last = self._produced[-1].message_id if self._produced else None
             yield ChatResponseUpdate(
@@ -134,10 +145,8 @@ class FunctionLoopRun:
                 response_id=self._last.response_id if self._last else None,
             )
 
-    async def _turn(self) -> AsyncIterator[ChatResponseUpdate]:
-        async with closing(self._call_model(self._request_options())) as updates:
-            async for update in updates:
-                yield update
+    async def _turn(self) -> list[ChatResponseUpdate]:
+        """After a model call: record its answer, run the calls it made."""
         response = self._require_last()
         await self._emit_all(response.messages)
         calls = response.function_calls
@@ -145,28 +154,23 @@ class FunctionLoopRun:
             # Nothing of this answer runs; its calls get results that say so, since a call
             # left without one makes every later request of a stored conversation fail.
             not_run = [error_outcome(call, TERMINATED_TEXT) for call in calls]
-            async with closing(self._deliver(not_run)) as updates:
-                async for update in updates:
-                    yield update
+            updates = await self._deliver(not_run)
             self._finish = "terminated"
-            return
+            return updates
         if not calls:
             self._finish = response.finish_reason or "stop"
-            return
+            return []
         if any(call.name in self._declared_only for call in calls):
             self._finish = "tool_calls"  # the caller runs tools it declared without a function
-            return
+            return []
         self._iterations += 1
         outcomes = await self._run_within_budget(calls)
-        async with closing(self._deliver(outcomes)) as updates:
-            async for update in updates:
-                yield update
+        updates = await self._deliver(outcomes)
         if self._finish is None:
-            async with closing(self._after_calls(outcomes)) as updates:
-                async for update in updates:
-                    yield update
+            self._after_calls(outcomes)
+        return updates
 
-    async def _resume(self) -> AsyncIterator[ChatResponseUpdate]:
+    async def _resume(self) -> list[ChatResponseUpdate]:
         """Run the calls a person approved, as their requests asked for them; rejected ones,
         and answers that did not match their request, get an error result."""
         approved = [v.call for v in self._approvals if v.approved and v.error is None]
@@ -179,13 +183,10 @@ class FunctionLoopRun:
         missing = missing_call_message(self._conversation, [v.call for v in self._approvals])
         if missing is not None:
             self._conversation.append(missing)
-        async with closing(self._deliver(ordered)) as updates:
-            async for update in updates:
-                yield update
+        updates = await self._deliver(ordered)
         if self._finish is None:
-            async with closing(self._after_calls(ordered, count_iterations=False)) as updates:
-                async for update in updates:
-                    yield update
+            self._after_calls(ordered, count_iterations=False)
+        return updates
 
     async def _run_within_budget(self, calls: list[FunctionCallContent]) -> list[CallOutcome]:
         """Run the calls the budget allows, in order; the rest get an error result. A call
@@ -215,44 +216,40 @@ class FunctionLoopRun:
         )
         return outcomes
 
-    async def _deliver(self, outcomes: list[CallOutcome]) -> AsyncIterator[ChatResponseUpdate]:
-        """The tool message with the results, then the approval request, if any."""
+    async def _deliver(self, outcomes: list[CallOutcome]) -> list[ChatResponseUpdate]:
+        """Record the tool message with the results, then the approval request, if any;
+        returns their updates."""
+        updates: list[ChatResponseUpdate] = []
         results = [o.result for o in outcomes if o.result is not None]
         if results:
             message = Message("tool", list(results))
             insert_results(self._conversation, message)
-            for update in _updates_of(message):
-                yield update
+            updates.extend(_updates_of(message))
             await self._emit(message)
         waiting = [o.call for o in outcomes if o.needs_approval]
         if waiting:
             request = Message(
                 "assistant", [FunctionApprovalRequestContent(c.call_id, c) for c in waiting]
             )
-            for update in _updates_of(request):
-                yield update
+            updates.extend(_updates_of(request))
             await self._emit(request)
             self._finish = "approval_required"
         elif any(o.terminate for o in outcomes):
             self._finish = "terminated"
+        return updates
 
-    async def _after_calls(
-        self, outcomes: list[CallOutcome], *, count_iterations: bool = True
-    ) -> AsyncIterator[ChatResponseUpdate]:
+    def _after_calls(self, outcomes: list[CallOutcome], *, count_iterations: bool = True) -> None:
+        """Count the turn's errors; at a limit, the next model call is the last one."""
         results = [o for o in outcomes if o.result is not None]
         if results and all(o.failed for o in results):
             self._consecutive_errors += 1
         elif results:
             self._consecutive_errors = 0
-        limit = self._limit_reached(count_iterations)
-        if limit is None:
-            return
-        options = self._request_options()
-        if options.tools:
-            options = dataclasses.replace(options, tool_choice="none")
-        async with closing(self._call_model(options, drop_calls=True)) as updates:
-            async for update in updates:
-                yield update
+        self._limit = self._limit_reached(count_iterations)
+
+    async def _limit_answer(self, limit: LimitName) -> list[ChatResponseUpdate]:
+        """After the last model call, made at a limit: record its answer, marked."""
+        updates: list[ChatResponseUpdate] = []
         messages = self._require_last().messages
         if not messages:
             # The model made only tool calls (ignoring tool_choice="none") and they were
@@ -260,12 +257,12 @@ class FunctionLoopRun:
             empty = Message("assistant", "")
             self._conversation.append(empty)
             messages = [empty]
-            for update in _updates_of(empty):
-                yield update
+            updates.extend(_updates_of(empty))
         messages[-1].metadata[LIMIT_KEY] = limit
         await self._emit_all(messages)
         response = self._require_last()
         self._finish = "terminated" if self._chat_terminated else response.finish_reason or "stop"
+        return updates
 
     def _limit_reached(self, count_iterations: bool) -> LimitName | None:
         s = self._settings
@@ -290,11 +287,13 @@ class FunctionLoopRun:
             options = dataclasses.replace(options, tool_choice="auto")
         return options
 
-    async def _call_model(
-        self, options: ChatOptions, *, drop_calls: bool = False
-    ) -> AsyncIterator[ChatResponseUpdate]:
+    def _model_context(self, limit: LimitName | None) -> ChatContext:
+        """The next model call; at a limit, one that may not call tools."""
         self._token.raise_if_cancelled()
-        context = ChatContext(
+        options = self._request_options()
+        if limit is not None and options.tools:
+            options = dataclasses.replace(options, tool_choice="none")
+        return ChatContext(
             client=self._client,
             messages=(
                 RequestMessages(self._conversation)
@@ -306,12 +305,8 @@ class FunctionLoopRun:
             kwargs=self._kwargs,
             cancellation_token=self._token,
         )
-        if self._streaming:
-            async with closing(self._stream_chain(context, drop_calls)) as updates:
-                async for update in updates:
-                    yield update
-        else:
-            await self._chat_chain(context)
+
+    def _take_response(self, context: ChatContext, *, drop_calls: bool) -> None:
         response = bound_calls(_require_response(context), self._dropped)
         if drop_calls:
             response = _without_calls(response)
