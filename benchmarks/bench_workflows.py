@@ -314,7 +314,8 @@ async def _interleaved(batches: dict[str, Batch], rounds: int) -> dict[str, floa
 
     The machine is shared and its load changes by the second; timing the contenders one
     round each in turn (rather than all of one, then all of the next) exposes them all to
-    the same conditions.
+    the same conditions. A full run takes the best of 15 rounds: with 7, the best figure of
+    one contender still varied by a third from run to run on the loaded 2-core machine.
     """
     best: dict[str, float] = dict.fromkeys(batches, 0.0)
     for _ in range(rounds):
@@ -514,7 +515,7 @@ async def collect(quick: bool) -> list[Row]:
     work = await _contenders(quick)
     rows: list[Row] = []
     for kind, batches in work.items():
-        got = await _interleaved(batches, 3 if quick else 7)
+        got = await _interleaved(batches, 3 if quick else 15)
         unit = "batches/s" if kind == "concurrent" else "runs/s"
         title = _TITLES[kind]
         for key, peer, version in (

@@ -104,9 +104,11 @@ class WorkflowCheckpoint:
         expected = SCHEMA_VERSION if sealed else _LEGACY_VERSION
         if version != expected:
             if version in (SCHEMA_VERSION, _LEGACY_VERSION):
+                found = "found sealed" if sealed else "found without a seal"
+                rule = "always" if version == SCHEMA_VERSION else "never"
                 raise CheckpointError(
-                    f"{where} is damaged: a version {version} record must "
-                    f"{'' if version == SCHEMA_VERSION else 'not '}be sealed"
+                    f"{where} is damaged: its record says version {version}, which is {rule} "
+                    f"stored sealed, but it was {found}"
                 )
             raise CheckpointError(
                 f"{where} has schema_version {short_repr(version)}; this code reads versions "

@@ -263,19 +263,20 @@ class Runner:
         inv = batches.get(target)
         if inv is None:
             run = self.run
-            inv = Invocation(
+            inv = Invocation(  # positional: one per executor per superstep
                 run.run_id,
                 target,
                 [],
-                state=run.state,
-                executor_state=run.executor_states.get(target),
-                logs=run.logs,
-                wiring=self.workflow._wiring[target],
-                kwargs=self._kwargs.get(target, _EMPTY),
-                streaming=self._streaming,
-                sink=sink,
-                cancellation_token=self._token,
-                observed=self._observed,
+                [],
+                run.state,
+                run.executor_states.get(target),
+                run.logs,
+                self.workflow._wiring[target],
+                self._kwargs.get(target, _EMPTY),
+                self._streaming,
+                sink,
+                self._token,
+                self._observed,
             )
             batches[target] = inv
         return inv
