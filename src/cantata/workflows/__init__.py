@@ -2,7 +2,13 @@
 
 Build a graph with `WorkflowBuilder`, run it with `Workflow.run` / `run_stream`. Runs go
 through the actor runtime (`cantata.runtime`) superstep by superstep, checkpoint at every
-boundary when given a `CheckpointStore`, and may stop to ask a person for input.
+boundary when given a `CheckpointStore` (sealed records, so damage is refused), and may
+stop to ask a person for input.
+
+A run's outputs are what executors yield, and the answer of every agent executor without
+out-edges (``output_from=`` on the builder chooses otherwise). `Workflow.run` keeps the
+outputs, status and pending requests; its events only with ``include_events=True``
+(`run_stream` yields them live).
 """
 
 from .agent_executor import (
