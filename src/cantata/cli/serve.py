@@ -13,6 +13,8 @@ import typer
 
 __all__ = ["serve_command"]
 
+_LEVELS = ("critical", "error", "warning", "info", "debug")
+
 
 def serve_command(
     target: Annotated[
@@ -44,10 +46,16 @@ def serve_command(
         float,
         typer.Option("--timeout", min=0.001, max=86_400.0, help="Seconds a request may take."),
     ] = 300.0,
+    log_level: Annotated[
+        str,
+        typer.Option(
+            "--log-level", help="Server log level: critical, error, warning, info (each request)."
+        ),
+    ] = "info",
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of failures.")] = False,
 ) -> None:
     """Serve agents, workflows and teams: OpenAI-compatible API and more, on one port."""
-    from ..core import CantataError
+    from ..core import CantataError, UsageError
     from .app import _err
     from .failure import report
 
@@ -55,6 +63,8 @@ def serve_command(
         from ..serve import DEFAULT_STORE_URL, Limits, ServedSet, check_bind, load_target, serve
 
         check_bind(host, token)  # before loading anything: a refusal is instant
+        if log_level not in _LEVELS:
+            raise UsageError(f"--log-level {log_level!r} is not one of {', '.join(_LEVELS)}")
         if "" not in sys.path:
             sys.path.insert(0, "")  # module:object names modules of the working directory
         served = ServedSet(load_target(target))
@@ -68,6 +78,7 @@ def serve_command(
             token=token,
             store=store or DEFAULT_STORE_URL,
             limits=limits,
+            log_level=log_level,
         )
     except (CantataError, OSError, ImportError) as exc:
         report(exc, debug=debug, console=_err())
