@@ -33,6 +33,7 @@ from cantata.models import ChatOptions, ScriptedChatClient
 ROOT = Path(__file__).resolve().parents[1]
 CONCURRENCY = 16
 _START_TIMEOUT = 30.0
+_COMMAND = (sys.executable, "-m", "cantata.cli", "serve", "benchmarks/bench_serve.py:agent")
 
 
 def _answer(messages: list[Message], options: ChatOptions) -> str:
@@ -55,8 +56,7 @@ def _free_port() -> int:
 def _server() -> Iterator[str]:
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cantata.cli", "serve", "benchmarks/bench_serve.py:agent"]
-        + ["--port", str(port), "--store", "memory://", "--log-level", "warning"],
+        [*_COMMAND, "--port", str(port), "--store", "memory://", "--log-level", "warning"],
         cwd=ROOT,
         env={
             **os.environ,
