@@ -196,3 +196,17 @@ def test_a_huge_bad_role_is_not_repeated_whole() -> None:
     with pytest.raises(InvalidMessageError) as info:
         Message("x" * 100_000, "hi")  # type: ignore[arg-type]
     assert len(str(info.value)) < 300
+
+
+def test_the_repr_of_a_huge_message_is_short() -> None:
+    deep: Any = 1
+    for _ in range(10_000):
+        deep = [deep]
+    message = Message(
+        "tool",
+        [FunctionResultContent("c" * 10_000, deep)],
+        author_name="a" * 10_000,
+        message_id="m" * 10_000,
+    )
+    assert len(repr(message)) < 400
+    assert repr(Message("user", "hi", message_id="m1")) == "Message('user', 'hi', message_id='m1')"

@@ -260,11 +260,11 @@ class Message:
     __hash__ = None  # type: ignore[assignment]  # mutable
 
     def __repr__(self) -> str:
-        who = f", author_name={self.author_name!r}" if self.author_name else ""
+        who = f", author_name={short_repr(self.author_name)}" if self.author_name else ""
         text = self.text
         body = repr(text if len(text) <= 60 else text[:57] + "...") if text else None
         body = body or short_repr(self.contents, 120)
-        return f"Message({self.role!r}, {body}{who}, message_id={self.message_id!r})"
+        return f"Message({self.role!r}, {body}{who}, message_id={short_repr(self.message_id)})"
 
     @staticmethod
     def coerce(value: str | Message | Iterable[str | Message] | None) -> list[Message]:
