@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
 import select
@@ -82,7 +83,7 @@ def test_ctrl_c_stops_the_answer_and_the_chat_goes_on(script_server: ScriptServe
             proc.kill()
             proc.wait(10)
     assert proc.returncode == 0, err
-    assert "(answer stopped)" in err and "Traceback" not in err
+    assert "(answer stopped)" in err and "Traceback" not in err, (out, err)
     # at most the first piece of the stopped answer was shown, then the next answer whole
     assert out.endswith("\nshort\n") and "very long" not in out
     assert [m["content"] for m in script_server.requests[1]["messages"]] == ["and briefly?"]
@@ -116,6 +117,7 @@ class _Terminal:
     def __init__(self, *args: str) -> None:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: become the command
+            os.environ["PYTHONFAULTHANDLER"] = "1"
             os.execv(sys.executable, [sys.executable, "-m", "cantata.cli", *args])
         self.seen = ""
 
@@ -143,10 +145,14 @@ class _Terminal:
                 os.close(self.fd)
                 return os.waitstatus_to_exitcode(status)
             time.sleep(0.05)
+        os.kill(self.pid, signal.SIGABRT)  # faulthandler shows where it hangs
+        time.sleep(1)
+        with contextlib.suppress(OSError):
+            self.seen += os.read(self.fd, 65536).decode(errors="replace")
         os.kill(self.pid, signal.SIGKILL)
         os.waitpid(self.pid, 0)
         os.close(self.fd)
-        raise AssertionError("cantata chat did not leave")
+        raise AssertionError(f"cantata chat did not leave: {self.seen}")
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")

@@ -3,6 +3,10 @@ to the console, and close the client afterwards."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from typing import Any
+
 from rich.console import Console
 
 from ..core import Message
@@ -15,7 +19,9 @@ from ..models import (
     check_model_requests_allowed,
 )
 
-__all__ = ["close_client", "load_model", "stream_answer"]
+__all__ = ["close_client", "load_model", "quiet_loop_errors", "stream_answer"]
+
+_log = logging.getLogger("cantata.cli")
 
 
 async def load_model(client: ChatClient, status: Console) -> None:
@@ -49,3 +55,18 @@ async def close_client(client: ChatClient) -> None:
     close = getattr(client, "close", None)
     if close is not None:
         await close()
+
+
+def quiet_loop_errors(loop: asyncio.AbstractEventLoop, *, debug: bool) -> None:
+    """Send errors of the event loop's own callbacks to the debug log, not the terminal.
+
+    A stopped answer can leave a library's connection protocol (anyio's) failing in a
+    callback, which asyncio would print as a traceback; the user's answer is already over.
+    """
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        _log.debug("event loop: %s", context.get("message"), exc_info=context.get("exception"))
+        if debug:
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handle)

@@ -20,7 +20,7 @@ from rich.console import Console
 from .. import __version__
 from ..core import Message, UsageError
 from ..models import ChatClient
-from .answer import close_client, load_model, stream_answer
+from .answer import close_client, load_model, quiet_loop_errors, stream_answer
 from .chat_session import EXIT_WORDS, ChatSession
 from .client_options import ClientOptions
 from .failure import report
@@ -166,7 +166,9 @@ def ask(
             raise UsageError("the question is empty; pass it as an argument or on stdin")
         client = flags.client()
         messages = [*_start(flags.system), Message("user", text)]
-        asyncio.run(_ask(client, messages, flags))
+        with asyncio.Runner() as runner:
+            quiet_loop_errors(runner.get_loop(), debug=debug)
+            runner.run(_ask(client, messages, flags))
 
     _run(work, debug=debug, verbose=verbose)
 

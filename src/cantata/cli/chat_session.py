@@ -9,13 +9,15 @@ a pipe, no prompts are printed: each line of input gets its answer on its own li
 from __future__ import annotations
 
 import asyncio
+import os
+import select
 import sys
 
 from rich.console import Console
 
 from ..core import CantataError, Message
 from ..models import ChatClient, ChatOptions
-from .answer import close_client, load_model, stream_answer
+from .answer import close_client, load_model, quiet_loop_errors, stream_answer
 from .failure import report
 
 __all__ = ["EXIT_WORDS", "ChatSession"]
@@ -44,10 +46,12 @@ class ChatSession:
         self._err = err
         self._interactive = interactive
         self._debug = debug
+        self._reader = _LineReader()
 
     def run(self) -> None:
         """Read questions and answer them until /exit, end of input or Ctrl-C at the prompt."""
         with asyncio.Runner() as runner:
+            quiet_loop_errors(runner.get_loop(), debug=self._debug)
             try:
                 runner.run(load_model(self._client, self._err))
                 if self._interactive:
@@ -65,20 +69,19 @@ class ChatSession:
         while True:
             try:
                 if self._interactive:
-                    line = self._out.input("[bold green]you>[/] ")
-                else:
-                    raw = sys.stdin.buffer.readline()
-                    if not raw:
-                        return None
-                    line = raw.decode("utf-8")
-            except (EOFError, KeyboardInterrupt):
+                    self._out.print("[bold green]you>[/] ", end="")
+                raw = self._reader.readline()
+                if not raw:
+                    if self._interactive:
+                        self._out.print()
+                    return None
+                return raw.decode("utf-8").strip()
+            except KeyboardInterrupt:
                 if self._interactive:
                     self._out.print()
                 return None
             except UnicodeDecodeError as exc:
                 report(exc, debug=self._debug, console=self._err)
-                continue
-            return line.strip()
 
     def _turn(self, runner: asyncio.Runner, text: str) -> None:
         self._history.append(Message("user", text))
@@ -98,3 +101,31 @@ class ChatSession:
             report(exc, debug=self._debug, console=self._err)
             return
         self._history.extend(response.messages)
+
+
+class _LineReader:
+    """Lines of stdin as bytes (empty at its end), read straight from its file descriptor.
+
+    It waits in short selects rather than one blocking read: a Ctrl-C that the system hands
+    to another thread (a model's worker) would not interrupt a read, but between two selects
+    the main thread runs the signal handler and leaves the prompt. Its own buffer (not the
+    stdin object's) keeps lines that arrive together from waiting for more input.
+    """
+
+    def __init__(self) -> None:
+        self._pending = b""
+        self._ended = False
+
+    def readline(self) -> bytes:
+        try:
+            fd = sys.stdin.fileno()
+        except (OSError, ValueError):  # not a file (a test's stdin): nothing to wait on
+            return sys.stdin.buffer.readline()
+        while b"\n" not in self._pending and not self._ended:
+            while not select.select([fd], [], [], 0.1)[0]:
+                pass
+            piece = os.read(fd, 65536)
+            self._ended = not piece
+            self._pending += piece
+        line, newline, self._pending = self._pending.partition(b"\n")
+        return line + newline
