@@ -222,3 +222,17 @@ def test_the_command_serves_a_file_and_asks_for_its_token() -> None:
             f"{url}/v1/models", headers={"Authorization": "Bearer tok"}, timeout=WAIT
         )
         assert [m["id"] for m in models.json()["data"]] == ["assistant"]
+
+
+def test_the_public_names_resolve_and_are_documented() -> None:
+    import inspect
+
+    import cantata.serve as serve
+
+    assert len(serve.__all__) == len(set(serve.__all__))
+    for name in serve.__all__:
+        value = getattr(serve, name)
+        if inspect.isclass(value) or inspect.isfunction(value):
+            assert inspect.getdoc(value), name
+    kept = {"build_app", "serve", "ServedSet", "Contribution", "ServeContext", "Limits"}
+    assert kept <= set(serve.__all__)
