@@ -212,8 +212,10 @@ class ChatAgent(Agent):
             )
         thread = self._thread_for_run(ctx.thread)
         instructions = self._render_instructions(ctx.arguments, ctx.instructions_override)
-        call_tools = [*self._call_tools, *_as_tools(ctx.tools or (), owner=self.name)]
-        await log.record_input(thread, self._incoming(ctx.messages))
+        call_tools = list(self._call_tools)
+        if ctx.tools:
+            call_tools.extend(_as_tools(ctx.tools, owner=self.name))
+        await log.record_input(thread, self._incoming(ctx.messages) if ctx.messages else [])
         ctx.thread = thread  # a retry (``call_next`` again) continues on the same thread
         history = await thread.get_messages()
         if self._reduce_before_loop and self.history_reducer is not None:
@@ -232,7 +234,8 @@ class ChatAgent(Agent):
                 len(call_tools) + len(self._call_tools),
                 ctx.is_streaming,
             )
-        return thread, history, self._options.merge(ctx.options), call_tools
+        options = self._options if ctx.options is None else self._options.merge(ctx.options)
+        return thread, history, options, call_tools
 
     async def run(
         self,
@@ -461,7 +464,8 @@ class _RunLog:
         fresh = [m for m in incoming if m.message_id not in self.seen]
         for m in fresh:
             self.seen[m.message_id] = m
-        await thread.on_new_message(fresh)
+        if fresh or thread.state == "new":  # nothing to add: the thread only has to exist
+            await thread.on_new_message(fresh)
 
 
 def _as_tools(items: Iterable[Any], *, owner: str) -> list[FunctionTool]:

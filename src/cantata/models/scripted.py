@@ -270,7 +270,7 @@ class ScriptedChatClient:
         if isinstance(turn, Message):
             message = turn
         elif isinstance(turn, str):
-            message = Message("assistant", [TextContent(turn)])
+            message = Message("assistant", turn)
         elif isinstance(turn, list):
             message = Message("assistant", list(turn))
         else:

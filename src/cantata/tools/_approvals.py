@@ -30,10 +30,20 @@ _log = logging.getLogger("cantata.tools")
 _APPROVAL_TYPES = (FunctionApprovalRequestContent, FunctionApprovalResponseContent)
 
 
+def holds(messages: Sequence[Message], kinds: tuple[type, ...]) -> bool:
+    """Whether any message holds a content of one of `kinds` (plain loops: this runs on
+    every turn, and a generator per message cost more than the scan)."""
+    for message in messages:
+        for content in message.contents:
+            if type(content) in kinds:
+                return True
+    return False
+
+
 def model_view(messages: list[Message]) -> list[Message]:
     """The messages without approval contents; messages left empty are dropped. `messages`
     itself when it holds none (no copy)."""
-    if not any(type(c) in _APPROVAL_TYPES for m in messages for c in m.contents):
+    if not holds(messages, _APPROVAL_TYPES):
         return messages  # the usual case, found in one pass
     out: list[Message] | None = None
     for index, message in enumerate(messages):
@@ -78,7 +88,7 @@ def close_open_calls(view: list[Message], pending: set[str]) -> Closed:
     so one early end would break every later request; the model is told the call did not
     run instead. Only the model's view changes, never the caller's messages.
     """
-    if not any(type(c) is FunctionCallContent for m in view for c in m.contents):
+    if not holds(view, (FunctionCallContent,)):
         return Closed(view, _NONE, _NONE)  # the usual case, found in one pass
     result_at: dict[str, int] = {}
     for index, message in enumerate(view):

@@ -21,6 +21,7 @@ from ..core import (
     check_json_depth,
 )
 from ..models import ChatResponse
+from ._approvals import holds
 
 TOOL_JSON_DEPTH = MAX_JSON_DEPTH - 36
 """Deepest nesting of a tool call's arguments or a tool's result the loop keeps; the rest of
@@ -70,12 +71,8 @@ def bound_calls(response: ChatResponse, dropped: set[str]) -> ChatResponse:
     arguments nested too deep replaced by `DROPPED_ARGUMENTS` (its id added to `dropped`),
     or arguments that are no object nor text replaced by their JSON text; the same call id
     and name, so its error result still answers it. `response` itself when there is none."""
-    if not any(
-        type(c) is FunctionCallContent and _unkeepable(c)
-        for m in response.messages
-        for c in m.contents
-    ):
-        return response  # the usual case, found in one pass
+    if not holds(response.messages, (FunctionCallContent,)):
+        return response  # the usual case: no call at all
     messages: list[Message] | None = None
     for index, message in enumerate(response.messages):
         contents = message.contents

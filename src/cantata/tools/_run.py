@@ -68,7 +68,9 @@ class FunctionLoopRun:
         self._client = client
         self._tools = tools
         self._approvals = pending_approvals(messages)
-        self._conversation = views.view(messages, {v.call.call_id for v in self._approvals})
+        self._conversation = views.view(
+            messages, {v.call.call_id for v in self._approvals} if self._approvals else set()
+        )
         self._settings = settings
         self._token = token
         self._on_message = on_message
@@ -81,14 +83,8 @@ class FunctionLoopRun:
         # thread for every model call made a turn's cost grow with the thread.
         self._copy_request = bool(chat_middleware)
         self._dropped: set[str] = set()  # ids of calls whose arguments nested too deep
-        self._runner = CallRunner(
-            tools,
-            function_middleware,
-            kwargs=tool_kwargs,
-            token=token,
-            concurrent=settings.concurrent_calls,
-            dropped=self._dropped,
-        )
+        self._function_middleware = function_middleware
+        self._calls: CallRunner | None = None  # made when a turn calls tools
         self._options, self._declared_only = _base_options(options, tools)
         self._produced: list[Message] = []
         self._usage: Usage | None = None
@@ -174,7 +170,8 @@ class FunctionLoopRun:
         """Run the calls a person approved, as their requests asked for them; rejected ones,
         and answers that did not match their request, get an error result."""
         approved = [v.call for v in self._approvals if v.approved and v.error is None]
-        outcomes = {o.call.call_id: o for o in await self._runner.run_turn(approved, approved=True)}
+        ran = await self._runner().run_turn(approved, approved=True)
+        outcomes = {o.call.call_id: o for o in ran}
         ordered = [
             outcomes.get(v.call.call_id) or error_outcome(v.call, v.error or REJECTED_TEXT)
             for v in self._approvals
@@ -187,6 +184,18 @@ class FunctionLoopRun:
         if self._finish is None:
             self._after_calls(ordered, count_iterations=False)
         return updates
+
+    def _runner(self) -> CallRunner:
+        if self._calls is None:
+            self._calls = CallRunner(
+                self._tools,
+                self._function_middleware,
+                kwargs=self._kwargs,
+                token=self._token,
+                concurrent=self._settings.concurrent_calls,
+                dropped=self._dropped,
+            )
+        return self._calls
 
     async def _run_within_budget(self, calls: list[FunctionCallContent]) -> list[CallOutcome]:
         """Run the calls the budget allows, in order; the rest get an error result. A call
@@ -204,7 +213,7 @@ class FunctionLoopRun:
                 budget -= 1
             else:
                 over.add(index)
-        ran = iter(await self._runner.run_turn(allowed))
+        ran = iter(await self._runner().run_turn(allowed))
         outcomes = [
             error_outcome(call, f"not run: this run reached its limit of {limit} function calls")
             if index in over
