@@ -13,11 +13,14 @@ from ._servers import cli_server
 @pytest.mark.local_model
 async def test_the_example_agent_answers_over_http() -> None:
     with cli_server("examples/serve_agent.py:agent", "--store", "memory://") as (url, _proc):
-        reply = httpx.post(
-            f"{url}/v1/chat/completions",
-            json={"model": "assistant", "messages": [{"role": "user", "content": "Say hello."}]},
-            timeout=300,
-        )
+        async with httpx.AsyncClient(timeout=300) as http:
+            reply = await http.post(
+                f"{url}/v1/chat/completions",
+                json={
+                    "model": "assistant",
+                    "messages": [{"role": "user", "content": "Say hello."}],
+                },
+            )
         assert reply.status_code == 200, reply.text
         assert reply.json()["choices"][0]["message"]["content"].strip()
         async with AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", timeout=300) as client:
