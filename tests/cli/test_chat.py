@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cantata.cli import app
+from cantata.cli.chat_session import _LineReader
 
 from .conftest import Answer, ScriptServer
 
@@ -178,3 +179,23 @@ def test_on_a_terminal_ctrl_c_stops_an_answer_and_a_second_at_the_prompt_leaves(
     finally:
         hold.set()
     assert [m["content"] for m in script_server.requests[1]["messages"]] == ["and briefly?"]
+
+
+def test_lines_that_arrive_together_are_read_without_waiting_for_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"first\nsecond\n")  # the writer stays open: no end of input
+    lines: list[bytes] = []
+    with open(read_end, "rb", buffering=0) as stdin:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        reader = _LineReader()
+        thread = threading.Thread(
+            target=lambda: lines.extend([reader.readline(), reader.readline()]), daemon=True
+        )
+        thread.start()
+        thread.join(10)  # a reader that waits for more input has not returned the second
+        read_before_the_end = list(lines)
+        os.close(write_end)
+        thread.join(10)
+    assert read_before_the_end == [b"first\n", b"second\n"]
