@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 import cantata
 from cantata.cli import app, main
-from cantata.cli.failure import cli_words
+from cantata.cli.failure import cli_words, describe
 
 runner = CliRunner()
 
@@ -219,3 +219,12 @@ def test_openai_without_a_key_names_the_variable_and_the_flag(
     assert result.exit_code == 1
     assert "set CANTATA_API_KEY (or OPENAI_API_KEY), or pass --base-url" in result.output
     assert "api_key" not in result.output and "base_url" not in result.output
+
+
+def test_any_failure_is_described_on_one_bounded_line() -> None:
+    from cantata.core import ModelError
+
+    assert "--debug" in describe(KeyError("boom"))
+    assert describe(FileNotFoundError(2, "No such file", "x.txt")) == "No such file: x.txt"
+    line = describe(ModelError("first line\n  second line " + "x" * 2000))
+    assert "\n" not in line and len(line) <= 600 and line.startswith("ModelError: first line")
