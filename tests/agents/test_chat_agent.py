@@ -661,3 +661,27 @@ async def test_structured_output_after_a_tool_call_is_validated(stream: bool) ->
     else:
         response = await agent.run("weather?", options=options)
     assert response.value == Answer(city="Oslo", temperature=21)
+
+
+class _CountingThread(LocalThread):
+    """Counts the calls of `on_new_message`, with the size of each batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[int] = []
+
+    async def on_new_message(self, messages: Message | Sequence[Message]) -> None:
+        self.batches.append(1 if isinstance(messages, Message) else len(messages))
+        await super().on_new_message(messages)
+
+
+async def test_a_run_without_new_input_on_a_created_thread_records_only_its_answer() -> None:
+    # As a team's participant runs: the shared history reached the thread before the run.
+    agent = ChatAgent(ScriptedChatClient(["hi", "again"]), name="a")
+    thread = _CountingThread()
+    await thread.on_new_message(Message("user", "hello"))
+    await agent.run(thread=thread)
+    assert thread.batches == [1, 1]  # the input above, then the answer: no empty batch
+    fresh = _CountingThread()
+    await agent.run(thread=fresh)  # a new thread is still created by the run
+    assert fresh.state == "created" and fresh.batches == [0, 1]

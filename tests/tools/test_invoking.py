@@ -32,7 +32,14 @@ from cantata.models import (
     ToolSpec,
     tool_call,
 )
-from cantata.tools import FunctionInvokingChatClient, ToolContext, tool
+from cantata.tools import (
+    ChatContext,
+    ChatNext,
+    FunctionInvokingChatClient,
+    ToolContext,
+    chat_middleware,
+    tool,
+)
 
 
 @tool
@@ -589,3 +596,26 @@ async def test_calls_answered_later_in_the_history_are_left_alone() -> None:
     client, inner = loop(["still 2"])
     await client.get_response(history)
     assert inner.calls[0].messages == history
+
+
+async def test_without_middleware_nor_tools_the_client_reads_the_callers_options() -> None:
+    # Clients only read their options: a run with nothing to add (no tool specs, no chat
+    # middleware that may change them) hands them on as they are, without a copy per call.
+    inner = ScriptedChatClient(["ok"])
+    options = ChatOptions(temperature=0.3)
+    await FunctionInvokingChatClient(inner).get_response([Message("user", "x")], options=options)
+    assert inner.calls[0].options is options
+
+
+async def test_chat_middleware_gets_its_own_options_to_change() -> None:
+    @chat_middleware
+    async def hotter(context: ChatContext, call_next: ChatNext) -> None:
+        context.options.temperature = 0.9
+        await call_next()
+
+    inner = ScriptedChatClient(["ok", "ok"])
+    client = FunctionInvokingChatClient(inner, middleware=[hotter])
+    options = ChatOptions(temperature=0.3)
+    await client.get_response([Message("user", "x")], options=options)
+    assert inner.calls[0].options.temperature == 0.9
+    assert options.temperature == 0.3  # the caller's options were not changed

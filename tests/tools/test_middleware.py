@@ -37,6 +37,7 @@ from cantata.tools import (
     function_middleware,
     tool,
 )
+from cantata.tools.middleware import compose
 
 ran: list[str] = []
 
@@ -430,3 +431,10 @@ async def test_a_raising_chat_middleware_fails_the_run_in_both_modes(
         else:
             await client.get_response([Message("user", "x")], on_message=seen.append)
     assert seen == []  # nothing was produced: the answer never reached the loop
+
+
+async def test_compose_without_middleware_is_the_innermost_call_itself() -> None:
+    async def innermost(context: ChatContext) -> None:
+        return None
+
+    assert compose([], innermost) is innermost

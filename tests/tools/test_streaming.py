@@ -345,3 +345,24 @@ async def test_a_response_replaced_after_streaming_still_reaches_the_stream() ->
     assert [m.text for m in produced] == ["rewritten"]
     assert rebuilt.messages[-1].message_id == produced[-1].message_id
     assert rebuilt.messages[-1].text == "rewritten"
+
+
+async def test_a_tool_message_is_recorded_before_its_updates_are_streamed() -> None:
+    # A caller that stops reading at the first tool-result update still finds the results
+    # recorded with their call (on_message saw them): nothing is left half written.
+    events: list[str] = []
+    client = FunctionInvokingChatClient(
+        ScriptedChatClient([[tool_call("add", {"a": 1, "b": 2}, call_id="c1")], "three"]),
+        tools=[add],
+    )
+
+    def on_message(message: Message) -> None:
+        events.append(f"recorded {message.role}")
+
+    stream = client.get_streaming_response([Message("user", "x")], on_message=on_message)
+    async for update in stream:
+        if any(type(c) is FunctionResultContent for c in update.contents):
+            events.append("streamed result")
+            break
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert events == ["recorded assistant", "recorded tool", "streamed result"]
