@@ -7,7 +7,13 @@ import pytest
 from openai import AsyncOpenAI
 
 from cantata.agents import ChatAgent
-from cantata.models import OpenAIChatClient, ScriptedChatClient, allow_model_requests
+from cantata.core import Message
+from cantata.models import (
+    ChatOptions,
+    OpenAIChatClient,
+    ScriptedChatClient,
+    allow_model_requests,
+)
 from cantata.stores import MemoryStore
 from cantata.teams import GroupChat
 from cantata.workflows import WorkflowBuilder
@@ -125,3 +131,38 @@ async def test_a_workflow_and_a_team_answer_as_models() -> None:
         )
         # both speakers answer, one after the other; the second saw the first's answer
         assert answer.choices[0].message.content == "turn 1: go\n\nturn 2: turn 1: go"
+
+
+def _report_options(messages: list[Message], options: ChatOptions) -> str:
+    system = " ".join(m.text for m in messages if m.role == "system")
+    return f"t={options.temperature} max={options.max_tokens} stop={options.stop} sys={system}"
+
+
+async def test_sampling_options_reach_a_served_agent_and_are_checked() -> None:
+    agent = ChatAgent(ScriptedChatClient(_report_options), name="opts", instructions="base")
+    flow = WorkflowBuilder(echo_agent("inner")).build()
+    async with (
+        MemoryStore() as store,
+        serving({"opts": agent, "flow": flow}, store=store) as url,
+        _client(url) as client,
+    ):
+        answer = await client.chat.completions.create(
+            model="opts",
+            messages=[{"role": "user", "content": "hi"}],
+            temperature=0.5,
+            max_tokens=7,
+            stop="END",
+        )
+        assert answer.choices[0].message.content == "t=0.5 max=7 stop=['END'] sys=base"
+        reply = await client.responses.create(
+            model="opts", input="hi", max_output_tokens=9, instructions="special"
+        )
+        assert reply.output_text == "t=None max=9 stop=None sys=special"
+        with pytest.raises(openai.BadRequestError, match="'temperature' must be a number"):
+            await client.chat.completions.create(
+                model="opts", messages=[{"role": "user", "content": "hi"}], temperature=7
+            )
+        with pytest.raises(openai.BadRequestError, match="apply to agents; 'flow' is a workflow"):
+            await client.chat.completions.create(
+                model="flow", messages=[{"role": "user", "content": "hi"}], temperature=0
+            )

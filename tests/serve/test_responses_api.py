@@ -130,3 +130,19 @@ async def test_conversations_survive_a_restart_of_the_server(tmp_path: Path) -> 
             model="echo", input="after", previous_response_id=first.id
         )
     assert after.output_text == "turn 2: after"
+
+
+async def test_a_damaged_stored_conversation_is_a_server_error_naming_it() -> None:
+    async with (
+        MemoryStore() as store,
+        serving(echo_agent(), store=store) as url,
+        _client(url) as client,
+    ):
+        first = await client.responses.create(model="echo", input="one")
+        record = await store.get(f"resp:{first.id}")
+        await store.put(f"resp:{first.id}", {**record, "length": "two"})
+        with pytest.raises(openai.InternalServerError, match="damaged"):
+            await client.responses.create(model="echo", input="x", previous_response_id=first.id)
+        await store.put(f"resp:{first.id}", {**record, "length": 5})  # past the log's end
+        with pytest.raises(openai.InternalServerError, match="lost messages"):
+            await client.responses.create(model="echo", input="x", previous_response_id=first.id)

@@ -19,7 +19,14 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from ..agents import AgentResponse, LocalThread
 from ..core import CantataError, Message, Usage, new_id
 from .errors import RequestError, error_body, error_response
-from .openai_messages import answer_text, chat_messages, optional_bool, read_body, require_served
+from .openai_messages import (
+    answer_text,
+    chat_messages,
+    optional_bool,
+    read_body,
+    require_served,
+    sampling_options,
+)
 from .served import Served
 
 __all__ = ["chat_completions"]
@@ -34,14 +41,15 @@ async def chat_completions(request: Request) -> Response:
         stream = optional_bool(body, "stream", False)
         include_usage = _include_usage(body)
         _refuse_unsupported(body, entry)
+        options = sampling_options(body, entry)
     except CantataError as exc:
         return error_response(exc)
     completion_id = f"chatcmpl-{new_id().replace('-', '')}"
     if stream:
-        chunks = _chunks(entry, messages, completion_id, include_usage)
+        chunks = _chunks(entry, messages, completion_id, include_usage, options)
         return StreamingResponse(chunks, media_type="text/event-stream")
     try:
-        response = await entry.agent.run(messages, thread=LocalThread())
+        response = await entry.agent.run(messages, thread=LocalThread(), **options)
     except CantataError as exc:
         return error_response(exc)
     return JSONResponse(_completion(entry, response, completion_id))
@@ -100,7 +108,11 @@ def _event(data: Any) -> bytes:
 
 
 async def _chunks(
-    entry: Served, messages: list[Message], completion_id: str, include_usage: bool
+    entry: Served,
+    messages: list[Message],
+    completion_id: str,
+    include_usage: bool,
+    options: dict[str, Any],
 ) -> AsyncIterator[bytes]:
     created = int(time.time())
 
@@ -116,7 +128,7 @@ async def _chunks(
         )
 
     yield chunk({"role": "assistant", "content": ""})
-    stream = entry.agent.run_stream(messages, thread=LocalThread())
+    stream = entry.agent.run_stream(messages, thread=LocalThread(), **options)
     last_message: str | None = None
     wrote = False
     try:

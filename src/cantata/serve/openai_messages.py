@@ -35,6 +35,7 @@ __all__ = [
     "read_body",
     "require_served",
     "response_input",
+    "sampling_options",
 ]
 
 _MAX_MESSAGES = 10_000
@@ -88,6 +89,52 @@ def optional_str(body: dict[str, Any], name: str) -> str | None:
     if value is not None and type(value) is not str:
         raise RequestError(f"'{name}' must be a string, got {_kind(value)}", param=name)
     return value
+
+
+_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+_RANGES = {"temperature": 2.0, "top_p": 1.0}
+
+
+def sampling_options(body: dict[str, Any], entry: Served) -> dict[str, Any]:
+    """The request's sampling fields as an agent's chat option keywords (they override the
+    agent's own for this request). Workflows and teams take none: their agents decide."""
+    out: dict[str, Any] = {}
+    for name, top in _RANGES.items():
+        value = body.get(name)
+        if value is None:
+            continue
+        if type(value) not in (int, float) or not 0 <= value <= top:
+            raise RequestError(f"'{name}' must be a number from 0 to {top:g}", param=name)
+        out[name] = float(value)
+    for name in _TOKENS_FIELDS:
+        value = body.get(name)
+        if value is None:
+            continue
+        if type(value) is not int or not 1 <= value <= 1_000_000:
+            raise RequestError(f"'{name}' must be a whole number from 1 to 1000000", param=name)
+        out["max_tokens"] = value
+    stop = body.get("stop")
+    if stop is not None:
+        stops = [stop] if type(stop) is str else stop
+        if (
+            type(stops) is not list
+            or not 0 < len(stops) <= 4
+            or any(type(x) is not str for x in stops)
+        ):
+            raise RequestError("'stop' must be a string or a list of 1 to 4 strings", param="stop")
+        out["stop"] = stops
+    seed = body.get("seed")
+    if seed is not None:
+        if type(seed) is not int or abs(seed) >= 2**63:
+            raise RequestError("'seed' must be a whole number", param="seed")
+        out["seed"] = seed
+    if out and entry.kind != "agent":
+        raise RequestError(
+            f"{', '.join(sorted(out))} apply to agents; {entry.name!r} is a {entry.kind}, whose "
+            "agents use their own settings: leave them out",
+            param=sorted(out)[0],
+        )
+    return out
 
 
 def chat_messages(body: dict[str, Any]) -> list[Message]:

@@ -28,6 +28,7 @@ from .openai_messages import (
     read_body,
     require_served,
     response_input,
+    sampling_options,
 )
 from .served import Served
 from .threads import ResponseRecord, ResponseThreads
@@ -49,9 +50,12 @@ class _Turn:
     instructions: str | None
     response_id: str
     stream: bool
+    sampling: dict[str, Any]
 
     def run_options(self) -> dict[str, Any]:
-        return {} if self.instructions is None else {"instructions_override": self.instructions}
+        if self.instructions is None:
+            return dict(self.sampling)
+        return {**self.sampling, "instructions_override": self.instructions}
 
     def body(self, text: str, usage: Usage | None, status: str = "completed") -> dict[str, Any]:
         u = usage or Usage()
@@ -144,6 +148,7 @@ async def _turn(request: Request) -> _Turn:
         instructions,
         ResponseThreads.new_id(),
         optional_bool(body, "stream", False),
+        sampling_options(body, entry),
     )
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core import Message, SerializationError, from_json, new_id, to_json
-from ..stores import StateStore
+from ..stores import StateStore, StoreCorruptionError
 from .errors import RequestError
 
 __all__ = ["RESPONSE_SCHEMA_VERSION", "ResponseRecord", "ResponseThreads"]
@@ -73,13 +73,18 @@ class ResponseThreads:
         """The messages of the thread up to `record`, oldest first."""
         entries = await self.store.read(record.log, 0, record.length)
         if len(entries) != record.length:
-            raise SerializationError(
+            raise StoreCorruptionError(
                 f"the conversation of response {record.id!r} lost messages ({len(entries)} of "
                 f"{record.length} in log {record.log!r})"
             )
-        messages = [from_json(e) for e in entries]
+        try:
+            messages = [from_json(e) for e in entries]
+        except SerializationError as exc:
+            raise StoreCorruptionError(
+                f"the conversation of response {record.id!r} cannot be read: {exc}"
+            ) from exc
         if any(type(m) is not Message for m in messages):
-            raise SerializationError(f"the log of response {record.id!r} holds non-messages")
+            raise StoreCorruptionError(f"the log of response {record.id!r} holds non-messages")
         return messages
 
     async def save(
@@ -147,7 +152,7 @@ def _record(response_id: str, data: Any) -> ResponseRecord:
         and type(data.get("response")) is dict
     )
     if not ok:
-        raise SerializationError(
+        raise StoreCorruptionError(
             f"the stored record of response {response_id!r} is damaged or of an unknown "
             f"schema version (this server reads version {RESPONSE_SCHEMA_VERSION})"
         )
