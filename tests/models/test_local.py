@@ -47,6 +47,15 @@ async def test_guard_blocks_the_local_model_in_unit_tests() -> None:
         await LocalChatClient().get_response([Message("user", "hi")])
 
 
+@pytest.mark.parametrize(
+    "settings", [{"parallel": 0}, {"n_ctx": -5}, {"n_threads": 0}, {"parallel": 2.5}]
+)
+def test_bad_settings_are_configuration_errors(settings: dict[str, object]) -> None:
+    name = next(iter(settings))
+    with pytest.raises(ConfigurationError, match=name):
+        LocalChatClient(**settings)  # type: ignore[arg-type]
+
+
 @pytest.mark.local_model
 async def test_missing_gguf_file_is_a_configuration_error(tmp_path: object) -> None:
     client = LocalChatClient(f"{tmp_path}/nothing.gguf")

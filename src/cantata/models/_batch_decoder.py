@@ -30,6 +30,8 @@ from ..core import ModelError
 from ._batch_sequence import Sequence
 
 _log = logging.getLogger("cantata.models")
+_CELL_ALIGN = 256
+"""llama.cpp pads a context to this many cells; each slot gets a whole number of them."""
 _IDLE_WAIT = 0.5
 """Seconds the decoder thread sleeps between checks while it has nothing to do."""
 
@@ -63,7 +65,7 @@ class BatchDecoder:
         self.name = name
         single, batch = default_threads()
         params = llama_cpp.llama_context_default_params()
-        params.n_ctx = n_ctx * parallel
+        params.n_ctx = -(-n_ctx // _CELL_ALIGN) * _CELL_ALIGN * parallel
         params.n_batch = params.n_ubatch = min(512, n_ctx)
         params.n_seq_max = parallel
         params.kv_unified = False
@@ -111,7 +113,9 @@ class BatchDecoder:
     @property
     def alive(self) -> bool:
         """False once the decoder thread has ended (closed, or failed)."""
-        return not self._closing and (self._thread is None or self._thread.is_alive())
+        if self._thread is None:
+            return not self._closing
+        return self._thread.is_alive()
 
     def close(self, timeout: float) -> bool:
         """Stop the thread (ending every sequence) and free the context; False if it hangs."""
@@ -189,7 +193,7 @@ class BatchDecoder:
                 if a != b:
                     break
                 n += 1
-            return min(n, len(prompt) - 1)  # evaluate one token at least, for its logits
+            return max(0, min(n, len(prompt) - 1))  # evaluate one token at least, for its logits
 
         best = max(free, key=lambda s: (shared(s), -s.used_at))
         return best, shared(best)

@@ -189,8 +189,6 @@ def _load(key: ModelKey, *, verbose: bool) -> SharedModel:
         raise ConfigurationError(
             f"no GGUF model file at {key.path!r}; pass model_path= to an existing .gguf file"
         )
-    if key.parallel < 1:
-        raise ConfigurationError(f"parallel= must be at least 1, not {key.parallel}")
     llama_cpp = import_llama_cpp()
     try:
         llama = llama_cpp.Llama(

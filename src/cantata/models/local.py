@@ -21,6 +21,7 @@ from typing import Self
 from ..core import (
     CancellationToken,
     CancelledError,
+    ConfigurationError,
     Content,
     FunctionCallContent,
     Message,
@@ -89,6 +90,7 @@ class LocalChatClient:
         verbose: bool = False,
         default_options: ChatOptions | None = None,
     ) -> None:
+        _check_positive(n_ctx=n_ctx, parallel=parallel, n_threads=n_threads)
         self._key = ModelKey(model_path or "", n_ctx, n_threads, seed, chat_format, parallel)
         self.verbose = verbose
         self.default_options = default_options or ChatOptions()
@@ -292,6 +294,7 @@ async def _next(queue: asyncio.Queue[str | _End], model: SharedModel) -> str | _
         try:
             return await asyncio.wait_for(queue.get(), _POLL)
         except TimeoutError:
+            await asyncio.sleep(0)  # let a hand-over already scheduled on the loop land
             if not model.decoder.alive and queue.empty():
                 raise ModelError(
                     f"the local model {model.key.path!r} stopped before answering; "
@@ -321,6 +324,16 @@ def _log_end(model: SharedModel, generation: Generation, started: float) -> None
             generation.completion_tokens,
             time.perf_counter() - started,
         )
+
+
+def _check_positive(**settings: int | None) -> None:
+    for name, value in settings.items():
+        if value is None and name == "n_threads":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigurationError(
+                f"LocalChatClient({name}={value!r}): {name} must be a positive integer"
+            )
 
 
 def _model_name(path: str) -> str:
