@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 import httpx
@@ -14,8 +14,15 @@ import openai
 import pytest
 from openai import AsyncOpenAI
 
-from cantata.agents import Agent, AgentInput, AgentResponse, AgentThread
-from cantata.core import ConfigurationError, Message
+from cantata.agents import (
+    Agent,
+    AgentInput,
+    AgentResponse,
+    AgentResponseStream,
+    AgentResponseUpdate,
+    AgentThread,
+)
+from cantata.core import ConfigurationError, Message, TextContent
 from cantata.serve import Limits, ServedSet, build_app, check_bind, is_loopback, load_target
 from cantata.stores import MemoryStore
 
@@ -236,3 +243,45 @@ def test_the_public_names_resolve_and_are_documented() -> None:
             assert inspect.getdoc(value), name
     kept = {"build_app", "serve", "ServedSet", "Contribution", "ServeContext", "Limits"}
     assert kept <= set(serve.__all__)
+
+
+class SlowStreamer(Agent):
+    """Streams one piece, then waits until it is cancelled."""
+
+    def __init__(self) -> None:
+        super().__init__(name="slow")
+        self.cancelled = asyncio.Event()
+
+    async def run(self, messages: AgentInput = None, **_: Any) -> AgentResponse:
+        raise NotImplementedError
+
+    def run_stream(self, messages: AgentInput = None, **_: Any) -> AgentResponseStream:
+        async def updates() -> AsyncIterator[AgentResponseUpdate]:
+            yield AgentResponseUpdate([TextContent("first words")], message_id="m1")
+            try:
+                await asyncio.sleep(120)
+            except asyncio.CancelledError:
+                self.cancelled.set()
+                raise
+            yield AgentResponseUpdate([TextContent("never")], message_id="m1")
+
+        return AgentResponseStream(updates(), lambda: AgentResponse([]))
+
+
+async def test_a_stream_past_the_time_limit_ends_with_an_error_event() -> None:
+    slow = SlowStreamer()
+    limits = Limits(request_timeout=0.5)
+    async with (
+        MemoryStore() as store,
+        serving(slow, store=store, limits=limits) as url,
+        AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0) as client,
+    ):
+        stream = await client.chat.completions.create(
+            model="slow", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        seen: list[str] = []
+        with pytest.raises(openai.APIError, match=r"longer than the server's limit of 0\.5 s"):
+            async for chunk in stream:
+                seen.append(chunk.choices[0].delta.content or "")
+        assert "".join(seen) == "first words"
+        assert slow.cancelled.is_set()

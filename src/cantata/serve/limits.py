@@ -95,6 +95,7 @@ class _Exchange:
         self._gone = asyncio.Event()
         self._started = False
         self._complete = False
+        self._event_stream = False
 
     async def _replay(self) -> Message:
         if self._body is not None:
@@ -106,6 +107,10 @@ class _Exchange:
     async def _tracked_send(self, message: Message) -> None:
         if message["type"] == "http.response.start":
             self._started = True
+            self._event_stream = any(
+                k.lower() == b"content-type" and v.startswith(b"text/event-stream")
+                for k, v in message.get("headers", ())
+            )
         elif message["type"] == "http.response.body" and not message.get("more_body", False):
             self._complete = True
         await self._send(message)
@@ -126,17 +131,24 @@ class _Exchange:
             async with asyncio.timeout(timeout):
                 await self._app(self._scope, self._replay, self._tracked_send)
         except TimeoutError:
-            if not self._started:
-                await send_error(
-                    self._send,
-                    _timeout_error(timeout),
-                )
+            await self._timed_out(timeout)
         except asyncio.CancelledError:
             if not self._gone.is_set():
                 raise  # the server is stopping, not the client leaving
             task.uncancel()
         finally:
             watcher.cancel()
+
+    async def _timed_out(self, seconds: float) -> None:
+        """Say so: an error response, or an ``error`` event that ends an event stream
+        (OpenAI clients raise it). Any other started response is cut off."""
+        error = _timeout_error(seconds)
+        if not self._started:
+            await send_error(self._send, error)
+        elif self._event_stream and not self._complete:
+            event = f"data: {json.dumps(error_body(error))}\n\n".encode()
+            await self._send({"type": "http.response.body", "body": event, "more_body": True})
+            await self._send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def _timeout_error(timeout: float) -> BaseException:
