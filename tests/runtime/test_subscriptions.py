@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cantata.core import ConfigurationError, dumps, loads
 from cantata.runtime import (
@@ -156,3 +158,22 @@ def test_map_to_agent_refuses_a_topic_the_subscription_does_not_match() -> None:
     prefix = TypePrefixSubscription("orders.", "auditor")
     with pytest.raises(ConfigurationError, match=r"does not start with 'orders\.'"):
         prefix.map_to_agent(TopicId("invoices", "x"))
+
+
+_TOPIC_TYPES = st.from_regex(r"[a-z][a-z0-9_.:-]{0,12}", fullmatch=True)
+
+
+@given(topic_type=_TOPIC_TYPES, source=st.text(min_size=1, max_size=8), prefix=_TOPIC_TYPES)
+def test_map_to_agent_answers_exactly_the_topics_is_match_accepts(
+    topic_type: str, source: str, prefix: str
+) -> None:
+    try:
+        topic = TopicId(topic_type, source)
+    except ConfigurationError:
+        return  # not a valid topic id: nothing to map
+    for sub in (TypeSubscription(prefix, "a"), TypePrefixSubscription(prefix, "a")):
+        if sub.is_match(topic):
+            assert sub.map_to_agent(topic) == AgentId("a", source)
+        else:
+            with pytest.raises(ConfigurationError, match="does not match topic"):
+                sub.map_to_agent(topic)
