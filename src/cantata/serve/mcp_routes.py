@@ -1,0 +1,47 @@
+"""The MCP endpoint of `cantata serve`: ``/mcp``, streamable HTTP, every served object a tool.
+
+The endpoint is stateless and answers in JSON: each POST is a whole exchange, so the
+server's limits hold as for any other route (the body limit, the request timeout, a
+client that disconnects cancelling its call) and no session outlives its request. The
+token check of the app covers it like every route. The SDK's DNS-rebinding check is left
+off: it would refuse every Host but loopback names, and a server bound elsewhere is
+guarded by the app's token instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.routing import Route
+
+from .app import Contribution, ServeContext
+from .mcp_server import as_mcp_server
+
+__all__ = ["MCP_PATH", "contribute"]
+
+MCP_PATH = "/mcp"
+"""Where the streamable-HTTP MCP endpoint is mounted."""
+
+
+def contribute(ctx: ServeContext) -> Contribution:
+    """The ``/mcp`` route and the session manager that runs while the app runs."""
+    server = as_mcp_server(ctx.served, call_timeout=ctx.limits.request_timeout)
+    manager = StreamableHTTPSessionManager(
+        app=server,
+        json_response=True,
+        stateless=True,
+        security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        max_request_body_size=ctx.limits.max_body_bytes,
+    )
+
+    @asynccontextmanager
+    async def lifespan() -> AsyncIterator[None]:
+        async with manager.run():
+            yield
+
+    return Contribution(
+        routes=[Route(MCP_PATH, endpoint=StreamableHTTPASGIApp(manager))], lifespan=lifespan
+    )
