@@ -46,8 +46,10 @@ class LoopSettings:
 
 
 class FunctionLoopRun:
-    """Drives one request through the loop. `steps()` yields stream updates (none when not
-    streaming); `response()` is the whole result once `steps()` is exhausted."""
+    """Drives one request through the loop: `complete()` with whole model answers, or
+    `steps()` streaming them; `response()` is the whole result once either has ended.
+    Both run the same steps (`_resume`, `_model_context`, `_answered`); only the model call
+    differs, as ``streaming`` (given at construction) says."""
 
     def __init__(
         self,
@@ -112,34 +114,46 @@ class FunctionLoopRun:
 
     # -- the loop --------------------------------------------------------------------
 
+    async def complete(self) -> None:
+        """Run the loop to its end, each model answer whole (`get_response`)."""
+        if self._approvals:
+            await self._resume()
+        while self._finish is None:
+            limit = self._limit
+            context = self._model_context(limit)
+            await self._chat_chain(context)
+            await self._answered(context, limit)
+
     async def steps(self) -> AsyncIterator[ChatResponseUpdate]:
-        """The loop, as the one generator of a run: model calls stream live (when
-        streaming); what a turn makes after its model call (tool results, approval
-        requests) is recorded first and then yielded whole."""
+        """Run the loop streaming (`get_streaming_response`): model calls stream live; what
+        a turn makes after its model call (tool results, approval requests) is recorded
+        first and then yielded whole. The same steps as `complete`, but the model's."""
         if self._approvals:
             for update in await self._resume():
                 yield update
         while self._finish is None:
             limit = self._limit
             context = self._model_context(limit)
-            if self._streaming:
-                async with closing(self._stream_chain(context, limit is not None)) as updates:
-                    async for update in updates:
-                        yield update
-            else:
-                await self._chat_chain(context)
-            self._take_response(context, drop_calls=limit is not None)
-            for update in await (self._turn() if limit is None else self._limit_answer(limit)):
+            async with closing(self._stream_chain(context, limit is not None)) as updates:
+                async for update in updates:
+                    yield update
+            for update in await self._answered(context, limit):
                 yield update
-        if self._streaming:
-            last = self._produced[-1].message_id if self._produced else None
-            yield ChatResponseUpdate(
-                [],
-                message_id=last,
-                finish_reason=self._finish,
-                model=self._last.model if self._last else None,
-                response_id=self._last.response_id if self._last else None,
-            )
+        last = self._produced[-1].message_id if self._produced else None
+        yield ChatResponseUpdate(
+            [],
+            message_id=last,
+            finish_reason=self._finish,
+            model=self._last.model if self._last else None,
+            response_id=self._last.response_id if self._last else None,
+        )
+
+    async def _answered(
+        self, context: ChatContext, limit: LimitName | None
+    ) -> list[ChatResponseUpdate]:
+        """After a model call: take its answer and go on with it."""
+        self._take_response(context, drop_calls=limit is not None)
+        return await (self._turn() if limit is None else self._limit_answer(limit))
 
     async def _turn(self) -> list[ChatResponseUpdate]:
         """After a model call: record its answer, run the calls it made."""

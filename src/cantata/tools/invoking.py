@@ -171,9 +171,7 @@ class FunctionInvokingChatClient:
         run = self._run(
             messages, options, cancellation_token, tools, on_message, tool_kwargs, False
         )
-        async with closing(run.steps()) as updates:
-            async for _ in updates:
-                pass
+        await run.complete()
         return run.response()
 
     async def get_streaming_response(
