@@ -1,0 +1,400 @@
+"""`MCPTools`: the tools of an MCP server, offered to an agent as cantata tools.
+
+``async with MCPTools(stdio=["python", "server.py"]) as mcp:`` starts the server (or
+connects to ``url=``), lists its tools and makes each a `FunctionTool` whose schema is the
+server's; ``ChatAgent(client, tools=mcp.tools)`` offers them. Leaving the block closes the
+session and stops the subprocess.
+
+Every wait is bounded: connecting and listing (`connect_timeout`), each call
+(`call_timeout`). A call that fails in any way (the server reports an error, refuses the
+call, stops in the middle of it, or does not answer in time) raises `ToolError`, which the
+function loop hands to the model as the call's result: the run goes on. Once the
+connection is gone, later calls fail at once with the same clear error.
+
+The `mcp` package is imported when the tools are opened, so `cantata.tools` imports
+without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TextIO
+
+from ..core import ConfigurationError, ToolError, UsageError, short_repr
+from .context import ToolContext
+from .tool import FunctionTool
+
+if TYPE_CHECKING:
+    from mcp import Client, StdioServerParameters
+    from mcp_types import CallToolResult, Tool
+
+__all__ = ["DEFAULT_MCP_CONNECT_TIMEOUT", "DEFAULT_MCP_TOOL_TIMEOUT", "MCPTools"]
+
+DEFAULT_MCP_CONNECT_TIMEOUT = 30.0
+"""Seconds to start or reach a server and list its tools."""
+
+DEFAULT_MCP_TOOL_TIMEOUT = 60.0
+"""Seconds one tool call may take before the model is told it did not answer."""
+
+_INVALID = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class MCPTools:
+    """The tools of one MCP server, over stdio (`stdio`: a command as a list of strings,
+    or the SDK's `StdioServerParameters`) or streamable HTTP (`url`, with optional
+    `headers`, e.g. ``{"Authorization": "Bearer ..."}`` for a `cantata serve` token).
+
+    `allow` names the server's tools to offer (all by default; a name the server lacks is
+    an error). `require_approval` is True (every tool), or the names of the tools whose
+    every call waits for a person's approval, as for any `FunctionTool`. `prefix` is put
+    before each tool name, to keep tools of two servers apart. Names the server uses that
+    a model cannot call (``files.read``) are offered with ``_`` for each other character.
+    """
+
+    def __init__(
+        self,
+        *,
+        stdio: Sequence[str] | StdioServerParameters | None = None,
+        url: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        allow: Iterable[str] | None = None,
+        require_approval: bool | Iterable[str] = False,
+        prefix: str = "",
+        connect_timeout: float = DEFAULT_MCP_CONNECT_TIMEOUT,
+        call_timeout: float = DEFAULT_MCP_TOOL_TIMEOUT,
+        errlog: TextIO | None = None,
+    ) -> None:
+        if (stdio is None) == (url is None):
+            raise ConfigurationError(
+                "MCPTools needs exactly one of stdio= (a command that starts the server) "
+                "or url= (a streamable-HTTP endpoint)"
+            )
+        if url is not None and (
+            not isinstance(url, str) or not url.startswith(("http://", "https://"))
+        ):
+            raise ConfigurationError(f"MCPTools: url must be an http(s) URL, got {short_repr(url)}")
+        if stdio is not None and not _is_parameters(stdio) and not _is_command(stdio):
+            raise ConfigurationError(
+                f"MCPTools: stdio must be a non-empty list of strings (the command and its "
+                f"arguments) or StdioServerParameters, got {short_repr(stdio)}"
+            )
+        if not isinstance(prefix, str) or _INVALID.search(prefix):
+            raise ConfigurationError(
+                f"MCPTools: prefix must be letters, digits, '_' or '-', got {short_repr(prefix)}"
+            )
+        self._stdio = stdio
+        self._url = url
+        self._headers = dict(headers or {})
+        self._env = dict(env) if env is not None else None
+        self._cwd = cwd
+        self._allow = _names("allow", allow) if allow is not None else None
+        self._approval: bool | frozenset[str] = (
+            require_approval
+            if isinstance(require_approval, bool)
+            else _names("require_approval", require_approval)
+        )
+        self._prefix = prefix
+        self._connect_timeout = _seconds("connect_timeout", connect_timeout)
+        self._call_timeout = _seconds("call_timeout", call_timeout)
+        self._errlog = errlog
+        self._client: Client | None = None
+        self._stack: AsyncExitStack | None = None
+        self._tools: tuple[FunctionTool, ...] = ()
+        self._gone: str | None = None
+
+    # -- the server ------------------------------------------------------------------
+
+    @property
+    def server(self) -> str:
+        """The server as named in errors: its URL, or its command."""
+        if self._url is not None:
+            return self._url
+        if _is_command(self._stdio):
+            return " ".join(self._stdio)  # type: ignore[arg-type]
+        params: Any = self._stdio
+        return " ".join([params.command, *params.args])
+
+    @property
+    def tools(self) -> tuple[FunctionTool, ...]:
+        """The server's tools as cantata tools (open the `MCPTools` first)."""
+        if self._client is None:
+            raise UsageError(
+                f"the tools of MCP server {self.server!r} are not open; use "
+                "`async with MCPTools(...) as mcp:` and pass mcp.tools to the agent inside it"
+            )
+        return self._tools
+
+    def __iter__(self) -> Iterator[FunctionTool]:
+        return iter(self.tools)
+
+    def __repr__(self) -> str:
+        state = "open" if self._client is not None else "closed"
+        return f"MCPTools({self.server!r}, {state}, {len(self._tools)} tools)"
+
+    async def __aenter__(self) -> MCPTools:
+        if self._stack is not None:
+            raise UsageError(f"MCPTools for {self.server!r} is already open; open it once")
+        stack = AsyncExitStack()
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                client = await stack.enter_async_context(self._make_client())
+                listed = await _list_all(client)
+        except BaseException as exc:
+            await stack.aclose()
+            if isinstance(exc, TimeoutError):
+                raise ToolError(
+                    f"MCP server {self.server!r} did not start or list its tools within "
+                    f"{self._connect_timeout:g} s; check the command or URL, or raise "
+                    "connect_timeout"
+                ) from exc
+            if isinstance(exc, Exception) and not isinstance(exc, ConfigurationError):
+                raise ToolError(
+                    f"could not open MCP server {self.server!r}: {type(exc).__name__}: {exc}"
+                ) from exc
+            raise
+        try:
+            self._tools = self._make_tools(listed)
+        except BaseException:
+            await stack.aclose()
+            raise
+        self._stack, self._client, self._gone = stack, client, None
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the session and stop the server process (bounded by the SDK's own waits:
+        stdin closed, then terminate, then kill). Calls after this fail with a tool error."""
+        stack, self._stack, self._client = self._stack, None, None
+        self._gone = self._gone or "it was closed"
+        if stack is not None:
+            await stack.aclose()
+
+    def _make_client(self) -> Client:
+        try:
+            from mcp import Client, StdioServerParameters
+            from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
+        except ModuleNotFoundError as exc:  # pragma: no cover - the serve extra is missing
+            raise ConfigurationError(
+                f"MCPTools needs the `mcp` package ({exc}); install cantata[serve]"
+            ) from exc
+        if self._url is not None:
+            http = create_mcp_http_client(headers=self._headers) if self._headers else None
+            transport = streamable_http_client(self._url, http_client=http)
+            return Client(transport, read_timeout_seconds=self._call_timeout)
+        params = self._stdio
+        if not isinstance(params, StdioServerParameters):
+            command = list(params)  # type: ignore[arg-type]
+            params = StdioServerParameters(
+                command=command[0], args=command[1:], env=self._env, cwd=self._cwd
+            )
+        from mcp.client.stdio import stdio_client
+
+        transport = stdio_client(params, errlog=self._errlog or sys.stderr)
+        return Client(transport, read_timeout_seconds=self._call_timeout)
+
+    # -- the tools -------------------------------------------------------------------
+
+    def _make_tools(self, listed: list[Tool]) -> tuple[FunctionTool, ...]:
+        by_name = {t.name: t for t in listed}
+        for what, names in (("allow", self._allow), ("require_approval", self._approval)):
+            if isinstance(names, frozenset) and (missing := sorted(names - by_name.keys())):
+                raise ConfigurationError(
+                    f"MCPTools {what} names {', '.join(map(repr, missing))}, which MCP server "
+                    f"{self.server!r} does not have; its tools are: "
+                    f"{', '.join(map(repr, by_name)) or 'none'}"
+                )
+        out: dict[str, FunctionTool] = {}
+        for remote in listed:
+            if self._allow is not None and remote.name not in self._allow:
+                continue
+            made = self._make_tool(remote)
+            if made.name in out:
+                raise ConfigurationError(
+                    f"MCP server {self.server!r} has two tools that are both offered as "
+                    f"{made.name!r}; allow only one of them"
+                )
+            out[made.name] = made
+        return tuple(out.values())
+
+    def _make_tool(self, remote: Tool) -> FunctionTool:
+        name = self._prefix + _INVALID.sub("_", remote.name)
+        if len(name) > 64:
+            raise ConfigurationError(
+                f"the MCP tool {remote.name[:80]!r} of server {self.server!r} would be offered "
+                f"as {name[:80]!r}, longer than the 64 characters models accept; leave it out "
+                "with allow="
+            )
+        approval = self._approval is True or (
+            isinstance(self._approval, frozenset) and remote.name in self._approval
+        )
+        call = self._caller(remote.name, name)
+        try:
+            return FunctionTool(
+                name,
+                remote.description or remote.title or f"The MCP tool {remote.name!r}.",
+                func=call,
+                parameters=_object_schema(remote.input_schema),
+                approval_mode="always_require" if approval else "never_require",
+            )
+        except ConfigurationError as exc:
+            raise ConfigurationError(
+                f"the MCP tool {remote.name!r} of server {self.server!r} cannot be offered: "
+                f"{exc}; leave it out with allow="
+            ) from exc
+
+    def _caller(self, remote_name: str, name: str) -> Any:
+        async def call(_context: ToolContext, /, **arguments: Any) -> Any:
+            client = self._client
+            if client is None:
+                raise ToolError(
+                    f"MCP tool {name!r} cannot run: the connection to server {self.server!r} "
+                    f"is gone ({self._gone or 'it was never opened'})"
+                )
+            return _result_value(
+                name, self.server, await self._call(client, remote_name, name, arguments)
+            )
+
+        call.__name__ = name
+        return call
+
+    async def _call(
+        self, client: Client, remote_name: str, name: str, arguments: dict[str, Any]
+    ) -> CallToolResult:
+        from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+        try:
+            async with asyncio.timeout(
+                self._call_timeout + 1.0
+            ):  # the SDK's bound, with ours behind it
+                return await client.call_tool(remote_name, arguments)
+        except TimeoutError:
+            raise self._timed_out(name) from None
+        except MCPError as exc:
+            if exc.code == REQUEST_TIMEOUT:
+                raise self._timed_out(name) from None
+            if exc.code == CONNECTION_CLOSED:
+                self._gone = "the server closed the connection (it may have stopped)"
+                raise ToolError(
+                    f"MCP tool {name!r} failed: the connection to server {self.server!r} "
+                    "closed during the call (the server may have stopped); its tools cannot "
+                    "be used until it is opened again"
+                ) from exc
+            raise ToolError(
+                f"MCP server {self.server!r} refused the call of tool {name!r}: {exc.message}"
+            ) from exc
+        except (OSError, EOFError) as exc:
+            self._gone = f"{type(exc).__name__}: {exc}"
+            raise ToolError(
+                f"MCP tool {name!r} failed: server {self.server!r} cannot be reached "
+                f"({type(exc).__name__}: {exc})"
+            ) from exc
+
+    def _timed_out(self, name: str) -> ToolError:
+        return ToolError(
+            f"MCP tool {name!r} of server {self.server!r} did not answer within "
+            f"{self._call_timeout:g} s; try again later or with less to do"
+        )
+
+
+async def _list_all(client: Client) -> list[Tool]:
+    """Every tool, across pages (at most 100 pages: a server that pages forever ends)."""
+    tools: list[Tool] = []
+    cursor: str | None = None
+    for _ in range(100):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+    raise ToolError("the MCP server listed more than 100 pages of tools; allow fewer")
+
+
+def _result_value(name: str, server: str, result: CallToolResult) -> Any:
+    """What the model reads: the structured result when there is one, else the text (other
+    contents described by kind); an error result raises `ToolError` with its text."""
+    text = "\n".join(_content_text(c) for c in result.content)
+    if result.is_error:
+        raise ToolError(
+            f"MCP tool {name!r} of server {server!r} reported an error: {text or '(no text)'}"
+        )
+    if result.structured_content is not None:
+        return result.structured_content
+    return text
+
+
+def _content_text(content: Any) -> str:
+    kind = getattr(content, "type", "unknown")
+    if kind == "text":
+        return str(content.text)
+    if kind in ("image", "audio"):
+        return f"[{kind} {content.mime_type}, {len(content.data)} base64 characters]"
+    if kind == "resource_link":
+        return f"[resource {content.uri}]"
+    if kind == "resource":
+        inner = content.resource
+        text = getattr(inner, "text", None)
+        return str(text) if text is not None else f"[resource {inner.uri}]"
+    return f"[{kind} content]"
+
+
+def _object_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The server's input schema as a tool's parameters (an object schema, as models need)."""
+    out = dict(schema)
+    out.setdefault("type", "object")
+    out.setdefault("properties", {})
+    return out
+
+
+def _is_parameters(value: object) -> bool:
+    try:
+        from mcp import StdioServerParameters
+    except ModuleNotFoundError:  # pragma: no cover
+        return False
+    return isinstance(value, StdioServerParameters)
+
+
+def _is_command(value: object) -> bool:
+    return (
+        isinstance(value, list | tuple)
+        and len(value) > 0
+        and all(isinstance(part, str) and part for part in value)
+    )
+
+
+def _names(what: str, names: Iterable[str]) -> frozenset[str]:
+    listed = None if isinstance(names, str | bytes) else list(names)
+    if listed is None or not all(isinstance(n, str) for n in listed):
+        raise ConfigurationError(
+            f"MCPTools: {what} must be a list of tool names, got {short_repr(names)}"
+        )
+    return frozenset(listed)
+
+
+def _seconds(what: str, value: float) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigurationError(
+            f"MCPTools: {what} must be a positive finite number of seconds, got {value!r}"
+        )
+    return float(value)
