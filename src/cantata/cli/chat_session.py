@@ -122,6 +122,7 @@ class _LineReader:
         except (OSError, ValueError):  # not a file (a test's stdin): nothing to wait on
             return sys.stdin.buffer.readline()
         while b"\n" not in self._pending and not self._ended:
+            # waiting for the user has no bound by design; each select has one
             while not select.select([fd], [], [], 0.1)[0]:
                 pass
             piece = os.read(fd, 65536)
