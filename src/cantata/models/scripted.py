@@ -86,11 +86,12 @@ class ScriptedCall:
         key = id(body[0]) if body else 0
         previous, previous_body = recent.pop(key, (None, []))
         shared = _shared_prefix(previous_body, body) if previous is not None else 0
-        call = cls((), options, stream)
-        call._head = tuple(messages[:lead])
-        call._parent = previous if shared else None
-        call._shared = shared
-        call._tail = tuple(body[shared:])
+        call = cls(body[shared:], options, stream)
+        if lead:
+            call._head = tuple(messages[:lead])
+        if shared:
+            call._parent = previous
+            call._shared = shared
         if body:
             recent[key] = (call, body)  # the body holds body[0]: its id stays the key's
             while len(recent) > _RECENT:
@@ -250,7 +251,7 @@ class ScriptedChatClient:
             await asyncio.sleep(self.latency)
         if self._function is not None:
             turn = self._function(list(messages), options)
-            if inspect.isawaitable(turn):
+            if type(turn) is not str and inspect.isawaitable(turn):  # text: the usual answer
                 turn = await turn
         else:
             if self._position >= len(self._turns):
