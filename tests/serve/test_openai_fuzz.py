@@ -88,3 +88,13 @@ async def test_any_bytes_are_refused_with_a_typed_4xx(
 async def test_deeply_nested_bodies_are_refused(echo_url: str, depth: int, path: str) -> None:
     body = b'{"model": "echo", "messages": ' + b"[" * depth + b"]" * depth + b"}"
     await _check(echo_url, path, body)
+
+
+async def test_a_role_that_is_not_a_string_is_a_400(echo_url: str) -> None:
+    # found by the fuzz above: a list as a role was looked up in a dict (TypeError, a 500)
+    for path, key in (("/v1/chat/completions", "messages"), ("/v1/responses", "input")):
+        body = {"model": "echo", key: [{"role": ["user"], "content": "hi"}]}
+        await _check(echo_url, path, _raw(body))
+        async with httpx.AsyncClient(timeout=30) as http:
+            reply = await http.post(f"{echo_url}{path}", json=body)
+        assert reply.status_code == 400 and "role must be one of" in reply.text

@@ -168,7 +168,7 @@ def _chat_message(item: Any, where: str) -> Message:
             c.text for c in _contents(item.get("content"), where) if type(c) is TextContent
         )
         return Message("tool", [FunctionResultContent(call_id, result=text)])
-    if role not in _ROLES:
+    if type(role) is not str or role not in _ROLES:
         raise RequestError(
             f"{where}.role must be one of system, developer, user, assistant, tool; got "
             f"{short_repr(role)}",
@@ -266,7 +266,7 @@ def _input_item(item: Any, where: str) -> Message:
             param=f"{where}.type",
         )
     role = item.get("role")
-    if role not in _ROLES:
+    if type(role) is not str or role not in _ROLES:
         raise RequestError(
             f"{where}.role must be one of system, developer, user, assistant; got "
             f"{short_repr(role)}",
