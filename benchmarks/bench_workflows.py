@@ -25,6 +25,7 @@ at class creation, and its classes are defined inside a function.
 import asyncio
 import gc
 import operator
+import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -310,22 +311,23 @@ async def _lg_batch(graph: Any, state: dict[str, Any], key: str, expected: int, 
 
 
 async def _interleaved(batches: dict[str, Batch], rounds: int) -> dict[str, float]:
-    """Runs per second of each contender, best of `rounds`, taken in turns.
+    """Runs per second of each contender, the median of `rounds`, taken in turns.
 
     The machine is shared and its load changes by the second; timing the contenders one
     round each in turn (rather than all of one, then all of the next) exposes them all to
-    the same conditions. A full run takes the best of 15 rounds: with 7, the best figure of
-    one contender still varied by a third from run to run on the loaded 2-core machine.
+    the same conditions. The median, not the best: on the loaded 2-core machine the best
+    of a few rounds is an extreme value, and one contender now and then hits a quiet moment
+    the others do not (a peer once measured 2.5 times its usual figure in one run of five).
     """
-    best: dict[str, float] = dict.fromkeys(batches, 0.0)
+    rates: dict[str, list[float]] = {name: [] for name in batches}
     for _ in range(rounds):
         for name, (batch, work) in batches.items():
             gc.collect()
             start = time.perf_counter()
             await batch()
-            best[name] = max(best[name], work / (time.perf_counter() - start))
+            rates[name].append(work / (time.perf_counter() - start))
             await asyncio.sleep(0)
-    return best
+    return {name: statistics.median(got) for name, got in rates.items()}
 
 
 # -- checkpoint cost -------------------------------------------------------------------
