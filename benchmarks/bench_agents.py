@@ -175,6 +175,21 @@ async def _peer_turns(turns: int) -> list[float]:
     return times
 
 
+async def _plain_turn_cpu(turns: int) -> float:
+    """CPU seconds per turn of an agent whose model answers in text at once, as a group
+    chat's participant does: the history reaches the thread first, the run adds nothing."""
+    agent = ChatAgent(ScriptedChatClient(lambda m, o: "ok"), name="a1", description="agent 1")
+    thread = agent.create_thread()
+    gc.collect()
+    start = time.process_time()
+    for i in range(turns):
+        await thread.on_new_message(Message("user", f"turn {i}", author_name="a0"))
+        response = await agent.run(thread=thread)
+        if response.text != "ok":
+            raise RuntimeError(f"unexpected answer {response.text!r}")
+    return (time.process_time() - start) / turns
+
+
 # --- thread round trip -------------------------------------------------------------------
 
 
@@ -266,7 +281,8 @@ async def _interleaved_best(fns: list[Callable[[], Awaitable[None]]], repeat: in
 
 async def collect(quick: bool) -> list[Row]:
     """Rows: turns per second (300 turns, one tool call each), per-turn growth, round trips
-    of a 10,000-message thread, and the same turns on a SQLite thread (ours only)."""
+    of a 10,000-message thread, turns without tools (CPU time per turn) and the same turns
+    on a SQLite thread (ours only)."""
     turns = 100 if quick else 300
     size = 2_000 if quick else 10_000
     version = peer_version(PEER)
@@ -333,6 +349,19 @@ async def collect(quick: bool) -> list[Row]:
             **peer,
             goal=">= 5x",
             note="CPU time; peer: AgentSession.to_dict -> json -> AgentSession.from_dict",
+        )
+    )
+
+    plain = min([await _plain_turn_cpu(turns) for _ in range(3 if quick else 5)])
+    rows.append(
+        Row(
+            f"agent turn answered in text, no tools ({turns} turns, one thread)",
+            "us/turn",
+            1e6 * plain,
+            higher_is_better=False,
+            goal="<= 25 us",
+            note="CPU time, best of the runs: the turn a group chat's participant takes "
+            "(issue 10's round robin), without the team around it",
         )
     )
 
