@@ -21,13 +21,14 @@ import asyncio
 import math
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..core import ConfigurationError, ToolError, UsageError, short_repr
 from .context import ToolContext
+from .mcp_connection import MCPConnection
 from .tool import FunctionTool
 
 if TYPE_CHECKING:
@@ -105,8 +106,7 @@ class MCPTools:
         self._connect_timeout = _seconds("connect_timeout", connect_timeout)
         self._call_timeout = _seconds("call_timeout", call_timeout)
         self._errlog = errlog
-        self._client: Client | None = None
-        self._stack: AsyncExitStack | None = None
+        self._connection: MCPConnection | None = None
         self._tools: tuple[FunctionTool, ...] = ()
         self._gone: str | None = None
 
@@ -125,7 +125,7 @@ class MCPTools:
     @property
     def tools(self) -> tuple[FunctionTool, ...]:
         """The server's tools as cantata tools (open the `MCPTools` first)."""
-        if self._client is None:
+        if self._connection is None:
             raise UsageError(
                 f"the tools of MCP server {self.server!r} are not open; use "
                 "`async with MCPTools(...) as mcp:` and pass mcp.tools to the agent inside it"
@@ -136,36 +136,35 @@ class MCPTools:
         return iter(self.tools)
 
     def __repr__(self) -> str:
-        state = "open" if self._client is not None else "closed"
+        state = "open" if self._connection is not None else "closed"
         return f"MCPTools({self.server!r}, {state}, {len(self._tools)} tools)"
 
     async def __aenter__(self) -> MCPTools:
-        if self._stack is not None:
+        if self._connection is not None:
             raise UsageError(f"MCPTools for {self.server!r} is already open; open it once")
-        stack = AsyncExitStack()
+        connection = MCPConnection(self._make_client)
         try:
-            async with asyncio.timeout(self._connect_timeout):
-                client = await stack.enter_async_context(self._make_client())
-                listed = await _list_all(client)
-        except BaseException as exc:
-            await stack.aclose()
-            if isinstance(exc, TimeoutError):
-                raise ToolError(
-                    f"MCP server {self.server!r} did not start or list its tools within "
-                    f"{self._connect_timeout:g} s; check the command or URL, or raise "
-                    "connect_timeout"
-                ) from exc
-            if isinstance(exc, Exception) and not isinstance(exc, ConfigurationError):
-                raise ToolError(
-                    f"could not open MCP server {self.server!r}: {type(exc).__name__}: {exc}"
-                ) from exc
+            listed = await connection.open(self._connect_timeout)
+        except TimeoutError as exc:
+            raise ToolError(
+                f"MCP server {self.server!r} did not start or list its tools within "
+                f"{self._connect_timeout:g} s; check the command or URL, or raise "
+                "connect_timeout"
+            ) from exc
+        except ConfigurationError:
             raise
+        except Exception as exc:
+            cause = _leaf(exc)
+            raise ToolError(
+                f"could not open MCP server {self.server!r}: {type(cause).__name__}: "
+                f"{cause}; check that it starts (or answers) and speaks MCP"
+            ) from exc
         try:
             self._tools = self._make_tools(listed)
         except BaseException:
-            await stack.aclose()
+            await connection.close()
             raise
-        self._stack, self._client, self._gone = stack, client, None
+        self._connection, self._gone = connection, None
         return self
 
     async def __aexit__(
@@ -177,16 +176,18 @@ class MCPTools:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the session and stop the server process (bounded by the SDK's own waits:
-        stdin closed, then terminate, then kill). Calls after this fail with a tool error."""
-        stack, self._stack, self._client = self._stack, None, None
+        """Close the session and stop the server process (bounded: the SDK closes stdin,
+        then terminates, then kills). Calls after this fail with a tool error."""
+        connection, self._connection = self._connection, None
         self._gone = self._gone or "it was closed"
-        if stack is not None:
-            await stack.aclose()
+        if connection is not None:
+            await connection.close()
 
-    def _make_client(self) -> Client:
+    @asynccontextmanager
+    async def _make_client(self) -> AsyncIterator[Client]:
         try:
             from mcp import Client, StdioServerParameters
+            from mcp.client.stdio import stdio_client
             from mcp.client.streamable_http import streamable_http_client
             from mcp.shared._httpx_utils import create_mcp_http_client
         except ModuleNotFoundError as exc:  # pragma: no cover - the serve extra is missing
@@ -194,19 +195,20 @@ class MCPTools:
                 f"MCPTools needs the `mcp` package ({exc}); install cantata[serve]"
             ) from exc
         if self._url is not None:
-            http = create_mcp_http_client(headers=self._headers) if self._headers else None
-            transport = streamable_http_client(self._url, http_client=http)
-            return Client(transport, read_timeout_seconds=self._call_timeout)
+            async with create_mcp_http_client(headers=self._headers) as http:
+                transport = streamable_http_client(self._url, http_client=http)
+                async with Client(transport, read_timeout_seconds=self._call_timeout) as client:
+                    yield client
+            return
         params = self._stdio
         if not isinstance(params, StdioServerParameters):
             command = list(params)  # type: ignore[arg-type]
             params = StdioServerParameters(
                 command=command[0], args=command[1:], env=self._env, cwd=self._cwd
             )
-        from mcp.client.stdio import stdio_client
-
         transport = stdio_client(params, errlog=self._errlog or sys.stderr)
-        return Client(transport, read_timeout_seconds=self._call_timeout)
+        async with Client(transport, read_timeout_seconds=self._call_timeout) as client:
+            yield client
 
     # -- the tools -------------------------------------------------------------------
 
@@ -260,7 +262,7 @@ class MCPTools:
 
     def _caller(self, remote_name: str, name: str) -> Any:
         async def call(_context: ToolContext, /, **arguments: Any) -> Any:
-            client = self._client
+            client = self._connection.client if self._connection is not None else None
             if client is None:
                 raise ToolError(
                     f"MCP tool {name!r} cannot run: the connection to server {self.server!r} "
@@ -313,17 +315,11 @@ class MCPTools:
         )
 
 
-async def _list_all(client: Client) -> list[Tool]:
-    """Every tool, across pages (at most 100 pages: a server that pages forever ends)."""
-    tools: list[Tool] = []
-    cursor: str | None = None
-    for _ in range(100):
-        page = await client.list_tools(cursor=cursor)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            return tools
-    raise ToolError("the MCP server listed more than 100 pages of tools; allow fewer")
+def _leaf(exc: BaseException) -> BaseException:
+    """The first error inside nested exception groups (the SDK's task groups wrap them)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _result_value(name: str, server: str, result: CallToolResult) -> Any:
