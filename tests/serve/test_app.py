@@ -285,3 +285,45 @@ async def test_a_stream_past_the_time_limit_ends_with_an_error_event() -> None:
                 seen.append(chunk.choices[0].delta.content or "")
         assert "".join(seen) == "first words"
         assert slow.cancelled.is_set()
+
+
+async def test_providers_add_routes_and_lifespans_and_keep_the_guards() -> None:
+    from contextlib import asynccontextmanager
+
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    from cantata.serve import Contribution, ServeContext, default_providers
+
+    events: list[str] = []
+
+    @asynccontextmanager
+    async def lifespan() -> AsyncIterator[None]:
+        events.append("start")
+        yield
+        events.append("stop")
+
+    def contribute(ctx: ServeContext) -> Contribution:
+        async def names(request: Request) -> Response:
+            assert request.app.state.cantata is ctx
+            return JSONResponse({"served": list(ctx.served), "kinds": ctx.served["echo"].kind})
+
+        return Contribution(routes=[Route("/extra/names", names)], lifespan=lifespan)
+
+    providers = [*default_providers(), contribute]
+    async with (
+        MemoryStore() as store,
+        serving(echo_agent(), store=store, token="t", providers=providers) as url,
+        httpx.AsyncClient(timeout=WAIT, headers={"Authorization": "Bearer t"}) as http,
+    ):
+        assert events == ["start"]
+        reply = await http.get(f"{url}/extra/names")
+        assert reply.json() == {"served": ["echo"], "kinds": "agent"}
+        assert (await http.get(f"{url}/v1/models")).status_code == 200
+        assert (
+            await http.get(f"{url}/extra/names", headers={"Authorization": ""})
+        ).status_code == 401
+    assert events == ["start", "stop"]
+    async with serving(echo_agent(), providers=[contribute]) as url, httpx.AsyncClient() as http:
+        assert (await http.get(f"{url}/v1/models")).status_code == 404  # only what was given
