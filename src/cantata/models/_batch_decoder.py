@@ -13,7 +13,9 @@ cache the summation order changes and greedy answers can flip); and attention co
 the sequence's own context costs, not that of every cached conversation. A finished slot
 keeps its tokens, and a new request takes the free slot whose cache shares the longest
 prefix with its prompt, so a conversation that grows turn by turn evaluates only its new
-tokens.
+tokens. (llama.cpp's CPU kernels round differently for a whole prompt and for its last few
+tokens, so an answer can differ in rare near-ties between a cold and a warm cache, exactly
+as with raw llama-cpp-python's own prompt cache.)
 """
 
 from __future__ import annotations
