@@ -1,0 +1,519 @@
+"""`A2AAgent`: an agent that lives on an A2A server (``cantata serve``, or any A2A agent).
+
+Its thread, `A2AThread`, is a service thread whose id is the A2A context id: the server
+keeps the conversation, and each turn sends only the new messages in one A2A message
+on that context. A thread made here also remembers the turns it took part in, so
+`get_messages` works until it is serialized; restored, its history is on the server.
+Messages written to the thread outside a run (a team's broadcast, a workflow's history)
+wait on the thread and go with the next run, each as its own user message (the parts
+of one A2A message carry ``{"cantata": {"message": i, "author": name}}`` metadata, which
+a cantata server reads to split them again; other servers see one message).
+
+What travels: text, and binary data or links (`DataContent`, as raw or URL parts). Tool
+calls and results of the local side are its own business and stay here. Anything else
+(approvals, usage) cannot be carried and is refused with `InvalidMessageError`, and the
+server cannot delete a context, so `delete()` of a thread that reached the server raises
+`ThreadError` (use `forget()` to drop it here).
+
+Serialized threads (schema 1, kind ``"a2a"``) add ``pending`` (a list of messages).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
+
+from ..core import (
+    CancellationToken,
+    CancelledError,
+    ConfigurationError,
+    Content,
+    DataContent,
+    FunctionCallContent,
+    FunctionResultContent,
+    InvalidMessageError,
+    Message,
+    ModelError,
+    SerializationError,
+    TextContent,
+    ThreadError,
+    TimeoutError,
+    UsageContent,
+    from_json,
+    new_id,
+    to_json,
+)
+from ..models import ChatOptions
+from .agent import AGENT_ID_KEY, Agent, AgentInput, IntermediateCallback
+from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
+from .run_options import ChatOptionKeywords
+from .thread import ServiceThread, load_thread_data
+
+if TYPE_CHECKING:
+    import httpx
+    from a2a.client import Client
+    from a2a.types.a2a_pb2 import Message as A2AMessage
+    from a2a.types.a2a_pb2 import Part, StreamResponse, Task
+
+__all__ = ["A2AAgent", "A2AThread", "a2a_parts", "cantata_messages"]
+
+T = TypeVar("T")
+_DEFAULT_TIMEOUT = 300.0
+_META = "cantata"
+_LOCAL_ONLY = (FunctionCallContent, FunctionResultContent, UsageContent)
+
+
+# -- messages on the wire ---------------------------------------------------------------
+
+
+def a2a_parts(message: Message, *, index: int | None = None) -> list[Part]:
+    """The A2A parts of a cantata message (text, raw data, URLs); tool traffic stays
+    local, any other content is refused."""
+    from a2a.types.a2a_pb2 import Part
+
+    meta: dict[str, Any] | None = None
+    if index is not None:
+        meta = {_META: {"message": index, "author": message.author_name or ""}}
+    parts = []
+    for c in message.contents:
+        if type(c) is TextContent:
+            if c.text:
+                parts.append(Part(text=c.text, metadata=meta))
+        elif type(c) is DataContent:
+            if c.data is not None:
+                parts.append(Part(raw=c.data, media_type=c.media_type, metadata=meta))
+            else:
+                parts.append(Part(url=c.uri, media_type=c.media_type, metadata=meta))
+        elif not isinstance(c, _LOCAL_ONLY):
+            raise InvalidMessageError(
+                f"a message of {message.author_name or message.role!r} holds "
+                f"{type(c).__name__}, which A2A cannot carry; send text or DataContent"
+            )
+    return parts
+
+
+def cantata_messages(message: A2AMessage) -> list[Message]:
+    """The user messages of one A2A message: one per ``cantata.message`` index its parts
+    carry, or one for all parts (any other client)."""
+    from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+
+    groups: dict[int, tuple[str | None, list[Content]]] = {}
+    for part in message.parts:
+        index, author = 0, None
+        if part.HasField("metadata"):
+            tag = MessageToDict(part.metadata).get(_META)
+            number = tag.get("message") if type(tag) is dict else None
+            if isinstance(number, int | float) and math.isfinite(number):
+                index = int(number)
+                author = str(tag.get("author") or "") or None
+        content = _content(part)
+        if content is not None:
+            groups.setdefault(index, (author, []))[1].append(content)
+    return [
+        Message("user", contents, author_name=author)
+        for _, (author, contents) in sorted(groups.items())
+        if contents
+    ]
+
+
+def _content(part: Part) -> Content | None:
+    from google.protobuf.json_format import MessageToJson
+
+    if part.HasField("text"):
+        return TextContent(part.text) if part.text else None
+    if part.HasField("raw"):
+        return DataContent(part.media_type or "application/octet-stream", data=part.raw)
+    if part.HasField("url"):
+        return DataContent(part.media_type or "application/octet-stream", uri=part.url)
+    if part.HasField("data"):  # structured data: the model reads it as JSON text
+        return TextContent(MessageToJson(part.data, indent=None))
+    return None
+
+
+def _text(parts: Iterable[Part]) -> str:
+    return "".join(p.text for p in parts if p.HasField("text"))
+
+
+# -- the thread ------------------------------------------------------------------------
+
+
+class A2AThread(ServiceThread):
+    """A conversation on an A2A server, known here by its context id."""
+
+    kind = "a2a"
+
+    def __init__(
+        self,
+        *,
+        id: str | None = None,
+        pending: list[Message] | None = None,
+        history: list[Message] | None = None,
+    ) -> None:
+        super().__init__(id=id)
+        # None: the history is on the server only (a thread restored from its id)
+        self._history: list[Message] | None = list(history or []) if id is None else history
+        self._pending: list[Message] = list(pending or [])
+
+    async def _create(self) -> None:
+        pass  # the server makes the context with the first message
+
+    async def _create_on_service(self) -> str:  # never called: see _create
+        raise ThreadError("an A2A context is created by its first message")
+
+    async def _delete_on_service(self, thread_id: str) -> None:
+        raise ThreadError(
+            f"A2A has no way to delete context {thread_id!r}: it stays on the server with "
+            "its tasks. Call `thread.forget()` to stop using it here"
+        )
+
+    def forget(self) -> None:
+        """Drop this thread here (the server keeps the context); it cannot be used again."""
+        self._state = "deleted"
+
+    async def _on_new_messages(self, messages: list[Message]) -> None:
+        for m in messages:
+            a2a_parts(m)  # refuse now what could never be sent
+        self._pending.extend(messages)  # sent with the next run
+
+    async def _get_messages(self) -> list[Message]:
+        if self._history is None:
+            raise ThreadError(
+                f"thread {self._id!r} was restored from its A2A context id: its history is "
+                "on the A2A server (its tasks); read it there, or keep your own copy"
+            )
+        return [*self._history, *self._pending]
+
+    async def _serialize(self) -> dict[str, Any]:
+        return {"pending": [to_json(m) for m in self._pending]}
+
+    @classmethod
+    async def deserialize(cls, data: Any, **kwargs: Any) -> A2AThread:
+        """Rebuild from `serialize` data."""
+        fields = load_thread_data(data, cls.kind)
+        thread_id = fields["id"]
+        if thread_id is not None and (type(thread_id) is not str or not thread_id):
+            raise SerializationError("a serialized A2A thread's 'id' must be a string")
+        pending = fields.get("pending")
+        if type(pending) is not list:
+            raise SerializationError("a serialized A2A thread needs a list 'pending'")
+        messages = [from_json(v) for v in pending]
+        if any(type(m) is not Message for m in messages):
+            raise SerializationError("'pending' of a serialized A2A thread must be messages")
+        thread = cls(id=thread_id, pending=messages, **kwargs)
+        thread._state = fields["state"] if thread_id is not None else "new"
+        return thread
+
+
+# -- the agent -------------------------------------------------------------------------
+
+
+class A2AAgent(Agent):
+    """A remote agent reached over A2A; usable wherever an agent is.
+
+    `url` is the agent's base URL: its card is read from
+    ``<url>/.well-known/agent-card.json`` (for ``cantata serve``:
+    ``http://host:port/a2a/<name>``). `token` is sent as a bearer token (the server's
+    ``--token``). `httpx_client` (yours to close) replaces the client the agent makes.
+    """
+
+    thread_type = A2AThread
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str | None = None,
+        description: str = "",
+        token: str | None = None,
+        timeout: float = _DEFAULT_TIMEOUT,
+        httpx_client: httpx.AsyncClient | None = None,
+        id: str | None = None,
+    ) -> None:
+        if type(url) is not str or not url.startswith(("http://", "https://")):
+            raise ConfigurationError(
+                f"A2AAgent needs the agent's http(s) base URL, got {url!r:.80}"
+            )
+        if not timeout > 0:
+            raise ConfigurationError(f"A2AAgent timeout must be positive, got {timeout!r}")
+        super().__init__(name=name or _name_from(url), description=description, id=id)
+        self.url = url.rstrip("/")
+        self._token = token
+        self._timeout = timeout
+        self._http = httpx_client
+        self._owns_http = httpx_client is None
+        self._clients: dict[bool, Client] = {}
+        self._connecting: asyncio.Lock | None = None
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this agent made it."""
+        clients, self._clients = self._clients, {}
+        for client in clients.values():
+            await client.close()
+        if self._owns_http and self._http is not None:
+            http, self._http = self._http, None
+            await http.aclose()
+
+    def create_thread(self) -> A2AThread:
+        return A2AThread()
+
+    async def deserialize_thread(self, data: Any) -> A2AThread:
+        return await A2AThread.deserialize(data)
+
+    async def _client(self, streaming: bool) -> Client:
+        """The SDK client (made on first use, from the agent's card)."""
+        if streaming in self._clients:
+            return self._clients[streaming]
+        if self._connecting is None:
+            self._connecting = asyncio.Lock()
+        async with self._connecting:
+            if streaming not in self._clients:
+                await self._connect()
+        return self._clients[streaming]
+
+    async def _connect(self) -> None:
+        import httpx
+        from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+
+        if self._http is None:
+            headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
+            self._http = httpx.AsyncClient(timeout=self._timeout, headers=headers)
+        card = await _call(self, A2ACardResolver(self._http, self.url).get_agent_card())
+        for streaming in (False, True):
+            config = ClientConfig(streaming=streaming, httpx_client=self._http)
+            try:
+                self._clients[streaming] = ClientFactory(config).create(card)
+            except ValueError as exc:
+                raise ModelError(
+                    f"the A2A agent at {self.url} offers no transport this client speaks "
+                    f"({exc}); it needs a JSON-RPC interface"
+                ) from None
+
+    # -- one turn ----------------------------------------------------------------------
+
+    def _request(self, thread: A2AThread, incoming: list[Message]) -> Any:
+        from a2a.types.a2a_pb2 import Message as A2AMessage
+        from a2a.types.a2a_pb2 import Role, SendMessageRequest
+
+        outgoing = [m for m in [*thread._pending, *incoming] if not self._said_it(m)]
+        several = len(outgoing) > 1
+        parts = [
+            p for i, m in enumerate(outgoing) for p in a2a_parts(m, index=i if several else None)
+        ]
+        if not parts:
+            raise ThreadError(
+                f"agent `{self.name}`: nothing to send (the run has no text or data input); "
+                "pass a message"
+            )
+        message = A2AMessage(
+            role=Role.ROLE_USER, message_id=new_id(), parts=parts, context_id=thread.id or ""
+        )
+        return SendMessageRequest(message=message)
+
+    def _said_it(self, message: Message) -> bool:
+        """An answer of this agent is on the server already."""
+        return message.role == "assistant" and message.author_name == self.name
+
+    def _finish(
+        self, thread: A2AThread, incoming: list[Message], task: Task, message_id: str
+    ) -> AgentResponse:
+        from a2a.types.a2a_pb2 import TaskState
+
+        state = task.status.state
+        text = _text(task.status.message.parts) if task.status.HasField("message") else ""
+        if state != TaskState.TASK_STATE_COMPLETED:
+            label = TaskState.Name(state).removeprefix("TASK_STATE_").lower()
+            raise ModelError(
+                f"the A2A agent at {self.url} ended task {task.id!r} as {label}"
+                f"{': ' + text if text else ''}"
+            )
+        if not text:
+            text = "".join(_text(a.parts) for a in task.artifacts)
+        answer = Message(
+            "assistant",
+            text,
+            author_name=self.name,
+            message_id=message_id,
+            metadata={AGENT_ID_KEY: self.id},
+        )
+        if thread._history is not None:
+            thread._history.extend([*thread._pending, *incoming, answer])
+        thread._set_id(task.context_id)
+        thread._pending = []
+        return AgentResponse(
+            [answer], thread=thread, agent_id=self.id, finish_reason="stop", response_id=task.id
+        )
+
+    async def run(
+        self,
+        messages: AgentInput = None,
+        *,
+        thread: Any = None,
+        on_intermediate: IntermediateCallback | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        options: ChatOptions | None = None,
+        tools: Iterable[Any] | None = None,
+        tool_kwargs: Mapping[str, Any] | None = None,
+        instructions_override: str | None = None,
+        cancellation_token: CancellationToken | None = None,
+        **chat_options: Unpack[ChatOptionKeywords],
+    ) -> AgentResponse:
+        """One turn on the server (``SendMessage``): sends what is new on the context."""
+        used = self._checked(thread, chat_options, instructions_override)
+        incoming = self._incoming(messages)
+        request = self._request(used, incoming)
+        client = await _bounded(lambda: self._client(False), cancellation_token)
+
+        async def send() -> Task:
+            async for event in client.send_message(request):
+                if event.HasField("task"):
+                    return event.task
+                if event.HasField("message"):
+                    return _as_task(event.message, used.id)
+            raise ModelError(f"the A2A agent at {self.url} answered nothing")
+
+        task = await _bounded(lambda: _call(self, send()), cancellation_token)
+        return self._finish(used, incoming, task, new_id())
+
+    def run_stream(
+        self,
+        messages: AgentInput = None,
+        *,
+        thread: Any = None,
+        on_intermediate: IntermediateCallback | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        options: ChatOptions | None = None,
+        tools: Iterable[Any] | None = None,
+        tool_kwargs: Mapping[str, Any] | None = None,
+        instructions_override: str | None = None,
+        cancellation_token: CancellationToken | None = None,
+        **chat_options: Unpack[ChatOptionKeywords],
+    ) -> AgentResponseStream:
+        """One turn on the server (``SendStreamingMessage``), the answer's text streamed
+        as the server's artifact chunks arrive."""
+        final: list[AgentResponse] = []
+
+        async def updates() -> AsyncIterator[AgentResponseUpdate]:
+            used = self._checked(thread, chat_options, instructions_override)
+            incoming = self._incoming(messages)
+            request = self._request(used, incoming)
+            client = await _bounded(lambda: self._client(True), cancellation_token)
+            message_id = new_id()
+            task: Task | None = None
+            async for event in _guarded(self, client.send_message(request), cancellation_token):
+                if event.HasField("artifact_update"):
+                    piece = _text(event.artifact_update.artifact.parts)
+                    if piece:
+                        yield AgentResponseUpdate(
+                            [TextContent(piece)],
+                            author_name=self.name,
+                            message_id=message_id,
+                            agent_id=self.id,
+                        )
+                elif event.HasField("task"):
+                    task = event.task
+                elif event.HasField("status_update"):
+                    task = _updated(task, event.status_update)
+                elif event.HasField("message"):
+                    task = _as_task(event.message, used.id)
+            if task is None:
+                raise ModelError(f"the A2A stream of {self.url} ended without a task")
+            final.append(self._finish(used, incoming, task, message_id))
+
+        return AgentResponseStream(updates(), lambda: final[-1])
+
+    def _checked(
+        self, thread: Any, chat_options: Mapping[str, Any], override: str | None
+    ) -> A2AThread:
+        if chat_options or override is not None:
+            raise ConfigurationError(
+                f"agent `{self.name}` runs on an A2A server, which takes no chat options nor "
+                f"instructions_override (got {sorted(chat_options) or ['instructions_override']})"
+                "; set them on the served agent"
+            )
+        used = self._thread_for_run(thread)
+        assert isinstance(used, A2AThread)  # checked by _thread_for_run
+        return used
+
+
+def _name_from(url: str) -> str:
+    tail = url.rstrip("/").rsplit("/", 1)[-1]
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", tail)[:64]
+    return name if name and "." not in tail and ":" not in tail else "a2a_agent"
+
+
+def _as_task(message: A2AMessage, context_id: str | None) -> Task:
+    """A message-only answer (other A2A servers) read as a completed task."""
+    from a2a.types.a2a_pb2 import Task, TaskState, TaskStatus
+
+    return Task(
+        id=message.task_id or new_id(),
+        context_id=message.context_id or context_id or "",
+        status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED, message=message),
+    )
+
+
+def _updated(task: Task | None, update: Any) -> Task:
+    from a2a.types.a2a_pb2 import Task
+
+    out = Task()
+    if task is not None:
+        out.CopyFrom(task)
+    out.id, out.context_id = update.task_id, update.context_id
+    out.status.CopyFrom(update.status)
+    return out
+
+
+async def _call(agent: A2AAgent, request: Awaitable[T]) -> T:
+    """The request, its failures as cantata errors naming the agent and its URL."""
+    from a2a.client import A2AClientTimeoutError, AgentCardResolutionError
+    from a2a.utils.errors import A2AError
+
+    try:
+        return await request
+    except A2AClientTimeoutError:
+        raise TimeoutError(
+            f"the A2A agent at {agent.url} did not answer within {agent._timeout:g} s "
+            f"(agent `{agent.name}`); raise timeout= or check the server"
+        ) from None
+    except AgentCardResolutionError as exc:
+        raise ModelError(
+            f"cannot read the agent card of `{agent.name}` at {agent.url}: {exc}; check the "
+            "URL (for cantata serve: http://host:port/a2a/<name>) and that the server runs"
+        ) from None
+    except A2AError as exc:
+        raise ModelError(
+            f"the A2A agent at {agent.url} failed the run of `{agent.name}`: {exc}"
+        ) from None
+
+
+async def _bounded(work: Callable[[], Awaitable[T]], token: CancellationToken | None) -> T:
+    """`work()`, cancelled when `token` is (a cantata CancelledError then)."""
+    if token is None:
+        return await work()
+    token.raise_if_cancelled()
+    task = asyncio.ensure_future(work())
+    token.link_future(task)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if token.is_cancelled:
+            raise CancelledError("the run was cancelled through its CancellationToken") from None
+        raise
+
+
+async def _guarded(
+    agent: A2AAgent, events: AsyncIterator[StreamResponse], token: CancellationToken | None
+) -> AsyncIterator[StreamResponse]:
+    """The stream's events, each bounded by the token, failures as cantata errors."""
+    try:
+        while True:
+            try:
+                event = await _bounded(lambda: _call(agent, anext(events)), token)
+            except StopAsyncIteration:
+                return
+            yield event
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]

@@ -1,0 +1,137 @@
+"""The A2A endpoints of `cantata serve`: each served agent, workflow or team is an A2A agent.
+
+For a served entry named ``echo``:
+
+- ``GET /a2a/echo/.well-known/agent-card.json``: its agent card (the URL inside is built
+  from the request's host, so the card is right behind any address the server is
+  reached at);
+- ``POST /a2a/echo``: JSON-RPC, protocol 1.0 (``SendMessage``, ``SendStreamingMessage``,
+  ``GetTask``, ``ListTasks``, ``CancelTask``) and 0.3 (``message/send``,
+  ``message/stream``, ``tasks/get``, ``tasks/cancel``), on the a2a-sdk's request handler.
+
+``GET /.well-known/agent-card.json`` is the card of the one served entry when there is
+only one. Tasks live in the server's store (``a2a:task:``), and each context's thread too
+(``a2a:ctx:``), so both survive a restart on a durable store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.server.routes import create_jsonrpc_routes
+from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
+from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from .a2a_executor import ServedAgentExecutor
+from .a2a_tasks import StoreTaskStore
+from .app import Contribution, ServeContext
+from .errors import RequestError, error_body
+from .served import Served
+
+__all__ = ["A2A_PATH", "CARD_PATH", "agent_card", "contribute"]
+
+A2A_PATH = "/a2a"
+"""Each served entry's A2A endpoint is ``/a2a/<name>``."""
+CARD_PATH = "/.well-known/agent-card.json"
+_Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def agent_card(entry: Served, url: str) -> AgentCard:
+    """The A2A card of a served entry whose JSON-RPC endpoint is `url`."""
+    description = entry.description or f"cantata {entry.kind} {entry.name}"
+    return AgentCard(
+        name=entry.name,
+        description=description,
+        version=_version(),
+        supported_interfaces=[
+            AgentInterface(
+                url=url,
+                protocol_binding=TransportProtocol.JSONRPC.value,
+                protocol_version=v,
+            )
+            for v in (PROTOCOL_VERSION_1_0, PROTOCOL_VERSION_0_3)
+        ],
+        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[
+            AgentSkill(
+                id=entry.name,
+                name=entry.name,
+                description=description,
+                tags=[entry.kind],
+                examples=[],
+            )
+        ],
+    )
+
+
+def contribute(ctx: ServeContext) -> Contribution:
+    """The card and JSON-RPC routes of every served entry, and the handlers' shutdown."""
+    tasks = StoreTaskStore(ctx.store)
+    handlers = []
+    routes: list[BaseRoute] = []
+    for name, entry in ctx.served.items():
+        path = f"{A2A_PATH}/{name}"
+        handler = DefaultRequestHandler(
+            agent_executor=ServedAgentExecutor(
+                entry, ctx.store, timeout=ctx.limits.request_timeout
+            ),
+            task_store=tasks,
+            agent_card=agent_card(entry, path),
+        )
+        handlers.append(handler)
+        routes.extend(create_jsonrpc_routes(handler, path, enable_v0_3_compat=True))
+        routes.append(Route(path + CARD_PATH, _card_endpoint(entry, path), methods=["GET"]))
+    routes.append(Route(CARD_PATH, _root_card(ctx), methods=["GET"]))
+
+    @asynccontextmanager
+    async def lifespan() -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            for handler in handlers:
+                await handler.aclose()
+
+    return Contribution(routes=routes, lifespan=lifespan)
+
+
+def _card_endpoint(entry: Served, path: str) -> _Endpoint:
+    async def card(request: Request) -> Response:
+        base = str(request.base_url).rstrip("/")
+        return JSONResponse(agent_card_to_dict(agent_card(entry, base + path)))
+
+    return card
+
+
+def _root_card(ctx: ServeContext) -> _Endpoint:
+    async def card(request: Request) -> Response:
+        if len(ctx.served) == 1:
+            (entry,) = ctx.served.values()
+            base = str(request.base_url).rstrip("/")
+            return JSONResponse(
+                agent_card_to_dict(agent_card(entry, f"{base}{A2A_PATH}/{entry.name}"))
+            )
+        names = ", ".join(f"{A2A_PATH}/{n}" for n in list(ctx.served)[:20])
+        err = RequestError(
+            f"this server serves {len(ctx.served)} agents; read the card of one at "
+            f"<its URL>{CARD_PATH}, one of: {names}",
+            status=404,
+        )
+        return JSONResponse(error_body(err), status_code=404)
+
+    return card
+
+
+def _version() -> str:
+    try:
+        return version("cantata")
+    except PackageNotFoundError:  # a source tree without an install
+        return "0"
