@@ -35,6 +35,7 @@ from cantata.teams.handoff import USER, Handoff, handoff_of
 from cantata.teams.routing_eval import LabelledTask, RoutingReport, evaluate_routing
 from cantata.teams.speakers import Selector
 from cantata.teams.termination import Handoff as HandoffTermination
+from cantata.teams.termination import MaxMessage
 
 CHAIN = 10
 RUNS = 20
@@ -267,7 +268,7 @@ async def _routing(quick: bool) -> list[tuple[str, RoutingReport]]:
     selector = GroupChat(
         [billing, tech],
         speaker=Selector(client, options=ChatOptions(temperature=0.0)),
-        max_turns=1,
+        termination=MaxMessage(2),  # the task and the chosen specialist's answer
         name="selector",
     )
     return [
