@@ -294,7 +294,7 @@ class Agent(ABC):
         self, options: ChatOptions | None, chat_options: Mapping[str, Any]
     ) -> ChatOptions | None:
         """The call's options with its keyword chat options over them (see `run`)."""
-        return call_options(self._name, options, chat_options)
+        return call_options(self._name, options, chat_options) if chat_options else options
 
     # -- composition -----------------------------------------------------------------
 
