@@ -18,11 +18,15 @@ from mcp import Client, MCPError, StdioServerParameters
 from cantata.agents import ChatAgent
 from cantata.core import ConfigurationError, Message
 from cantata.models import ChatOptions, ScriptedChatClient
+from cantata.serve import mcp_routes, openai_routes
 from cantata.serve.mcp_server import as_mcp_server
 from cantata.stores import MemoryStore
 from cantata.workflows import WorkflowBuilder
 
-from ._servers import ROOT, echo_agent, serving
+from ._servers import ROOT, cli_server, echo_agent, serving
+
+# the OpenAI routes and /mcp only: the tests do not depend on the other optional parts
+PROVIDERS = [openai_routes.contribute, mcp_routes.contribute]
 
 TIMEOUT = 30.0
 
@@ -87,7 +91,7 @@ def test_stdio_entry_point_refuses_an_unknown_target_clearly() -> None:
 async def test_http_serves_agents_and_workflows_at_mcp() -> None:
     workflow = WorkflowBuilder(echo_agent("inner")).build()
     served = {"echo": echo_agent(), "flow": workflow}
-    async with MemoryStore() as store, serving(served, store=store) as url:
+    async with MemoryStore() as store, serving(served, store=store, providers=PROVIDERS) as url:
         for mode in ("auto", "legacy"):
             async with asyncio.timeout(TIMEOUT), Client(f"{url}/mcp", mode=mode) as client:
                 listed = await client.list_tools()
@@ -102,7 +106,10 @@ async def test_http_mcp_needs_the_servers_token() -> None:
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
-    async with MemoryStore() as store, serving(echo_agent(), store=store, token="s3cret") as url:
+    async with (
+        MemoryStore() as store,
+        serving(echo_agent(), store=store, token="s3cret", providers=PROVIDERS) as url,
+    ):
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
         async with httpx.AsyncClient(timeout=TIMEOUT) as plain:
             refused = await plain.post(f"{url}/mcp", json=body)
@@ -113,6 +120,44 @@ async def test_http_mcp_needs_the_servers_token() -> None:
             async with Client(transport) as client:
                 result = await client.call_tool("echo", {"task": "let me in"})
         assert _text(result) == "turn 1: let me in"
+
+
+async def test_cantata_serve_offers_mcp_by_default() -> None:
+    with cli_server("tests/serve/_servers.py:echo", "--store", "memory://") as (url, _proc):
+        async with asyncio.timeout(TIMEOUT), Client(f"{url}/mcp") as client:
+            (tool,) = (await client.list_tools()).tools
+            result = await client.call_tool(tool.name, {"task": "from afar"})
+    assert tool.name == "echo" and _text(result) == "turn 1: from afar"
+
+
+async def test_a_client_that_disconnects_cancels_the_run() -> None:
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def gate(messages: list[Message], options: ChatOptions) -> str:
+        started.set()
+        try:
+            await asyncio.sleep(TIMEOUT * 2)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "too late"
+
+    agent = ChatAgent(ScriptedChatClient(gate), name="gate")
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "gate", "arguments": {"task": "wait"}},
+    }
+    headers = {"Accept": "application/json, text/event-stream"}
+    async with MemoryStore() as store, serving(agent, store=store, providers=PROVIDERS) as url:
+        async with httpx.AsyncClient(timeout=TIMEOUT) as plain:
+            request = asyncio.create_task(plain.post(f"{url}/mcp", json=body, headers=headers))
+            async with asyncio.timeout(TIMEOUT):
+                await started.wait()
+            request.cancel()
+        async with asyncio.timeout(TIMEOUT):
+            await cancelled.wait()  # hangs (and times out) if the run outlives its client
 
 
 # --- in process: errors are results the calling model can read -------------------------

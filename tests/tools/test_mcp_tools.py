@@ -21,10 +21,14 @@ from cantata.core import (
     UsageError,
 )
 from cantata.models import ChatOptions, ScriptedChatClient, tool_call
+from cantata.serve import mcp_routes, openai_routes
 from cantata.stores import MemoryStore
 from cantata.tools.mcp_tools import MCPTools
 
 from ..serve._servers import echo_agent, serving
+
+# the OpenAI routes and /mcp only: the tests do not depend on the other optional parts
+PROVIDERS = [openai_routes.contribute, mcp_routes.contribute]
 
 HERE = Path(__file__).resolve().parent
 SERVER = [sys.executable, str(HERE / "_mcp_server.py")]
@@ -162,7 +166,10 @@ async def test_a_call_past_its_time_bound_is_a_tool_error(errlog: TextIO) -> Non
 
 
 async def test_cantatas_own_served_agent_is_a_tool_of_another_agent() -> None:
-    async with MemoryStore() as store, serving(echo_agent(), store=store, token="tok") as url:
+    async with (
+        MemoryStore() as store,
+        serving(echo_agent(), store=store, token="tok", providers=PROVIDERS) as url,
+    ):
         headers = {"Authorization": "Bearer tok"}
         async with asyncio.timeout(TIMEOUT), MCPTools(url=f"{url}/mcp", headers=headers) as m:
             (echo,) = m.tools
@@ -176,7 +183,7 @@ async def test_cantatas_own_served_agent_is_a_tool_of_another_agent() -> None:
 async def test_a_stopped_http_server_is_a_tool_error_not_a_hang() -> None:
     async with asyncio.timeout(TIMEOUT):
         async with MemoryStore() as store:
-            server = serving(echo_agent(), store=store)
+            server = serving(echo_agent(), store=store, providers=PROVIDERS)
             url = await server.__aenter__()
             async with MCPTools(url=f"{url}/mcp", call_timeout=5.0) as m:
                 await server.__aexit__(None, None, None)
