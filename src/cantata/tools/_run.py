@@ -127,7 +127,8 @@ class FunctionLoopRun:
     async def steps(self) -> AsyncIterator[ChatResponseUpdate]:
         """Run the loop streaming (`get_streaming_response`): model calls stream live; what
         a turn makes after its model call (tool results, approval requests) is recorded
-        first and then yielded whole. The same steps as `complete`, but the model's."""
+        first and then yielded whole. The same steps as `complete`; only the model call
+        differs (it streams, through `_stream_chain`)."""
         if self._approvals:
             for update in await self._resume():
                 yield update
