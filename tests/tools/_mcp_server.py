@@ -53,4 +53,7 @@ def build_server() -> MCPServer:
 
 
 if __name__ == "__main__":
+    if pid_file := os.environ.get("MCP_TEST_PID_FILE"):  # lets a test see the process end
+        with open(pid_file, "w") as out:
+            out.write(str(os.getpid()))
     build_server().run("stdio")

@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -254,3 +257,39 @@ async def test_a_server_that_never_answers_times_out(errlog: TextIO) -> None:
 def test_bad_options_are_refused_with_what_to_do(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         MCPTools(**options)
+
+
+LEFT_OPEN = """
+import asyncio, sys
+from cantata.tools.mcp_tools import MCPTools
+
+async def main():
+    tools = MCPTools(stdio=[sys.executable, sys.argv[1]], env={"MCP_TEST_PID_FILE": sys.argv[2]})
+    await tools.__aenter__()
+    print("open", len(tools.tools), flush=True)  # and never closed
+
+asyncio.run(main())
+print("exited", flush=True)
+"""
+
+
+def test_tools_left_open_let_the_interpreter_exit_and_stop_the_server(tmp_path: Path) -> None:
+    script, pid_file = tmp_path / "left_open.py", tmp_path / "server.pid"
+    script.write_text(LEFT_OPEN)
+    done = subprocess.run(
+        [sys.executable, str(script), str(HERE / "_mcp_server.py"), str(pid_file)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["open", "7", "exited"]
+    pid = int(pid_file.read_text())
+    for _ in range(200):  # the server sees its stdin close and ends (bounded: 20 s)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the MCP server process {pid} outlived its client")
