@@ -115,9 +115,9 @@ async def test_a_context_is_a_thread_kept_on_the_server(a2a_url: str) -> None:
         assert [a.name for a in got.artifacts] == ["answer"]
         listed = await client.list_tasks(ListTasksRequest(context_id=first.context_id))
         assert sorted(t.id for t in listed.tasks) == sorted([first.id, second.id])
-        with pytest.raises(A2AError, match="(?i)not found"):
+        with pytest.raises(A2AError, match=r"(?i)not found"):
             await client.get_task(GetTaskRequest(id="no-such-task"))
-        with pytest.raises(A2AError, match="(?i)terminal"):
+        with pytest.raises(A2AError, match=r"(?i)terminal"):
             events = client.send_message(_message("more", first.context_id, first.id))
             await anext(events)
 
@@ -175,17 +175,23 @@ async def test_protocol_0_3_message_send_stream_and_tasks_get(a2a_url: str) -> N
 
 async def test_the_thread_and_tasks_survive_a_server_restart(tmp_path: Path) -> None:
     path = tmp_path / "serve.db"
-    async with SQLiteStore(path) as store, serving(echo_agent(), store=store) as url:
-        async with httpx.AsyncClient() as http:
-            client = _client(http, await _card(http, f"{url}/a2a/echo"))
-            first = await _send(client, "one")
-            await _send(client, "two", first.context_id)
-    async with SQLiteStore(path) as store, serving(echo_agent(), store=store) as url:
-        async with httpx.AsyncClient() as http:
-            client = _client(http, await _card(http, f"{url}/a2a/echo"))
-            assert _answer(await client.get_task(GetTaskRequest(id=first.id))) == "turn 1: one"
-            third = await _send(client, "three", first.context_id)
-            assert _answer(third) == "turn 3: three"
+    async with (
+        SQLiteStore(path) as store,
+        serving(echo_agent(), store=store) as url,
+        httpx.AsyncClient() as http,
+    ):
+        client = _client(http, await _card(http, f"{url}/a2a/echo"))
+        first = await _send(client, "one")
+        await _send(client, "two", first.context_id)
+    async with (
+        SQLiteStore(path) as store,
+        serving(echo_agent(), store=store) as url,
+        httpx.AsyncClient() as http,
+    ):
+        client = _client(http, await _card(http, f"{url}/a2a/echo"))
+        assert _answer(await client.get_task(GetTaskRequest(id=first.id))) == "turn 1: one"
+        third = await _send(client, "three", first.context_id)
+        assert _answer(third) == "turn 3: three"
 
 
 async def test_workflows_and_teams_are_served_too() -> None:
