@@ -21,6 +21,7 @@ from cantata.models import ChatOptions, ScriptedChatClient
 from cantata.serve import mcp_routes, openai_routes
 from cantata.serve.mcp_server import as_mcp_server
 from cantata.stores import MemoryStore
+from cantata.teams import GroupChat
 from cantata.workflows import WorkflowBuilder
 
 from ._servers import ROOT, cli_server, echo_agent, serving
@@ -88,18 +89,22 @@ def test_stdio_entry_point_refuses_an_unknown_target_clearly() -> None:
 # --- over streamable HTTP, mounted in the serve app ------------------------------------
 
 
-async def test_http_serves_agents_and_workflows_at_mcp() -> None:
+async def test_http_serves_agents_workflows_and_teams_at_mcp() -> None:
     workflow = WorkflowBuilder(echo_agent("inner")).build()
-    served = {"echo": echo_agent(), "flow": workflow}
+    team = GroupChat([echo_agent("first"), echo_agent("second")], name="pair", max_turns=2)
+    served = {"echo": echo_agent(), "flow": workflow, "pair": team}
     async with MemoryStore() as store, serving(served, store=store, providers=PROVIDERS) as url:
         for mode in ("auto", "legacy"):
             async with asyncio.timeout(TIMEOUT), Client(f"{url}/mcp", mode=mode) as client:
                 listed = await client.list_tools()
-                assert [t.name for t in listed.tools] == ["echo", "flow"]
+                assert [t.name for t in listed.tools] == ["echo", "flow", "pair"]
                 answer = await client.call_tool("echo", {"task": "hi"})
                 flowed = await client.call_tool("flow", {"task": "through"})
+                teamed = await client.call_tool("pair", {"task": "go"})
             assert _text(answer) == "turn 1: hi"
             assert not flowed.is_error and _text(flowed) == "turn 1: through"
+            # both speakers answer, one after the other; the second saw the first's answer
+            assert not teamed.is_error and _text(teamed) == "turn 1: go\n\nturn 2: turn 1: go"
 
 
 async def test_http_mcp_needs_the_servers_token() -> None:

@@ -28,7 +28,8 @@ from cantata.serve import mcp_routes, openai_routes
 from cantata.stores import MemoryStore
 from cantata.tools.mcp_tools import MCPTools
 
-from ..serve._servers import echo_agent, serving
+from ..serve._servers import echo_agent, running, serving
+from ._mcp_server import build_server
 
 # the OpenAI routes and /mcp only: the tests do not depend on the other optional parts
 PROVIDERS = [openai_routes.contribute, mcp_routes.contribute]
@@ -181,6 +182,19 @@ async def test_cantatas_own_served_agent_is_a_tool_of_another_agent() -> None:
             response = await ChatAgent(client, name="caller", tools=m.tools).run("relay")
     assert response.text == "relayed"
     assert [r.result for r in results(response.messages)] == ["turn 1: ping"]
+
+
+async def test_the_sdks_own_streamable_http_server_with_sessions_and_streams() -> None:
+    app = build_server().streamable_http_app()  # stateful sessions, answers as event streams
+    async with (
+        running(app) as url,
+        asyncio.timeout(TIMEOUT),
+        MCPTools(url=f"{url}/mcp", allow=["shout", "broken"]) as m,
+    ):
+        tools = by_name(m)
+        assert await tools["shout"].invoke({"text": "over http"}) == {"result": "OVER HTTP"}
+        with pytest.raises(ToolError, match="broken on purpose"):
+            await tools["broken"].invoke({})
 
 
 async def test_a_stopped_http_server_is_a_tool_error_not_a_hang() -> None:

@@ -23,6 +23,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from ..core import CancelledError, ConfigurationError, short_repr
+from .openai_messages import answer_text
 from .served import Served, ServedSet
 
 __all__ = ["DEFAULT_MCP_CALL_TIMEOUT", "MCP_TASK_ARGUMENT", "as_mcp_server", "run_mcp_stdio"]
@@ -161,7 +162,7 @@ async def _run(entry: Served, task: str, call_timeout: float | None) -> types.Ca
             f"{response.finish_reason!r}): it waits for an approval or a tool result that an "
             "MCP call cannot give"
         )
-    return types.CallToolResult(content=[types.TextContent(text=response.text)])
+    return types.CallToolResult(content=[types.TextContent(text=answer_text(response))])
 
 
 def _error(text: str) -> types.CallToolResult:
