@@ -263,7 +263,7 @@ class MCPTools:
     def _caller(self, remote_name: str, name: str) -> Any:
         async def call(_context: ToolContext, /, **arguments: Any) -> Any:
             client = self._connection.client if self._connection is not None else None
-            if client is None:
+            if client is None or self._gone is not None:
                 raise ToolError(
                     f"MCP tool {name!r} cannot run: the connection to server {self.server!r} "
                     f"is gone ({self._gone or 'it was never opened'})"
@@ -281,10 +281,9 @@ class MCPTools:
         from mcp import MCPError
         from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
+        bound = self._call_timeout + 1.0  # the SDK's own bound comes first; ours backs it
         try:
-            async with asyncio.timeout(
-                self._call_timeout + 1.0
-            ):  # the SDK's bound, with ours behind it
+            async with asyncio.timeout(bound):
                 return await client.call_tool(remote_name, arguments)
         except TimeoutError:
             raise self._timed_out(name) from None
@@ -302,7 +301,6 @@ class MCPTools:
                 f"MCP server {self.server!r} refused the call of tool {name!r}: {exc.message}"
             ) from exc
         except (OSError, EOFError) as exc:
-            self._gone = f"{type(exc).__name__}: {exc}"
             raise ToolError(
                 f"MCP tool {name!r} failed: server {self.server!r} cannot be reached "
                 f"({type(exc).__name__}: {exc})"
