@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, TextIO
 
+import mcp_types as types
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -28,7 +29,7 @@ from cantata.core import (
 from cantata.models import ChatOptions, ScriptedChatClient, tool_call
 from cantata.serve import mcp_routes, openai_routes
 from cantata.stores import MemoryStore
-from cantata.tools.mcp_tools import MCPTools
+from cantata.tools.mcp_tools import MCPTools, _result_value
 
 from ..serve._servers import echo_agent, running, serving
 from ._mcp_server import build_server
@@ -301,7 +302,7 @@ def test_bad_options_are_refused_with_what_to_do(options: dict[str, Any], messag
 
 LEFT_OPEN = """
 import asyncio, sys
-from cantata.tools.mcp_tools import MCPTools
+from cantata.tools.mcp_tools import MCPTools, _result_value
 
 async def main():
     tools = MCPTools(stdio=[sys.executable, sys.argv[1]], env={"MCP_TEST_PID_FILE": sys.argv[2]})
@@ -333,3 +334,37 @@ def test_tools_left_open_let_the_interpreter_exit_and_stop_the_server(tmp_path: 
             return
         time.sleep(0.1)
     raise AssertionError(f"the MCP server process {pid} outlived its client")
+
+
+def test_contents_other_than_text_are_described_for_the_model() -> None:
+    result = types.CallToolResult(
+        content=[
+            types.TextContent(text="see:"),
+            types.ImageContent(data="aGVsbG8=", mime_type="image/png"),
+            types.ResourceLink(uri="file:///tmp/a.txt", name="a"),
+            types.EmbeddedResource(
+                resource=types.TextResourceContents(uri="file:///tmp/b.txt", text="inside b")
+            ),
+            types.EmbeddedResource(
+                resource=types.BlobResourceContents(uri="file:///tmp/c.bin", blob="AAAA")
+            ),
+        ]
+    )
+    assert _result_value("t", "srv", result) == (
+        "see:\n[image image/png, 8 base64 characters]\n[resource file:///tmp/a.txt]\n"
+        "inside b\n[resource file:///tmp/c.bin]"
+    )
+    with pytest.raises(
+        ToolError, match=r"MCP tool 't' of server 'srv' reported an error: \(no text\)"
+    ):
+        _result_value("t", "srv", types.CallToolResult(content=[], is_error=True))
+
+
+async def test_cantatas_own_stdio_server_is_a_tool_of_another_agent(errlog: TextIO) -> None:
+    served = [sys.executable, "-m", "cantata.serve.mcp_stdio", "tests/serve/_servers.py:echo"]
+    root = str(HERE.parents[1])
+    client = ScriptedChatClient([[tool_call("echo", {"task": "over stdio"})], "relayed"])
+    async with asyncio.timeout(TIMEOUT), MCPTools(stdio=served, cwd=root, errlog=errlog) as m:
+        response = await ChatAgent(client, name="caller", tools=m.tools).run("relay")
+    assert response.text == "relayed"
+    assert [r.result for r in results(response.messages)] == ["turn 1: over stdio"]
