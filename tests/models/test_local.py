@@ -230,3 +230,29 @@ async def test_conversation_history_with_tool_results_is_rendered() -> None:
     ]
     response = await LocalChatClient().get_response(messages, options=short(max_tokens=6))
     assert isinstance(response.messages[0].contents[0], TextContent)
+
+
+@pytest.mark.local_model
+async def test_requests_without_a_seed_sample_as_llama_cpp_python_does() -> None:
+    from cantata.models._llama_model import default_model_path, import_llama_cpp
+
+    questions = ["Name a fruit.", "Name a river.", "Name a bird."]
+    options = ChatOptions(temperature=0.9, max_tokens=12)
+    async with LocalChatClient(n_ctx=768) as client:
+        ours = [
+            (await client.get_response([Message("user", q)], options=options)).text
+            for q in questions
+        ]
+    raw_llama = import_llama_cpp().Llama(
+        model_path=default_model_path(), n_ctx=768, seed=0, verbose=False
+    )
+    try:
+        raw = [
+            raw_llama.create_chat_completion(
+                [{"role": "user", "content": q}], temperature=0.9, max_tokens=12
+            )["choices"][0]["message"]["content"]
+            for q in questions
+        ]
+    finally:
+        raw_llama.close()
+    assert ours == raw

@@ -107,7 +107,8 @@ class SharedModel:
     """The chat handler that renders prompts for this model."""
     grammars: dict[str, Any] = field(default_factory=dict)
     leases: int = 0
-    seeds: random.Random = field(default_factory=random.Random)
+    seed: int = 0
+    """The last seed used; the next request without one draws from it."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def grammar(self, schema_json: str) -> Any:
@@ -125,10 +126,15 @@ class SharedModel:
             self.grammars[schema_json] = grammar
         return grammar
 
-    def next_seed(self) -> int:
-        """A seed for a request that names none: a fixed series per model seed."""
+    def seed_for(self, requested: int | None) -> int:
+        """The seed of a request: its own, or the next of a series that starts at the model's
+        seed and follows the last seed used, as llama-cpp-python's ``Llama`` draws them (so a
+        program without seeds samples as it did on ``create_chat_completion``)."""
         with self.lock:
-            return self.seeds.randint(0, 2**31 - 1)
+            if requested is None:
+                requested = random.Random(self.seed).randint(0, 2**32)
+            self.seed = requested
+            return requested
 
 
 _models: dict[ModelKey, SharedModel] = {}
@@ -213,7 +219,7 @@ def _load(key: ModelKey, *, verbose: bool) -> SharedModel:
     except BaseException:
         llama.close()
         raise
-    return SharedModel(key, llama, decoder, handler, seeds=random.Random(key.seed))
+    return SharedModel(key, llama, decoder, handler, seed=llama._seed)
 
 
 def new_sequence(
@@ -239,7 +245,7 @@ def new_sequence(
     room = n_ctx - len(rendered.tokens)
     limit = room if max_tokens is None or max_tokens <= 0 else min(max_tokens, room)
     grammar = model.grammar(schema_json) if schema_json is not None else None
-    seed = sampling.seed if sampling.seed is not None else model.next_seed()
+    seed = model.seed_for(sampling.seed) & 0xFFFFFFFF
     return Sequence(
         prompt=rendered.tokens,
         max_tokens=limit,
