@@ -248,6 +248,8 @@ async def test_tools_are_only_offered_while_open(errlog: TextIO) -> None:
             await m.__aenter__()
     with pytest.raises(ToolError, match=r"connection to server .* is gone .*closed"):
         await add.invoke({"a": 1, "b": 2})
+    async with m:  # opened again: a new server process, new tools
+        assert await by_name(m)["add"].invoke({"a": 1, "b": 2}) == {"result": 3}
 
 
 async def test_a_server_that_does_not_start_is_a_clear_error(errlog: TextIO) -> None:

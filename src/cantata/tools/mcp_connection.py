@@ -48,8 +48,8 @@ class MCPConnection:
         self._task = asyncio.create_task(self._hold(ready), name="cantata-mcp-connection")
         try:
             done, _ = await asyncio.wait({ready}, timeout=within)
-        except BaseException:
-            await self.close()
+        except BaseException:  # cancelled while connecting: stop the holder at once
+            await self.close(cancel=True)
             raise
         if not done:
             await self.close(cancel=True)
