@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
+from cantata.agents import ChatAgent
 from cantata.core import WorkflowError
+from cantata.models import ScriptedChatClient
 from cantata.workflows import (
     ExecutorCompletedEvent,
     ExecutorInvokedEvent,
@@ -182,3 +184,33 @@ async def test_a_run_that_fails_in_its_first_superstep_is_replayed_from_its_entr
     [entry] = await store.list_checkpoints()
     failing[0] = False
     assert (await wf.resume(entry.checkpoint_id, checkpoint_store=store)).outputs == [2]
+
+
+async def test_a_terminal_agent_s_response_is_not_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    write = ChatAgent(ScriptedChatClient(["draft"]), name="writer")
+    edit = ChatAgent(ScriptedChatClient(["final"]), name="editor")
+    wf = WorkflowBuilder(write).add_edge(write, edit).build()
+    with caplog.at_level(logging.DEBUG, logger="cantata.workflows"):
+        result = await wf.run("go", include_events=True)
+    assert [r.text for r in result.outputs] == ["final"]
+    warned = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warned == [] and not any(isinstance(e, WarningEvent) for e in result.events)
+    assert any("no out-edges" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_message_sent_by_an_executor_without_out_edges_is_logged_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    @executor
+    def lone(n: int, ctx: WorkflowContext[int, int]) -> None:
+        ctx.send_message(n)
+        ctx.yield_output(n)
+
+    with caplog.at_level(logging.DEBUG, logger="cantata.workflows"):
+        result = await WorkflowBuilder(lone).build().run(3, include_events=True)
+    assert result.outputs == [3]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not any(isinstance(e, WarningEvent) for e in result.events)
+    assert any("'lone' has no out-edges" in r.getMessage() for r in caplog.records)

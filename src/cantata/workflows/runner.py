@@ -327,8 +327,19 @@ class Runner:
         warnings: list[WarningEvent],
     ) -> None:
         wf = self.workflow
+        groups = wf._out_groups.get(source, ())
+        if not groups and target_id is None:
+            # a terminal executor (an agent whose answer is the run's output) sends by habit
+            _log.debug(
+                "workflow run %r: a %s sent by %r is dropped: %r has no out-edges",
+                self.run.run_id,
+                type_name(type(message)),
+                source,
+                source,
+            )
+            return
         delivered = False
-        for group in wf._out_groups.get(source, ()):
+        for group in groups:
             if group.kind == "fan_in":
                 if target_id is None or target_id == group.targets[0]:
                     buffered.append((group.id, source, message))
