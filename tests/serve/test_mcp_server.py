@@ -18,7 +18,7 @@ from mcp import Client, MCPError, StdioServerParameters
 from cantata.agents import ChatAgent
 from cantata.core import ConfigurationError, Message
 from cantata.models import ChatOptions, ScriptedChatClient
-from cantata.serve import mcp_routes, openai_routes
+from cantata.serve import Limits, mcp_routes, openai_routes
 from cantata.serve.mcp_server import as_mcp_server
 from cantata.stores import MemoryStore
 from cantata.teams import GroupChat
@@ -163,6 +163,18 @@ async def test_a_client_that_disconnects_cancels_the_run() -> None:
             request.cancel()
         async with asyncio.timeout(TIMEOUT):
             await cancelled.wait()  # hangs (and times out) if the run outlives its client
+
+
+async def test_a_run_cut_by_the_request_timeout_is_answered_as_a_tool_error() -> None:
+    limits = Limits(request_timeout=2.0)
+    async with (
+        MemoryStore() as store,
+        serving(_slow_agent(), store=store, limits=limits, providers=PROVIDERS) as url,
+        asyncio.timeout(TIMEOUT),
+        Client(f"{url}/mcp") as client,
+    ):
+        result = await client.call_tool("slow", {"task": "wait"})
+    assert result.is_error and "did not answer within" in _text(result)
 
 
 # --- in process: errors are results the calling model can read -------------------------

@@ -28,7 +28,10 @@ MCP_PATH = "/mcp"
 
 def contribute(ctx: ServeContext) -> Contribution:
     """The ``/mcp`` route and the session manager that runs while the app runs."""
-    server = as_mcp_server(ctx.served, call_timeout=ctx.limits.request_timeout)
+    # the run's bound sits inside the request's, so a long run is answered as an error
+    # result the calling model reads, before the limits cut the request off
+    bound = ctx.limits.request_timeout
+    server = as_mcp_server(ctx.served, call_timeout=bound - min(5.0, bound / 2))
     manager = StreamableHTTPSessionManager(
         app=server,
         json_response=True,
