@@ -5,6 +5,7 @@ as server threads (surviving a restart on SQLite), workflows and teams, typed fa
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.constants import PROTOCOL_VERSION_0_3
 from a2a.utils.errors import A2AError
 
-from cantata.agents import ChatAgent
+from cantata.agents import Agent, AgentInput, AgentResponse, AgentThread, ChatAgent
 from cantata.core import Message
 from cantata.models import ChatOptions, ScriptedChatClient
 from cantata.serve import Limits
@@ -35,6 +36,8 @@ from cantata.teams import GroupChat
 from cantata.workflows import WorkflowBuilder
 
 from ._servers import echo_agent, serving
+
+WAIT = 10.0  # bound of every wait on the server side
 
 
 async def _card(http: httpx.AsyncClient, url: str) -> AgentCard:
@@ -253,7 +256,7 @@ async def test_a_run_past_the_time_limit_fails_its_task() -> None:
 
 
 async def _wait_final(client: Client, task_id: str) -> Task:
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(WAIT):
         while True:
             task = await client.get_task(GetTaskRequest(id=task_id))
             if task.status.state not in (
@@ -289,3 +292,68 @@ async def test_bad_json_rpc_is_a_json_rpc_error(a2a_url: str) -> None:
                 f"{a2a_url}/a2a/echo", json=body, headers={"A2A-Version": "1.0"}
             )
             assert answer.status_code == 200 and "error" in answer.json()
+
+
+class Waiter(Agent):
+    """An agent whose run waits until it is cancelled, and says so."""
+
+    def __init__(self) -> None:
+        super().__init__(name="waiter")
+        self.started = asyncio.Event()
+        self.cancelled = asyncio.Event()
+
+    async def run(
+        self, messages: AgentInput = None, *, thread: AgentThread | None = None, **_: Any
+    ) -> AgentResponse:
+        self.started.set()
+        try:
+            await asyncio.sleep(120)
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        return AgentResponse([Message("assistant", "too late")])
+
+
+@pytest.mark.parametrize("method", ["SendMessage", "SendStreamingMessage"])
+async def test_a_client_that_disconnects_cancels_its_task(method: str) -> None:
+    waiter = Waiter()
+    async with MemoryStore() as store, serving(waiter, store=store) as url:
+        port = int(url.rsplit(":", 1)[1])
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        body = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": method,
+                "params": {
+                    "message": {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": "hi"}]}
+                },
+            }
+        ).encode()
+        head = (
+            f"POST /a2a/waiter HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n"
+            "Content-Type: application/json\r\nA2A-Version: 1.0\r\n\r\n"
+        )
+        writer.write(head.encode() + body)
+        await writer.drain()
+        async with asyncio.timeout(WAIT):
+            await waiter.started.wait()
+        writer.close()  # the client goes away mid-run
+        await writer.wait_closed()
+        async with asyncio.timeout(WAIT):
+            await waiter.cancelled.wait()
+        del reader
+        async with httpx.AsyncClient() as http:
+            client = _client(http, await _card(http, f"{url}/a2a/waiter"))
+            listed = await client.list_tasks(ListTasksRequest())
+            (task,) = listed.tasks
+            task = await _wait_final(client, task.id)
+            assert task.status.state == TaskState.TASK_STATE_CANCELED
+
+
+@pytest.mark.parametrize("bad", ["has spaces", "x" * 129, "ünïcode", "../../etc"])
+async def test_context_ids_the_store_cannot_keep_are_invalid_params(a2a_url: str, bad: str) -> None:
+    async with httpx.AsyncClient() as http:
+        client = _client(http, await _card(http, f"{a2a_url}/a2a/echo"))
+        with pytest.raises(A2AError, match=r"contextId .* is not valid here"):
+            await _send(client, "hi", bad)

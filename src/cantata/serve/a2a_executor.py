@@ -73,33 +73,29 @@ class ServedAgentExecutor(AgentExecutor):
         lock = self._turn(context_id)
         async with lock:
             await updater.start_work()
+            bound = asyncio.timeout(self._timeout)
             try:
-                async with asyncio.timeout(self._timeout):
+                async with bound:
                     text = await self._run(context, updater, streaming)
-            except TimeoutError:
-                await updater.failed(
-                    updater.new_agent_message(
-                        [
-                            new_text_part(
-                                f"the run of `{self._served.name}` took longer than the "
-                                f"server's limit of {self._timeout:g} s"
-                            )
-                        ]
-                    )
-                )
-                return
-            except CantataError as exc:
-                await updater.failed(updater.new_agent_message([new_text_part(str(exc))]))
-                return
             except Exception as exc:
-                _log.exception("A2A run of %s failed", self._served.name)
                 await updater.failed(
-                    updater.new_agent_message(
-                        [new_text_part(f"the run of `{self._served.name}` failed: {exc!r:.300}")]
-                    )
+                    updater.new_agent_message([new_text_part(self._why(exc, bound))])
                 )
                 return
         await updater.complete(updater.new_agent_message([new_text_part(text)]))
+
+    def _why(self, exc: Exception, bound: asyncio.Timeout) -> str:
+        """What the failed task says: the time limit, a cantata error's own words, or the
+        error's type and text (logged with its traceback)."""
+        if isinstance(exc, TimeoutError) and bound.expired():
+            return (
+                f"the run of `{self._served.name}` took longer than the server's limit of "
+                f"{self._timeout:g} s"
+            )
+        if isinstance(exc, CantataError):
+            return str(exc)
+        _log.error("A2A run of %s failed", self._served.name, exc_info=exc)
+        return f"the run of `{self._served.name}` failed: {exc!r:.300}"
 
     async def _run(self, context: RequestContext, updater: TaskUpdater, streaming: bool) -> str:
         assert context.message is not None and context.context_id is not None

@@ -20,7 +20,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 
-from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import create_jsonrpc_routes
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
@@ -30,6 +29,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from .a2a_executor import ServedAgentExecutor
+from .a2a_handler import ServedRequestHandler
 from .a2a_tasks import StoreTaskStore
 from .app import Contribution, ServeContext
 from .errors import RequestError, error_body
@@ -80,12 +80,10 @@ def contribute(ctx: ServeContext) -> Contribution:
     routes: list[BaseRoute] = []
     for name, entry in ctx.served.items():
         path = f"{A2A_PATH}/{name}"
-        handler = DefaultRequestHandler(
-            agent_executor=ServedAgentExecutor(
-                entry, ctx.store, timeout=ctx.limits.request_timeout
-            ),
-            task_store=tasks,
-            agent_card=agent_card(entry, path),
+        handler = ServedRequestHandler(
+            ServedAgentExecutor(entry, ctx.store, timeout=ctx.limits.request_timeout),
+            tasks,
+            agent_card(entry, path),
         )
         handlers.append(handler)
         routes.extend(create_jsonrpc_routes(handler, path, enable_v0_3_compat=True))
