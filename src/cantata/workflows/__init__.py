@@ -50,6 +50,7 @@ from .events import (
     WorkflowStartedEvent,
 )
 from .executor import Executor, FunctionExecutor, executor, handler, response_handler
+from .journal import EffectJournal, effect_key
 from .run import WorkflowRun
 from .stream import WorkflowEventStream
 from .workflow import Workflow, WorkflowRunResult
@@ -68,6 +69,7 @@ __all__ = [
     "ContextMode",
     "Default",
     "EdgeGroup",
+    "EffectJournal",
     "Executor",
     "ExecutorCompletedEvent",
     "ExecutorEvent",
@@ -99,6 +101,7 @@ __all__ = [
     "WorkflowRunResult",
     "WorkflowStartedEvent",
     "WorkflowValidationError",
+    "effect_key",
     "executor",
     "handler",
     "response_handler",

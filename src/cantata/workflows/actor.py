@@ -48,6 +48,7 @@ from .events import (
     WorkflowEvent,
 )
 from .executor import Executor
+from .journal import EffectJournal
 
 __all__ = [
     "EVENTS_TOPIC",
@@ -101,6 +102,11 @@ class Invocation:
     observed: bool = True
     """Whether someone consumes the run's events: when not, executor events are not made
     (nor are the copies of messages they carry)."""
+    superstep: int = 0
+    journal: EffectJournal | None = None
+    """Where `ctx.effect` journals results (None: the run has no checkpoint store)."""
+    effect_counts: dict[str, int] | None = None
+    """How often each effect key was used in this invocation (made on first use)."""
 
 
 async def execute(executor: Executor, inv: Invocation) -> StepResult:
@@ -441,6 +447,7 @@ async def execute_task(
             streaming=task.streaming,
             cancellation_token=token,
             observed=False,
+            superstep=task.superstep,
         )
         return await execute(executor, quiet)
     sink = Publisher(runtime, task.stream, task.executor_id, task.superstep)
@@ -457,6 +464,7 @@ async def execute_task(
         streaming=task.streaming,
         sink=sink,
         cancellation_token=token,
+        superstep=task.superstep,
     )
     try:
         result = await execute(executor, inv)

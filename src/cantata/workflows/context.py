@@ -9,7 +9,7 @@ happen.
 from __future__ import annotations
 
 import copy
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Never
 
@@ -18,6 +18,7 @@ from typing_extensions import TypeVar
 from ..core import WorkflowError, new_id
 from ._typing import type_name
 from .events import LIFECYCLE_EVENTS, OutputEvent, RequestInfoEvent, WorkflowEvent
+from .journal import call_effect, effect_key
 
 if TYPE_CHECKING:
     from .actor import Invocation
@@ -162,6 +163,7 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
         "_answer_is_output",
         "_executor",
         "_initial_executor_state",
+        "_inv",
         "_logs",
         "_result",
         "_sink",
@@ -204,6 +206,7 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
         self.request_id: str | None = None
         """In a response handler: the id of the request being answered."""
         self._initial_executor_state = inv.executor_state
+        self._inv = inv
 
     # -- messages and outputs ----------------------------------------------------------
 
@@ -344,3 +347,54 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
         result.requests.append(PendingRequest(request_id, self.executor_id, request, rtype))
         self._sink(RequestInfoEvent(self.executor_id, request_id, request, rtype))
         return Done(request_id)
+
+    # -- effects -----------------------------------------------------------------------
+
+    def idempotency_key(self, key: str) -> str:
+        """The idempotency key the next ``ctx.effect(key, ...)`` of this handler gets:
+        ``"<run>:<executor>:<superstep>:<key>"``, the same on every resume."""
+        inv = self._inv
+        used = 0 if inv.effect_counts is None else inv.effect_counts.get(key, 0)
+        return self._key(key, used + 1)
+
+    def _key(self, key: str, nth: int) -> str:
+        name = key if nth == 1 else f"{key}#{nth}"
+        return effect_key(self.run_id, self.executor_id, self._inv.superstep, name)
+
+    async def effect(self, key: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a side effect once per run, across crashes and resumes: ``fn(*args)`` (sync or
+        async) runs the first time and its result is journaled in the run's checkpoint
+        store before this returns; a resume or retry of this superstep gets the journaled
+        result and `fn` does not run.
+
+        Exactly once for an effect whose result was journaled; at most one re-run, with the
+        same idempotency key, for one cut off before its result was written. `fn` gets that
+        key as ``idempotency_key=`` when it takes the keyword: pass it to the outside system
+        so it can drop the repeat. Using `key` again in one invocation makes ``key#2``, ...;
+        the result must be JSON data or a registered class. Without a checkpoint store, `fn`
+        runs every time.
+        """
+        if type(key) is not str or not key:
+            raise WorkflowError(
+                f"executor {self.executor_id!r} called ctx.effect with key {key!r}; the key "
+                "must be a non-empty string naming the effect (stable across resumes)"
+            )
+        if not callable(fn):
+            raise WorkflowError(
+                f"executor {self.executor_id!r} called ctx.effect({key!r}, ...) with a "
+                f"{type_name(type(fn))}, not a function to run"
+            )
+        inv = self._inv
+        if inv.effect_counts is None:
+            inv.effect_counts = {}
+        nth = inv.effect_counts[key] = inv.effect_counts.get(key, 0) + 1
+        ikey = self._key(key, nth)
+        journal = inv.journal
+        if journal is not None:
+            found, value = await journal.lookup(ikey)
+            if found:
+                return value
+        result = await call_effect(fn, args, ikey)
+        if journal is None:
+            return result
+        return await journal.record(ikey, result)

@@ -32,6 +32,7 @@ from .events import (
     WorkflowFailedEvent,
     WorkflowStartedEvent,
 )
+from .journal import journal_of
 
 if TYPE_CHECKING:
     from .checkpoint_store import CheckpointStore
@@ -101,6 +102,7 @@ class Runner:
         self.dispatch = dispatch
         """How a superstep's invocations reach the executors; set by the host (placement)."""
         self._store = store
+        self._journal = None if store is None else journal_of(store)
         self._kwargs = kwargs
         self._streaming = streaming
         self._token = cancellation_token
@@ -277,6 +279,8 @@ class Runner:
                 sink,
                 self._token,
                 self._observed,
+                run.superstep,
+                self._journal,
             )
             batches[target] = inv
         return inv

@@ -1,0 +1,110 @@
+"""The effect journal: side effects of a run that happen once across crashes and resumes.
+
+`await ctx.effect(key, fn, *args)` runs `fn` the first time and writes its result into the
+run's checkpoint store (beside the checkpoints) before the handler goes on; a resume or a
+retry of the same superstep finds the result there and returns it without calling `fn`.
+
+The exact guarantee:
+
+- exactly once for an effect whose result was journaled: however often the run is resumed
+  (or the superstep retried), `fn` does not run again and the same result is returned;
+- at most one re-run for an effect cut off mid-flight (it ran, and the process died before
+  its result was written): the re-run gets the same idempotency key, so an outside system
+  that dedupes on it (a payment API's ``Idempotency-Key``, a unique column) stays safe.
+
+An effect's idempotency key is ``"<run>:<executor>:<superstep>:<key>"`` (``"#2"``, ``"#3"``
+... after `key` when one handler call uses the same key again). `fn` gets it as its
+``idempotency_key`` keyword when it takes one. Without a checkpoint store nothing is
+durable: `fn` runs each time and only the key is given.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from ..core import CheckpointError, StoreError, WorkflowError, from_json, short_repr, to_json
+from ..stores import StateStore, seal, unseal
+
+__all__ = ["EffectJournal", "effect_key"]
+
+_PREFIX = "wf:fx:"
+
+
+def effect_key(run_id: str, executor_id: str, superstep: int, key: str) -> str:
+    """The idempotency key of an effect: stable across resumes of the same run."""
+    return f"{run_id}:{executor_id}:{superstep}:{key}"
+
+
+class EffectJournal:
+    """Effect results of runs, in a `StateStore` (the one the run's checkpoints use).
+
+    Each result is one sealed keyed value ``wf:fx:<idempotency key>``, written before the
+    handler that asked for it goes on.
+    """
+
+    __slots__ = ("store",)
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+
+    async def lookup(self, key: str) -> tuple[bool, Any]:
+        """``(True, result)`` when the effect `key` was journaled, else ``(False, None)``."""
+        where = f"journaled effect {short_repr(key)}"
+        try:
+            data = await self.store.get(_PREFIX + key)
+            if data is None:
+                return False, None
+            record = unseal(data, where=where)
+        except StoreError as exc:
+            raise CheckpointError(f"{where} cannot be read: {exc}") from exc
+        if type(record) is not dict or "result" not in record:
+            raise CheckpointError(f"{where} holds no result; it was written by something else")
+        return True, from_json(record["result"])
+
+    async def record(self, key: str, result: Any) -> Any:
+        """Journal a result; returns it as a resume will see it (rebuilt from JSON)."""
+        try:
+            data = to_json(result)
+        except Exception as exc:
+            raise WorkflowError(
+                f"effect {short_repr(key)} returned a {type(result).__name__} that cannot be "
+                f"journaled ({exc}); return JSON data or a registered class"
+            ) from exc
+        try:
+            await self.store.put(_PREFIX + key, seal({"result": data}))
+        except StoreError as exc:
+            raise CheckpointError(f"effect {short_repr(key)} cannot be journaled: {exc}") from exc
+        return from_json(data)
+
+    async def keys(self, run_id: str) -> list[str]:
+        """The idempotency keys journaled for one run, in key order."""
+        prefix = f"{_PREFIX}{run_id}:"
+        return [k[len(_PREFIX) :] for k in await self.store.keys(prefix)]
+
+
+def journal_of(store: Any) -> EffectJournal | None:
+    """The journal beside a checkpoint store: its `StateStore` when it has one."""
+    inner = getattr(store, "store", None)
+    return EffectJournal(inner) if isinstance(inner, StateStore) else None
+
+
+def _takes_key(fn: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
+    p = params.get("idempotency_key")
+    if p is not None and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD):
+        return True
+    return any(q.kind is q.VAR_KEYWORD for q in params.values())
+
+
+async def call_effect(fn: Callable[..., Any], args: tuple[Any, ...], key: str) -> Any:
+    """Call an effect's function (sync or async), giving it its idempotency key if it
+    takes one."""
+    result = fn(*args, idempotency_key=key) if _takes_key(fn) else fn(*args)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
