@@ -21,13 +21,14 @@ from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
-from a2a.server.routes import create_jsonrpc_routes
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
 from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from ..core import SerializationError, loads_json
 from .a2a_executor import ServedAgentExecutor
 from .a2a_handler import ServedRequestHandler
 from .a2a_tasks import StoreTaskStore
@@ -41,6 +42,7 @@ A2A_PATH = "/a2a"
 """Each served entry's A2A endpoint is ``/a2a/<name>``."""
 CARD_PATH = "/.well-known/agent-card.json"
 _Endpoint = Callable[[Request], Awaitable[Response]]
+_PARSE_ERROR = -32700
 
 
 def agent_card(entry: Served, url: str) -> AgentCard:
@@ -86,7 +88,8 @@ def contribute(ctx: ServeContext) -> Contribution:
             agent_card(entry, path),
         )
         handlers.append(handler)
-        routes.extend(create_jsonrpc_routes(handler, path, enable_v0_3_compat=True))
+        dispatcher = JsonRpcDispatcher(handler, enable_v0_3_compat=True)
+        routes.append(Route(path, _json_checked(dispatcher.handle_requests), methods=["POST"]))
         routes.append(Route(path + CARD_PATH, _card_endpoint(entry, path), methods=["GET"]))
     routes.append(Route(CARD_PATH, _root_card(ctx), methods=["GET"]))
 
@@ -99,6 +102,24 @@ def contribute(ctx: ServeContext) -> Contribution:
                 await handler.aclose()
 
     return Contribution(routes=routes, lifespan=lifespan)
+
+
+def _json_checked(endpoint: _Endpoint) -> _Endpoint:
+    """`endpoint` for bodies that are JSON within cantata's bounds (UTF-8, depth); any
+    other body is JSON-RPC's parse error (the SDK would answer an internal error)."""
+
+    async def checked(request: Request) -> Response:
+        try:
+            loads_json(await request.body())
+        except SerializationError as exc:
+            error = {
+                "code": _PARSE_ERROR,
+                "message": f"the body is not JSON this server reads: {exc}",
+            }
+            return JSONResponse({"jsonrpc": "2.0", "id": None, "error": error})
+        return await endpoint(request)
+
+    return checked
 
 
 def _card_endpoint(entry: Served, path: str) -> _Endpoint:
