@@ -31,11 +31,12 @@ from cantata.agents import Agent, AgentInput, AgentResponse, AgentThread, ChatAg
 from cantata.core import Message
 from cantata.models import ChatOptions, ScriptedChatClient
 from cantata.serve import Limits
+from cantata.serve.a2a_executor import context_thread
 from cantata.stores import MemoryStore, SQLiteStore
 from cantata.teams import GroupChat
 from cantata.workflows import WorkflowBuilder
 
-from ._servers import echo_agent, serving
+from ._servers import count_turns, echo_agent, serving
 
 WAIT = 10.0  # bound of every wait on the server side
 
@@ -357,3 +358,22 @@ async def test_context_ids_the_store_cannot_keep_are_invalid_params(a2a_url: str
         client = _client(http, await _card(http, f"{a2a_url}/a2a/echo"))
         with pytest.raises(A2AError, match=r"contextId .* is not valid here"):
             await _send(client, "hi", bad)
+
+
+async def test_messages_on_one_context_take_turns() -> None:
+    # a slow model: without a turn per context, both runs would read the same history
+    slow = ChatAgent(ScriptedChatClient(count_turns, latency=0.3), name="slow")
+    async with (
+        MemoryStore() as store,
+        serving(slow, store=store) as url,
+        httpx.AsyncClient() as http,
+    ):
+        client = _client(http, await _card(http, f"{url}/a2a/slow"))
+        first = await _send(client, "first")
+        answers = await asyncio.gather(
+            _send(client, "a", first.context_id), _send(client, "b", first.context_id)
+        )
+        assert sorted(_answer(t)[:6] for t in answers) == ["turn 2", "turn 3"]
+        thread = context_thread(store, first.context_id)
+        roles = [m.role for m in await thread.get_messages()]
+        assert roles == ["user", "assistant"] * 3
