@@ -16,6 +16,7 @@ PACKAGES = [
     "cantata.tools",
     "cantata.agents",
     "cantata.workflows",
+    "cantata.teams",
 ]
 
 # Names that other layers and the README rely on: removing one is a breaking change.
@@ -46,6 +47,21 @@ KEPT = {
     "cantata.tools": {"tool", "FunctionTool", "FunctionInvokingChatClient"},
     "cantata.agents": {"Agent", "ChatAgent", "AgentThread", "AgentResponse", "LocalThread"},
     "cantata.workflows": {"WorkflowBuilder", "Workflow", "Executor", "AgentExecutor", "handler"},
+    "cantata.teams": {
+        "GroupChat",
+        "RoundRobin",
+        "Selector",
+        "Handoff",
+        "Swarm",
+        "Sequential",
+        "Concurrent",
+        "Magentic",
+        "TaskResult",
+        "TextMention",
+        "MaxMessage",
+        "HandoffTermination",
+        "register_agent",
+    },
 }
 
 
@@ -67,3 +83,9 @@ def test_names_others_build_on_stay_exported(package: str) -> None:
     module = importlib.import_module(package)
     missing = KEPT[package] - set(module.__all__)
     assert not missing, f"{package} no longer exports {sorted(missing)}"
+
+
+def test_the_team_type_and_the_termination_condition_have_distinct_names() -> None:
+    teams = importlib.import_module("cantata.teams")
+    assert issubclass(teams.Handoff, teams.Team)
+    assert issubclass(teams.HandoffTermination, teams.TerminationCondition)

@@ -18,7 +18,6 @@ from cantata.teams import (
     External,
     Functional,
     FunctionCall,
-    Handoff,
     MaxMessage,
     Observation,
     OrTermination,
@@ -29,6 +28,7 @@ from cantata.teams import (
     Timeout,
     TokenUsage,
 )
+from cantata.teams import HandoffTermination as Handoff
 
 
 def said(who: str, text: str) -> Message:

@@ -6,6 +6,7 @@ resumes in a fresh process, runs many conversations at once from one definition,
 nests as an agent (`team.as_agent()`).
 """
 
+from ._fresh_turn import FreshTurnParticipant
 from .actor import AgentActor, AgentReply, AgentTask, register_agent
 from .as_agent import TeamAgent
 from .channels import (
@@ -17,11 +18,34 @@ from .channels import (
     ServiceChannel,
     channel_key,
 )
+from .code_executor import (
+    CodeExecutionError,
+    CodeResult,
+    CodeRunnerAgent,
+    LocalCodeExecutor,
+    coder_agent,
+    python_tool,
+)
+from .concurrent import Aggregator, Concurrent, ConcurrentAnswer, ConcurrentManager
 from .events import RoutingEvent, TeamEvent, TeamMessageEvent, TeamStoppedEvent
+from .file_tools import FileAccessError, FileTools, file_reader_agent
 from .group_chat import GroupChat, GroupChatManager
+from .handoff import Handoff, HandoffInfo, HandoffManager, Swarm, handoff_of
+from .magentic import (
+    Magentic,
+    MagenticLedgerEvent,
+    MagenticManager,
+    PlanReview,
+    PlanReviewAnswer,
+    PlanStep,
+    ProgressLedger,
+    TaskLedger,
+)
 from .manager import MANAGER_ID, ManagerState, TeamManager
 from .participant import ParticipantExecutor
 from .result import StopMessage, TaskResult
+from .routing_eval import LabelledTask, RoutingReport, TaskOutcome, evaluate_routing
+from .sequential import Sequential, SequentialManager
 from .session import STATE_SCHEMA_VERSION, TaskInput, TeamBusyError, TeamSession
 from .speakers import (
     DEFAULT_SELECTOR_PROMPT,
@@ -39,7 +63,6 @@ from .termination import (
     External,
     Functional,
     FunctionCall,
-    Handoff,
     MaxMessage,
     Observation,
     OrTermination,
@@ -49,6 +72,7 @@ from .termination import (
     Timeout,
     TokenUsage,
 )
+from .termination import Handoff as HandoffTermination
 from .turns import AwaitingTask, SpeakTurn, TeamTask, TurnDone
 
 __all__ = [
@@ -59,28 +83,53 @@ __all__ = [
     "AgentChannel",
     "AgentReply",
     "AgentTask",
+    "Aggregator",
     "AndTermination",
     "AwaitingTask",
     "ChannelFactory",
     "ChannelSet",
     "ChannelSyncError",
     "ChatState",
+    "CodeExecutionError",
+    "CodeResult",
+    "CodeRunnerAgent",
+    "Concurrent",
+    "ConcurrentAnswer",
+    "ConcurrentManager",
     "External",
+    "FileAccessError",
+    "FileTools",
+    "FreshTurnParticipant",
     "FunctionCall",
     "FunctionPolicy",
     "Functional",
     "GroupChat",
     "GroupChatManager",
     "Handoff",
+    "HandoffInfo",
+    "HandoffManager",
+    "HandoffTermination",
+    "LabelledTask",
     "LocalChannel",
+    "LocalCodeExecutor",
+    "Magentic",
+    "MagenticLedgerEvent",
+    "MagenticManager",
     "ManagerState",
     "MaxMessage",
     "Observation",
     "OrTermination",
     "ParticipantExecutor",
+    "PlanReview",
+    "PlanReviewAnswer",
+    "PlanStep",
+    "ProgressLedger",
     "RoundRobin",
     "RoutingEvent",
+    "RoutingReport",
     "Selector",
+    "Sequential",
+    "SequentialManager",
     "ServiceChannel",
     "SourceMatch",
     "SpeakTurn",
@@ -88,7 +137,10 @@ __all__ = [
     "SpeakerFunction",
     "SpeakerPolicy",
     "StopMessage",
+    "Swarm",
     "TaskInput",
+    "TaskLedger",
+    "TaskOutcome",
     "TaskResult",
     "Team",
     "TeamAgent",
@@ -105,5 +157,10 @@ __all__ = [
     "TokenUsage",
     "TurnDone",
     "channel_key",
+    "coder_agent",
+    "evaluate_routing",
+    "file_reader_agent",
+    "handoff_of",
+    "python_tool",
     "register_agent",
 ]
