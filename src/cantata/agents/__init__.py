@@ -18,6 +18,7 @@ from .message_store import (
     StateStoreMessageStore,
 )
 from .reducers import HistoryReducer, SummarizingReducer, TruncatingReducer
+from .remote_responses import ResponsesAgent, ResponsesThread
 from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
 from .run_options import CHAT_OPTION_KEYWORDS, ChatOptionKeywords, UnknownOptionError
 from .thread import THREAD_SCHEMA_VERSION, AgentThread, LocalThread, ServiceThread, ThreadState
@@ -46,6 +47,8 @@ __all__ = [
     "LocalThread",
     "MessageStore",
     "MessageStoreFactory",
+    "ResponsesAgent",
+    "ResponsesThread",
     "ServiceThread",
     "StateStoreMessageStore",
     "SummarizingReducer",

@@ -18,14 +18,19 @@ from .app import (
 from .auth import TOKEN_COOKIE, TOKEN_ENV, check_bind, is_loopback
 from .errors import RequestError
 from .limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_REQUEST_TIMEOUT, Limits
+from .mcp_routes import MCP_PATH
+from .mcp_server import DEFAULT_MCP_CALL_TIMEOUT, MCP_TASK_ARGUMENT, as_mcp_server, run_mcp_stdio
 from .served import Served, ServedKind, ServedSet, load_target
 from .server import DEFAULT_STORE_URL, serve
 from .threads import RESPONSE_SCHEMA_VERSION, ResponseRecord, ResponseThreads
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MCP_CALL_TIMEOUT",
     "DEFAULT_REQUEST_TIMEOUT",
     "DEFAULT_STORE_URL",
+    "MCP_PATH",
+    "MCP_TASK_ARGUMENT",
     "OPTIONAL_PROVIDERS",
     "RESPONSE_SCHEMA_VERSION",
     "TOKEN_COOKIE",
@@ -40,10 +45,12 @@ __all__ = [
     "Served",
     "ServedKind",
     "ServedSet",
+    "as_mcp_server",
     "build_app",
     "check_bind",
     "default_providers",
     "is_loopback",
     "load_target",
+    "run_mcp_stdio",
     "serve",
 ]

@@ -4,6 +4,7 @@ middleware around model calls and tool calls."""
 from .context import ToolContext
 from .errors import ToolSchemaError
 from .invoking import FunctionInvokingChatClient, LimitName, OnMessage
+from .mcp_tools import DEFAULT_MCP_CONNECT_TIMEOUT, DEFAULT_MCP_TOOL_TIMEOUT, MCPTools
 from .middleware import (
     ChatContext,
     ChatMiddleware,
@@ -17,6 +18,8 @@ from .middleware import (
 from .tool import ApprovalMode, FunctionTool, ToolArgumentsError, ToolMethod, plugin_tools, tool
 
 __all__ = [
+    "DEFAULT_MCP_CONNECT_TIMEOUT",
+    "DEFAULT_MCP_TOOL_TIMEOUT",
     "ApprovalMode",
     "ChatContext",
     "ChatMiddleware",
@@ -27,6 +30,7 @@ __all__ = [
     "FunctionNext",
     "FunctionTool",
     "LimitName",
+    "MCPTools",
     "OnMessage",
     "ToolArgumentsError",
     "ToolContext",
