@@ -9,6 +9,9 @@ from pathlib import Path
 import cantata.tools
 
 EXPECTED = {
+    "DEFAULT_MCP_CONNECT_TIMEOUT",
+    "DEFAULT_MCP_TOOL_TIMEOUT",
+    "MCPTools",
     "ApprovalMode",
     "ChatContext",
     "ChatMiddleware",
