@@ -11,8 +11,8 @@ import logging
 from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..core import CancellationToken, CantHandle, RuntimeStateError
-from .context import MessageContext
+from ..core import CancellationToken, CantHandle, ConfigurationError, RuntimeStateError
+from .context import MessageContext, current_context
 from .handlers import CHAIN, Table, build_tables, resolve
 from .ids import AgentId, TopicId
 
@@ -85,6 +85,25 @@ class BaseAgent:
 
     async def close(self) -> None:
         """Release resources; called once when the runtime closes or evicts this agent."""
+
+    async def commit_state(self) -> None:
+        """Save this agent's state (`save_state`) and the id of the message it is handling
+        in one store write, so a message redelivered after a crash is flagged
+        `ctx.is_redelivery` by a fresh runtime on the same store. Call it from a handler,
+        after the state change; the runtime needs a store."""
+        ctx = current_context()
+        if ctx is None or ctx.recipient != self.id:
+            raise RuntimeStateError(
+                f"agent {self.id} called commit_state outside its own handler; call it while "
+                "handling the message whose effect it records"
+            )
+        commit = getattr(self.runtime, "commit_state", None)
+        if commit is None:
+            raise ConfigurationError(
+                f"agent {self.id} runs on a {type(self.runtime).__name__}, which cannot commit "
+                "agent state; use LocalRuntime(store=...)"
+            )
+        await commit(self.id, ctx.message_id)
 
     async def send_message(
         self,

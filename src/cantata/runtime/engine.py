@@ -41,7 +41,7 @@ from .context import MessageContext, _current
 from .events import AgentActivated, DeliveryFailed, RuntimeEvent
 from .ids import AgentId
 from .protocol import AgentFactory, AgentRuntime
-from .state import decode_agent, restore
+from .state import decode_agent, encode_agent, handled_ids, restore
 
 __all__: list[str] = []
 
@@ -649,6 +649,36 @@ class Engine:
                 cell.restore_handled(handled, self._window)
                 restored = True
         return agent, restored
+
+    async def commit_state(self, agent_id: AgentId, message_id: str | None = None) -> None:
+        """Write an agent's state and its handled message ids, with `message_id` among
+        them, to the store in one write (one transaction on every backend).
+
+        Call it from the handler, after the state change: a crash before the write leaves
+        neither the change nor the id (the message is redelivered and handled again); a
+        crash after it leaves both, so the redelivery is flagged `ctx.is_redelivery` by a
+        fresh runtime on the same store, beyond the in-memory window.
+        """
+        if self._store is None:
+            raise ConfigurationError(
+                f"agent {agent_id} asked to commit its state, but the runtime has no store: "
+                "create it with LocalRuntime(store=SQLiteStore(...)) or another StateStore"
+            )
+        cell = self._cells.get(agent_id)
+        agent = None if cell is None else cell.agent
+        if cell is None or agent is None:
+            raise RuntimeStateError(
+                f"agent {agent_id} is not active in this runtime; commit its state from its "
+                "own handler"
+            )
+        if message_id is not None and self._window:
+            cell.remember(message_id, self._window)
+        ids = handled_ids(cell.handled)
+        if message_id is not None and message_id not in ids:
+            ids.append(message_id)  # no window: keep this one id all the same
+        state = await agent.save_state()
+        record = encode_agent(state, dict.fromkeys(ids))
+        await self._store.put(self._prefix + str(agent_id), record)
 
     def _fail_activation(self, cell: Cell, agent_id: AgentId, exc: Exception) -> None:
         if self._cells.get(agent_id) is cell:
