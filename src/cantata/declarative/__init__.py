@@ -1,3 +1,89 @@
-"""cantata.declarative."""
+"""cantata.declarative: agents and teams from YAML specs, and component configs.
 
-__all__: list[str] = []
+Two views of one model of components: `to_config(obj)` / `from_config(data)` write and
+read ``{provider, component_type, version, config}`` JSON for every built-in component
+(model clients, tools, agents, reducers, termination conditions, speaker policies, teams,
+stores); `load(spec)` reads a spec, configs written for people with placeholders. Nothing
+in a text runs code: providers load from ``cantata.*`` and the caller's allow list only,
+tools from ``tools=`` or allowed import paths.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from ..core import ConfigurationError
+
+_BUILTINS = ("_builtin_models", "_builtin_agents", "_builtin_teams")
+
+
+def _load_builtins() -> None:
+    """Import every built-in adapter module, reporting all failures together."""
+    failures: list[str] = []
+    for name in _BUILTINS:
+        try:
+            importlib.import_module(f"{__name__}.{name}")
+        except Exception as exc:  # collected, raised together below
+            failures.append(f"{name}: {type(exc).__name__}: {exc}")
+    if failures:
+        raise ConfigurationError(
+            "cantata.declarative could not register its built-in components: " + "; ".join(failures)
+        )
+
+
+_load_builtins()
+
+from .errors import (  # noqa: E402
+    SpecError,
+    UnknownToolError,
+    UnresolvedPlaceholderError,
+    UntrustedProviderError,
+)
+from .loader import (  # noqa: E402
+    MAX_SPEC_BYTES,
+    AgentRef,
+    SpecType,
+    load,
+    parse_spec,
+    register_spec_type,
+    spec_types,
+)
+from .placeholders import find_placeholders, resolve_placeholders  # noqa: E402
+from .registry import (  # noqa: E402
+    ComponentAdapter,
+    ConfigContext,
+    from_config,
+    provider_of,
+    register_component,
+    registered_providers,
+    to_config,
+)
+from .schema import spec_schema  # noqa: E402
+from .spec_models import SPEC_VERSION, AgentSpec, TeamSpec  # noqa: E402
+
+__all__ = [
+    "MAX_SPEC_BYTES",
+    "SPEC_VERSION",
+    "AgentRef",
+    "AgentSpec",
+    "ComponentAdapter",
+    "ConfigContext",
+    "SpecError",
+    "SpecType",
+    "TeamSpec",
+    "UnknownToolError",
+    "UnresolvedPlaceholderError",
+    "UntrustedProviderError",
+    "find_placeholders",
+    "from_config",
+    "load",
+    "parse_spec",
+    "provider_of",
+    "register_component",
+    "register_spec_type",
+    "registered_providers",
+    "resolve_placeholders",
+    "spec_schema",
+    "spec_types",
+    "to_config",
+]

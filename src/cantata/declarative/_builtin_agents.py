@@ -1,0 +1,129 @@
+"""Adapters of agents, tools and history reducers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..agents import ChatAgent, SummarizingReducer, TruncatingReducer
+from ..tools import FunctionTool
+from ._builtin_models import _fields, _typed
+from .errors import SpecError
+from .options import options_from_data, options_to_data
+from .registry import ComponentAdapter, ConfigContext, _dump, build, register_component
+from .tool_refs import resolve_tool, tool_id
+
+__all__: list[str] = []
+
+
+def _dump_tool(t: FunctionTool, ctx: ConfigContext) -> dict[str, Any]:
+    return {"id": tool_id(t), "name": t.name}
+
+
+def _build_tool(config: Mapping[str, Any], ctx: ConfigContext) -> FunctionTool:
+    where = "cantata.tools.FunctionTool"
+    args = _fields(config, {"id", "name"}, where)
+    found = resolve_tool(args.get("id"), ctx, where=where)  # type: ignore[arg-type]
+    name = args.get("name")
+    if name is not None and name != found.name:
+        _typed(args, {"name": str}, where)
+        return FunctionTool(
+            name, found.description, func=found.func, approval_mode=found.approval_mode
+        )
+    return found
+
+
+def _dump_agent(agent: ChatAgent, ctx: ConfigContext) -> dict[str, Any]:
+    where = f"agent {agent.name!r}"
+    out: dict[str, Any] = {
+        "name": agent.name,
+        "description": agent.description,
+        "instructions": agent.instructions,
+        "arguments": dict(agent.arguments),
+        "client": _dump(agent.client, ctx),
+        "tools": [_dump(t, ctx) for t in agent.tools],
+        "options": options_to_data(agent.options, where=where),
+    }
+    if agent.history_reducer is not None:
+        out["history_reducer"] = _dump(agent.history_reducer, ctx)
+    return out
+
+
+_AGENT_FIELDS = {
+    "name", "description", "instructions", "arguments", "client", "tools", "options",
+    "history_reducer", "max_iterations",
+}  # fmt: skip
+
+
+def _build_agent(config: Mapping[str, Any], ctx: ConfigContext) -> ChatAgent:
+    name = config.get("name", "agent")
+    where = f"agent {name!r}"
+    args = _fields(config, _AGENT_FIELDS, where)
+    _typed(args, {"name": str, "description": str, "instructions": str}, where)
+    _typed(args, {"max_iterations": int, "arguments": dict, "tools": list}, where)
+    if "client" not in args:
+        raise SpecError(f"{where}: a model client config is needed under 'client'")
+    client = build(args.pop("client"), ctx, where=f"{where}.client")
+    tools = [
+        build(t, ctx, where=f"{where}.tools[{i}]") for i, t in enumerate(args.pop("tools", []))
+    ]
+    reducer = args.pop("history_reducer", None)
+    return ChatAgent(
+        client,
+        tools=tools,
+        options=options_from_data(args.pop("options", None), where=where),
+        history_reducer=build(reducer, ctx, where=f"{where}.history_reducer")
+        if reducer is not None
+        else None,
+        owns_client=True,
+        **args,
+    )
+
+
+def _build_truncating(config: Mapping[str, Any], ctx: ConfigContext) -> TruncatingReducer:
+    where = "cantata.agents.TruncatingReducer"
+    args = _fields(config, {"keep_last", "keep_system"}, where)
+    _typed(args, {"keep_last": int, "keep_system": bool}, where)
+    if "keep_last" not in args:
+        raise SpecError(f"{where}: 'keep_last' (a number of messages) is needed")
+    return TruncatingReducer(**args)
+
+
+def _dump_summarizing(r: SummarizingReducer, ctx: ConfigContext) -> dict[str, Any]:
+    return {
+        "client": _dump(r.client, ctx),
+        "keep_last": r.keep_last,
+        "threshold": r.threshold,
+        "prompt": r.prompt,
+    }
+
+
+def _build_summarizing(config: Mapping[str, Any], ctx: ConfigContext) -> SummarizingReducer:
+    where = "cantata.agents.SummarizingReducer"
+    args = _fields(config, {"client", "keep_last", "threshold", "prompt"}, where)
+    _typed(args, {"keep_last": int, "threshold": int, "prompt": str}, where)
+    client = build(args.pop("client", None), ctx, where=f"{where}.client")
+    return SummarizingReducer(client, **args)
+
+
+def _register() -> None:
+    register_component(
+        ComponentAdapter("cantata.tools.FunctionTool", "tool", FunctionTool, _dump_tool,
+                         _build_tool)
+    )  # fmt: skip
+    register_component(
+        ComponentAdapter("cantata.agents.ChatAgent", "agent", ChatAgent, _dump_agent,
+                         _build_agent)
+    )  # fmt: skip
+    register_component(
+        ComponentAdapter("cantata.agents.TruncatingReducer", "reducer", TruncatingReducer,
+                         lambda r, c: {"keep_last": r.keep_last, "keep_system": r.keep_system},
+                         _build_truncating)
+    )  # fmt: skip
+    register_component(
+        ComponentAdapter("cantata.agents.SummarizingReducer", "reducer", SummarizingReducer,
+                         _dump_summarizing, _build_summarizing)
+    )  # fmt: skip
+
+
+_register()

@@ -1,0 +1,144 @@
+"""Adapters of the model clients (and stores, which are as small)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..models import LocalChatClient, ScriptedChatClient
+from ..stores import MemoryStore, SQLiteStore
+from .errors import SpecError
+from .options import options_from_data, options_to_data
+from .registry import ComponentAdapter, ConfigContext, register_component
+
+__all__: list[str] = []
+
+_OPENAI = "cantata.models.OpenAIChatClient"
+_SECRET_ENV = "OPENAI_API_KEY"
+
+
+def _fields(config: Mapping[str, Any], allowed: set[str], where: str) -> dict[str, Any]:
+    unknown = sorted(set(map(str, config)) - allowed)
+    if unknown:
+        raise SpecError(f"{where}: unknown field(s) {unknown}; known: {sorted(allowed)}")
+    return dict(config)
+
+
+def _dump_openai(obj: Any, ctx: ConfigContext) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "model": obj.model,
+        "base_url": obj.base_url,
+        "timeout": obj.timeout,
+        "max_retries": obj.max_retries,
+        "structured_output": obj.structured_output,
+        "max_tokens_field": obj.max_tokens_field,
+        "default_options": options_to_data(obj.default_options, where=_OPENAI),
+    }
+    if ctx.include_secrets:  # the place of the key, never the key
+        out["api_key"] = "${Env:" + _SECRET_ENV + "}"
+    return out
+
+
+def _build_openai(config: Mapping[str, Any], ctx: ConfigContext) -> Any:
+    from ..models import OpenAIChatClient
+
+    allowed = {
+        "model", "base_url", "api_key", "timeout", "max_retries", "structured_output",
+        "max_tokens_field", "default_options",
+    }  # fmt: skip
+    args = _fields(config, allowed, _OPENAI)
+    args["default_options"] = options_from_data(args.get("default_options"), where=_OPENAI)
+    _typed(args, {"model": str, "base_url": str, "api_key": str}, _OPENAI)
+    return OpenAIChatClient(**args)
+
+
+def _typed(args: Mapping[str, Any], kinds: Mapping[str, type], where: str) -> None:
+    for key, kind in kinds.items():
+        value = args.get(key)
+        ok: tuple[type, ...] = (int, float) if kind is float else (kind,)
+        if value is not None and (
+            isinstance(value, bool) != (kind is bool) or not isinstance(value, ok)
+        ):
+            raise SpecError(f"{where}: {key!r} must be {kind.__name__}, got {value!r:.80}")
+
+
+def _dump_local(obj: LocalChatClient, ctx: ConfigContext) -> dict[str, Any]:
+    key = obj._key  # the client's settings, read-only
+    return {
+        "model_path": key.path or None,
+        "n_ctx": key.n_ctx,
+        "n_threads": key.n_threads,
+        "seed": key.seed,
+        "chat_format": key.chat_format,
+        "parallel": key.parallel,
+        "default_options": options_to_data(obj.default_options, where="LocalChatClient"),
+    }
+
+
+def _build_local(config: Mapping[str, Any], ctx: ConfigContext) -> LocalChatClient:
+    where = "cantata.models.LocalChatClient"
+    allowed = {"model_path", "n_ctx", "n_threads", "seed", "chat_format", "parallel"}
+    args = _fields(config, allowed | {"default_options"}, where)
+    _typed(args, {"model_path": str, "n_ctx": int, "n_threads": int, "seed": int}, where)
+    _typed(args, {"chat_format": str, "parallel": int}, where)
+    args["default_options"] = options_from_data(args.get("default_options"), where=where)
+    return LocalChatClient(**args)
+
+
+def _build_scripted(config: Mapping[str, Any], ctx: ConfigContext) -> ScriptedChatClient:
+    where = "cantata.models.ScriptedChatClient"
+    args = _fields(config, {"script", "model"}, where)
+    script = args.get("script", [])
+    if not isinstance(script, list) or not all(isinstance(s, str) for s in script):
+        raise SpecError(f"{where}: 'script' must be a list of answer texts")
+    model = args.get("model", "scripted")
+    _typed(args, {"model": str}, where)
+    return ScriptedChatClient(list(script), model=model)
+
+
+def _dump_scripted(obj: ScriptedChatClient, ctx: ConfigContext) -> dict[str, Any]:
+    raise SpecError(
+        "a ScriptedChatClient's script (texts or a function) is not written to configs; "
+        "write its spec by hand with model: {api: scripted, script: [...]}"
+    )
+
+
+def _build_memory(config: Mapping[str, Any], ctx: ConfigContext) -> MemoryStore:
+    _fields(config, set(), "cantata.stores.MemoryStore")
+    return MemoryStore()
+
+
+def _build_sqlite(config: Mapping[str, Any], ctx: ConfigContext) -> SQLiteStore:
+    where = "cantata.stores.SQLiteStore"
+    args = _fields(config, {"path"}, where)
+    if not isinstance(args.get("path"), str):
+        raise SpecError(f"{where}: 'path' must be a file path string")
+    return SQLiteStore(args["path"])
+
+
+def _register() -> None:
+    from ..models import openai_chat
+
+    register_component(
+        ComponentAdapter(_OPENAI, "model", openai_chat.OpenAIChatClient, _dump_openai,
+                         _build_openai)
+    )  # fmt: skip
+    register_component(
+        ComponentAdapter("cantata.models.LocalChatClient", "model", LocalChatClient,
+                         _dump_local, _build_local)
+    )  # fmt: skip
+    register_component(
+        ComponentAdapter("cantata.models.ScriptedChatClient", "model", ScriptedChatClient,
+                         _dump_scripted, _build_scripted)
+    )  # fmt: skip
+    register_component(
+        ComponentAdapter("cantata.stores.MemoryStore", "store", MemoryStore,
+                         lambda o, c: {}, _build_memory)
+    )  # fmt: skip
+    register_component(
+        ComponentAdapter("cantata.stores.SQLiteStore", "store", SQLiteStore,
+                         lambda o, c: {"path": o.path}, _build_sqlite)
+    )  # fmt: skip
+
+
+_register()

@@ -1,0 +1,147 @@
+"""Specs as component configs: the translation from what people write to the one model
+of components (a spec is configs written for people)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import SpecError
+from .spec_models import AgentSpec, ModelSpec, SpeakerSpec, TeamSpec, TerminationSpec, ToolRef
+
+__all__ = ["agent_config", "model_config", "team_config", "termination_config"]
+
+_M = "cantata.models."
+_T = "cantata.teams."
+
+
+def _component(provider: str, kind: str, config: dict[str, Any]) -> dict[str, Any]:
+    return {"provider": provider, "component_type": kind, "version": 1, "config": config}
+
+
+def model_config(spec: ModelSpec, *, where: str) -> dict[str, Any]:
+    """The client config of a `model:` block; `options` become the client's chat options."""
+    conn = spec.connection
+    if spec.api == "scripted":
+        return _component(_M + "ScriptedChatClient", "model", {"script": conn.script or []})
+    if spec.api == "local":
+        local: dict[str, Any] = {"default_options": spec.options}
+        for key in ("model_path", "n_ctx", "seed"):
+            if getattr(conn, key) is not None:
+                local[key] = getattr(conn, key)
+        return _component(_M + "LocalChatClient", "model", local)
+    if not spec.id:
+        raise SpecError(f"{where}: model.id (the model's name on the server) is needed")
+    remote: dict[str, Any] = {"model": spec.id, "default_options": spec.options}
+    for key in ("base_url", "api_key", "timeout"):
+        if getattr(conn, key) is not None:
+            remote[key] = getattr(conn, key)
+    return _component(_M + "OpenAIChatClient", "model", remote)
+
+
+def _tool(ref: ToolRef | str) -> dict[str, Any]:
+    if isinstance(ref, str):
+        return _component("cantata.tools.FunctionTool", "tool", {"id": ref})
+    body = {"id": ref.id} if ref.name is None else {"id": ref.id, "name": ref.name}
+    return _component("cantata.tools.FunctionTool", "tool", body)
+
+
+def agent_config(spec: AgentSpec) -> dict[str, Any]:
+    """The `ChatAgent` config of an agent spec. `instructions` wins over `template`;
+    `inputs` defaults become template arguments; `response_format` a chat option."""
+    where = f"agent {spec.name!r}"
+    options = dict(spec.model.options)
+    if spec.response_format is not None:
+        options["response_format"] = spec.response_format
+    config: dict[str, Any] = {
+        "name": spec.name,
+        "description": spec.description,
+        # the options live on the agent (agent.options), not twice on its client too
+        "client": model_config(spec.model.model_copy(update={"options": {}}), where=where),
+        "tools": [_tool(t) for t in spec.tools],
+        "options": options,
+        "arguments": {k: i.default for k, i in spec.inputs.items() if i.default is not None},
+    }
+    text = spec.instructions if spec.instructions is not None else spec.template
+    if text is not None:
+        config["instructions"] = text
+    if spec.history is not None:
+        config["history_reducer"] = _component(
+            "cantata.agents.TruncatingReducer", "reducer", {"keep_last": spec.history}
+        )
+    if spec.max_iterations is not None:
+        config["max_iterations"] = spec.max_iterations
+    return _component("cantata.agents.ChatAgent", "agent", config)
+
+
+_SIMPLE = {
+    "max_messages": ("MaxMessage", "max_messages"),
+    "text_mention": ("TextMention", "text"),
+    "source_match": ("SourceMatch", "sources"),
+    "handoff": ("Handoff", "target"),
+    "function_call": ("FunctionCall", "function_name"),
+    "timeout": ("Timeout", "seconds"),
+    "max_total_tokens": ("TokenUsage", "max_total_tokens"),
+}
+
+
+def termination_config(spec: TerminationSpec, *, where: str) -> dict[str, Any]:
+    """One condition's config; several fields in one block are OR-ed."""
+    parts: list[dict[str, Any]] = []
+    for key, (cls, arg) in _SIMPLE.items():
+        value = getattr(spec, key)
+        if value is not None:
+            parts.append(_component(_T + cls, "termination", {arg: value}))
+    for key, cls in (("any", "OrTermination"), ("all", "AndTermination")):
+        group = getattr(spec, key)
+        if group is not None:
+            inner = [termination_config(s, where=f"{where}.{key}") for s in group]
+            parts.append(_join(cls, inner, where=f"{where}.{key}"))
+    if not parts:
+        raise SpecError(f"{where}: a termination block needs at least one condition")
+    return _join("OrTermination", parts, where=where)
+
+
+def _join(cls: str, parts: list[dict[str, Any]], *, where: str) -> dict[str, Any]:
+    if not parts:
+        raise SpecError(f"{where}: an empty list of conditions")
+    if len(parts) == 1:
+        return parts[0]
+    return _component(_T + cls, "termination", {"conditions": parts})
+
+
+def _speaker(spec: SpeakerSpec, *, where: str) -> dict[str, Any]:
+    if spec.type == "round_robin":
+        return _component(_T + "RoundRobin", "speaker_policy", {})
+    if spec.model is None:
+        raise SpecError(f"{where}: a selector speaker needs a model: block")
+    config: dict[str, Any] = {"client": model_config(spec.model, where=where)}
+    for key in ("prompt", "allow_repeat", "max_attempts", "fallback"):
+        if getattr(spec, key) is not None:
+            config[key] = getattr(spec, key)
+    return _component(_T + "Selector", "speaker_policy", config)
+
+
+def team_config(spec: TeamSpec) -> dict[str, Any]:
+    """The team config of a team spec; a participant given by name is a reference."""
+    where = f"team {spec.name!r}"
+    participants = [
+        _component("cantata.declarative.AgentRef", "agent", {"name": p})
+        if isinstance(p, str)
+        else agent_config(p)
+        for p in spec.participants
+    ]
+    config: dict[str, Any] = {
+        "name": spec.name,
+        "description": spec.description,
+        "participants": participants,
+    }
+    if spec.termination is not None:
+        config["termination"] = termination_config(spec.termination, where=where)
+    cls = {"group_chat": "GroupChat", "sequential": "Sequential", "concurrent": "Concurrent"}
+    if spec.type == "group_chat":
+        config["speaker"] = _speaker(spec.speaker or SpeakerSpec(), where=where)
+        if spec.max_turns is not None:
+            config["max_turns"] = spec.max_turns
+    elif spec.speaker is not None or spec.max_turns is not None:
+        raise SpecError(f"{where}: speaker and max_turns are for group_chat teams only")
+    return _component(_T + cls[spec.type], "team", config)

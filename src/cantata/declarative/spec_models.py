@@ -1,0 +1,122 @@
+"""The spec model: what people write in YAML, checked by pydantic (and shipped as JSON
+Schema). Each spec turns into component configs (`to_config`), the one model of
+components that loading builds from."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "SPEC_VERSION",
+    "AgentSpec",
+    "ConnectionSpec",
+    "InputSpec",
+    "ModelSpec",
+    "SpeakerSpec",
+    "TeamSpec",
+    "TerminationSpec",
+    "ToolRef",
+]
+
+SPEC_VERSION = 1
+"""Version 1: agents (chat_agent) and teams (group_chat, sequential, concurrent)."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class ConnectionSpec(_Strict):
+    """Where the model runs: a server (base_url, api_key), a GGUF file, or a script."""
+
+    base_url: str | None = None
+    api_key: str | None = Field(None, description="Write it as ${Env:NAME}, never the key.")
+    timeout: float | None = None
+    model_path: str | None = None
+    n_ctx: int | None = None
+    seed: int | None = None
+    script: list[str] | None = Field(None, description="Answers of the scripted test model.")
+
+
+class ModelSpec(_Strict):
+    """The model: `api` local (embedded), openai (a compatible server) or scripted."""
+
+    id: str | None = None
+    api: Literal["local", "openai", "scripted"] = "local"
+    options: dict[str, Any] = Field(default_factory=dict)
+    connection: ConnectionSpec = Field(default_factory=ConnectionSpec)
+
+
+class ToolRef(_Strict):
+    """A tool by reference: its name or import path, found in tools= or allow=."""
+
+    id: str
+    name: str | None = None
+
+
+class InputSpec(_Strict):
+    """A template argument: its default becomes the agent's argument."""
+
+    description: str = ""
+    default: Any = None
+    required: bool = False
+
+
+class AgentSpec(_Strict):
+    """A chat agent. When both `instructions` and `template` are given, `instructions` wins
+    (`template` is the Semantic Kernel spelling; both are Jinja2 templates)."""
+
+    version: Literal[1] = 1
+    type: Literal["chat_agent"] = "chat_agent"
+    name: str
+    description: str = ""
+    instructions: str | None = None
+    template: str | None = None
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    tools: list[ToolRef | str] = Field(default_factory=list)
+    inputs: dict[str, InputSpec] = Field(default_factory=dict)
+    outputs: dict[str, Any] = Field(default_factory=dict, description="Documentation only.")
+    response_format: dict[str, Any] | None = Field(None, description="A JSON schema.")
+    history: int | None = Field(None, description="Keep the last N messages per request.")
+    max_iterations: int | None = None
+
+
+class TerminationSpec(_Strict):
+    """One condition, or `any` / `all` of several (OR / AND)."""
+
+    max_messages: int | None = None
+    text_mention: str | None = None
+    source_match: list[str] | None = None
+    handoff: str | None = None
+    function_call: str | None = None
+    timeout: float | None = None
+    max_total_tokens: int | None = None
+    any: list[TerminationSpec] | None = None
+    all: list[TerminationSpec] | None = None
+
+
+class SpeakerSpec(_Strict):
+    """Who speaks next in a group chat: round robin, or a model choosing (selector)."""
+
+    type: Literal["round_robin", "selector"] = "round_robin"
+    model: ModelSpec | None = None
+    prompt: str | None = None
+    allow_repeat: bool | None = None
+    max_attempts: int | None = None
+    fallback: str | None = None
+
+
+class TeamSpec(_Strict):
+    """A team: participants are inline agent specs or names of agents passed in agents=."""
+
+    version: Literal[1] = 1
+    type: Literal["group_chat", "sequential", "concurrent"]
+    name: str
+    description: str = ""
+    participants: list[AgentSpec | str] = Field(min_length=1)
+    speaker: SpeakerSpec | None = None
+    termination: TerminationSpec | None = None
+    max_turns: int | None = None
+    checkpoint_store: str | None = Field(None, description="A store URL (sqlite:///x.db).")
