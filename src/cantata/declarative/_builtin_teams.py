@@ -10,7 +10,7 @@ from ..teams import (
     Concurrent,
     FunctionCall,
     GroupChat,
-    Handoff,
+    HandoffTermination,
     MaxMessage,
     OrTermination,
     RoundRobin,
@@ -31,9 +31,11 @@ __all__: list[str] = []
 _T = "cantata.teams."
 
 
-def _simple(cls: type, names: dict[str, type], required: set[str]) -> ComponentAdapter:
+def _simple(
+    cls: type, names: dict[str, type], required: set[str], *, public: str | None = None
+) -> ComponentAdapter:
     """An adapter for a class whose config is its constructor's keyword arguments."""
-    where = _T + cls.__name__
+    where = _T + (public or cls.__name__)
 
     def dump(obj: Any, ctx: ConfigContext) -> dict[str, Any]:
         out = {n: getattr(obj, n) for n in names}
@@ -104,11 +106,19 @@ def _participants(config: Mapping[str, Any], ctx: ConfigContext, where: str) -> 
     return [build(p, ctx, where=f"{where}.participants[{i}]") for i, p in enumerate(parts)]
 
 
+_COMPONENTS = ("speaker", "history_reducer")
+
+
 def _team(cls: type, extra: dict[str, type]) -> ComponentAdapter:
     where = _T + cls.__name__
     names = {"name", "description", "participants", "termination", *extra}
 
     def dump(team: Any, ctx: ConfigContext) -> dict[str, Any]:
+        if getattr(team, "aggregator", None) is not None:
+            raise SpecError(
+                f"team {team.name!r}: an aggregator (a Python function) cannot be written "
+                "to a config; leave it out, or rebuild the team in code after loading"
+            )
         out: dict[str, Any] = {
             "name": team.name,
             "description": team.description,
@@ -117,7 +127,7 @@ def _team(cls: type, extra: dict[str, type]) -> ComponentAdapter:
         }
         for n in extra:
             value = getattr(team, n)
-            out[n] = _dump(value, ctx) if n == "speaker" else value
+            out[n] = _dump(value, ctx) if n in _COMPONENTS and value is not None else value
         return out
 
     def load(config: Mapping[str, Any], ctx: ConfigContext) -> Any:
@@ -125,7 +135,7 @@ def _team(cls: type, extra: dict[str, type]) -> ComponentAdapter:
         _typed(args, {"name": str, "description": str}, where)
         _typed(args, {k: v for k, v in extra.items() if v is not object}, where)
         args["participants"] = _participants(args, ctx, where)
-        for key in ("termination", "speaker"):
+        for key in ("termination", *_COMPONENTS):
             if args.get(key) is not None:
                 args[key] = build(args[key], ctx, where=f"{where}.{key}")
         kept = {k: v for k, v in args.items() if v is not None}
@@ -139,7 +149,7 @@ def _register() -> None:
         _simple(MaxMessage, {"max_messages": int}, {"max_messages"}),
         _simple(TextMention, {"text": str, "sources": list}, {"text"}),
         _simple(SourceMatch, {"sources": list}, {"sources"}),
-        _simple(Handoff, {"target": str}, {"target"}),
+        _simple(HandoffTermination, {"target": str}, {"target"}, public="HandoffTermination"),
         _simple(FunctionCall, {"function_name": str}, {"function_name"}),
         _simple(Timeout, {"seconds": float}, {"seconds"}),
         _simple(
@@ -153,7 +163,7 @@ def _register() -> None:
                          lambda o, c: {}, _round_robin),
         ComponentAdapter(_T + "Selector", "speaker_policy", Selector, _dump_selector,
                          _build_selector),
-        _team(GroupChat, {"speaker": object, "max_turns": int}),
+        _team(GroupChat, {"speaker": object, "max_turns": int, "history_reducer": object}),
         _team(Sequential, {"chain_only_agent_responses": bool}),
         _team(Concurrent, {}),
     ]  # fmt: skip

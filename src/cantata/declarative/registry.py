@@ -145,16 +145,24 @@ def make_context(
     for p in allowed:
         if not isinstance(p, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", p):
             raise SpecError(f"allow= entries must be import paths like 'myapp.tools', got {p!r}")
-    agent_map: dict[str, Any] = (
-        dict(agents)
-        if isinstance(agents, Mapping)
-        else {getattr(a, "name", None): a for a in agents}
-    )
+    agent_map = _agent_map(agents)
     if settings is not None and not isinstance(settings, Mapping):
         raise SpecError(f"settings= must be a mapping, got {type(settings).__name__}")
     return ConfigContext(
         tools=index_tools(tools), agents=agent_map, allow=allowed, settings=dict(settings or {})
     )
+
+
+def _agent_map(agents: Iterable[Any] | Mapping[str, Any]) -> dict[str, Any]:
+    from ..agents import Agent
+
+    pairs = list(agents.items()) if isinstance(agents, Mapping) else [(None, a) for a in agents]
+    out: dict[str, Any] = {}
+    for key, agent in pairs:
+        if not isinstance(agent, Agent):
+            raise SpecError(f"agents= must hold agents, got {agent!r:.100}")
+        out[str(key) if key is not None else agent.name] = agent
+    return out
 
 
 def build(data: Any, ctx: ConfigContext, *, where: str) -> Any:

@@ -77,7 +77,7 @@ _SIMPLE = {
     "max_messages": ("MaxMessage", "max_messages"),
     "text_mention": ("TextMention", "text"),
     "source_match": ("SourceMatch", "sources"),
-    "handoff": ("Handoff", "target"),
+    "handoff": ("HandoffTermination", "target"),
     "function_call": ("FunctionCall", "function_name"),
     "timeout": ("Timeout", "seconds"),
     "max_total_tokens": ("TokenUsage", "max_total_tokens"),
