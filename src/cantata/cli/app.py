@@ -24,6 +24,8 @@ from .answer import close_client, load_model, quiet_loop_errors, stream_answer
 from .chat_session import EXIT_WORDS, ChatSession
 from .client_options import ClientOptions
 from .failure import report
+from .run import run_command
+from .schema import schema_command
 from .serve import serve_command
 
 __all__ = ["EXIT_WORDS", "app", "main"]
@@ -222,6 +224,8 @@ def _start(system: str | None) -> list[Message]:
 
 
 app.command(name="serve")(serve_command)
+app.command(name="run")(run_command)
+app.command(name="schema")(schema_command)
 
 
 def main() -> None:
