@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..models import LocalChatClient, ScriptedChatClient
+from ..models import LocalChatClient, ScriptedChatClient, tool_call
 from ..stores import MemoryStore, SQLiteStore
 from .errors import SpecError
 from .options import options_from_data, options_to_data
@@ -89,11 +89,24 @@ def _build_scripted(config: Mapping[str, Any], ctx: ConfigContext) -> ScriptedCh
     where = "cantata.models.ScriptedChatClient"
     args = _fields(config, {"script", "model"}, where)
     script = args.get("script", [])
-    if not isinstance(script, list) or not all(isinstance(s, str) for s in script):
-        raise SpecError(f"{where}: 'script' must be a list of answer texts")
+    if not isinstance(script, list):
+        raise SpecError(f"{where}: 'script' must be a list of answer texts or tool calls")
     model = args.get("model", "scripted")
     _typed(args, {"model": str}, where)
-    return ScriptedChatClient(list(script), model=model)
+    return ScriptedChatClient([_turn(s, where) for s in script], model=model)
+
+
+def _turn(item: Any, where: str) -> Any:
+    if isinstance(item, str):
+        return item
+    if (
+        isinstance(item, Mapping)
+        and set(item) <= {"tool", "arguments"}
+        and isinstance(item.get("tool"), str)
+        and isinstance(item.get("arguments", {}), Mapping)
+    ):
+        return tool_call(item["tool"], dict(item.get("arguments", {})))
+    raise SpecError(f"{where}: a script turn is a text or {{tool: name, arguments: {{...}}}}")
 
 
 def _dump_scripted(obj: ScriptedChatClient, ctx: ConfigContext) -> dict[str, Any]:

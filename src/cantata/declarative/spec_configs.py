@@ -22,7 +22,8 @@ def model_config(spec: ModelSpec, *, where: str) -> dict[str, Any]:
     """The client config of a `model:` block; `options` become the client's chat options."""
     conn = spec.connection
     if spec.api == "scripted":
-        return _component(_M + "ScriptedChatClient", "model", {"script": conn.script or []})
+        script = [s if isinstance(s, str) else s.model_dump() for s in conn.script or []]
+        return _component(_M + "ScriptedChatClient", "model", {"script": script})
     if spec.api == "local":
         local: dict[str, Any] = {"default_options": spec.options}
         for key in ("model_path", "n_ctx", "seed"):

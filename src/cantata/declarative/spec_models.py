@@ -28,6 +28,13 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+class ScriptedCallSpec(_Strict):
+    """A tool call the scripted test model makes."""
+
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
 class ConnectionSpec(_Strict):
     """Where the model runs: a server (base_url, api_key), a GGUF file, or a script."""
 
@@ -37,7 +44,9 @@ class ConnectionSpec(_Strict):
     model_path: str | None = None
     n_ctx: int | None = None
     seed: int | None = None
-    script: list[str] | None = Field(None, description="Answers of the scripted test model.")
+    script: list[str | ScriptedCallSpec] | None = Field(
+        None, description="Answers of the scripted test model: texts, or tool calls."
+    )
 
 
 class ModelSpec(_Strict):
