@@ -138,3 +138,13 @@ async def test_bytes_that_are_not_utf8_are_a_parse_error(echo_url: str) -> None:
     async with httpx.AsyncClient(timeout=30) as http:
         reply = await http.post(f"{echo_url}/a2a/echo", content=b"\x80")
     assert reply.json()["error"]["code"] == -32700
+
+
+async def test_a_0_3_method_sent_as_1_0_is_a_version_error(echo_url: str) -> None:
+    # found by the fuzz above: the SDK answered an internal error (-32603)
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": {"id": "t"}}
+    async with httpx.AsyncClient(timeout=30) as http:
+        reply = await http.post(f"{echo_url}/a2a/echo", json=body, headers={"A2A-Version": "1.0"})
+    error = reply.json()["error"]
+    assert error["code"] == -32009 and "A2A-Version: 0.3" in error["message"]
+    assert reply.json()["id"] == 7

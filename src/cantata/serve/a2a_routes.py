@@ -23,7 +23,12 @@ from importlib.metadata import PackageNotFoundError, version
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
-from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
+from a2a.utils.constants import (
+    PROTOCOL_VERSION_0_3,
+    PROTOCOL_VERSION_1_0,
+    VERSION_HEADER,
+    TransportProtocol,
+)
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -43,6 +48,8 @@ A2A_PATH = "/a2a"
 CARD_PATH = "/.well-known/agent-card.json"
 _Endpoint = Callable[[Request], Awaitable[Response]]
 _PARSE_ERROR = -32700
+_VERSION_ERROR = -32009
+_V03 = ("message/", "tasks/", "agent/")
 
 
 def agent_card(entry: Served, url: str) -> AgentCard:
@@ -105,21 +112,35 @@ def contribute(ctx: ServeContext) -> Contribution:
 
 
 def _json_checked(endpoint: _Endpoint) -> _Endpoint:
-    """`endpoint` for bodies that are JSON within cantata's bounds (UTF-8, depth); any
-    other body is JSON-RPC's parse error (the SDK would answer an internal error)."""
+    """`endpoint` for bodies that are JSON within cantata's bounds (UTF-8, depth) and whose
+    method is of the protocol version the request names; otherwise JSON-RPC's parse error
+    or A2A's version error (the SDK answers both with an internal error)."""
 
     async def checked(request: Request) -> Response:
         try:
-            loads_json(await request.body())
+            body = loads_json(await request.body())
         except SerializationError as exc:
-            error = {
-                "code": _PARSE_ERROR,
-                "message": f"the body is not JSON this server reads: {exc}",
-            }
-            return JSONResponse({"jsonrpc": "2.0", "id": None, "error": error})
+            return _rpc_error(None, _PARSE_ERROR, f"the body is not JSON this server reads: {exc}")
+        # protocol 0.3 methods are paths (message/send); 1.0 ones are names (SendMessage)
+        method = body.get("method") if type(body) is dict else None
+        version = request.headers.get(VERSION_HEADER, "")
+        if type(method) is str and method.startswith(_V03) and version[:2] not in ("", "0."):
+            request_id = body.get("id")
+            return _rpc_error(
+                request_id if type(request_id) in (str, int) else None,
+                _VERSION_ERROR,
+                f"method {method!r} is of A2A protocol 0.3, but the request says "
+                f"{VERSION_HEADER}: {version[:20]}; send {VERSION_HEADER}: 0.3, or use the 1.0 "
+                "method names (SendMessage, SendStreamingMessage, GetTask, CancelTask)",
+            )
         return await endpoint(request)
 
     return checked
+
+
+def _rpc_error(request_id: str | int | None, code: int, message: str) -> Response:
+    error = {"code": code, "message": message}
+    return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error})
 
 
 def _card_endpoint(entry: Served, path: str) -> _Endpoint:
