@@ -1,0 +1,191 @@
+"""The directory actor: one per runtime name on a cluster.
+
+It knows the registered factories and the subscriptions, creates agents' actors (named
+`<runtime name>/<agent id>`, created with get-if-exists, so there is one per agent on the
+whole cluster whoever asks first), and delivers events: each publication is numbered per
+publisher and subscriber, then handed to each subscriber's actor. An event whose actor
+dies before it answers is delivered again to a new actor with the same message id (at
+least once; the agent sees `ctx.is_redelivery` when it had recorded that id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from typing import Any
+
+from ray.exceptions import ActorDiedError, RayActorError
+
+import ray
+
+from ...core import ConfigurationError, Undeliverable, from_json
+from ..ids import AgentId, TopicId
+from ..protocol import AgentFactory
+from ..subscriptions import Subscription
+from . import wire
+
+__all__: list[str] = []
+
+_log = logging.getLogger("cantata.runtime.ray")
+_REDELIVERIES = 3
+_RETIRED_MEMORY = 4096
+
+
+class Directory:
+    """Factories, subscriptions, actor creation and event fan-out (see the module)."""
+
+    def __init__(self, name: str, config: dict[str, Any], host_options: dict[str, Any]) -> None:
+        self._name = name
+        self._config = config
+        self._host_options = host_options
+        self._factories: dict[str, AgentFactory] = {}
+        self._subs: dict[str, Subscription] = {}
+        self._live: dict[str, Any] = {}
+        self._retired: OrderedDict[str, None] = OrderedDict()
+        self._seq: dict[str, dict[str, int]] = {}
+        self._pending = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def register(self, agent_type: str, factory: AgentFactory) -> None:
+        self._factories[agent_type] = factory
+
+    def add_subscription(self, data: Any) -> wire.Envelope:
+        try:
+            sub = from_json(data)
+            if not isinstance(sub, Subscription):
+                raise ConfigurationError(f"{sub!r} does not implement Subscription")
+            if sub.id in self._subs:
+                raise ConfigurationError(
+                    f"a subscription with id {sub.id!r} already exists; remove it first"
+                )
+            self._subs[sub.id] = sub
+            return wire.ok(None)
+        except Exception as exc:
+            return wire.failed(exc)
+
+    def remove_subscription(self, subscription_id: str) -> wire.Envelope:
+        if self._subs.pop(subscription_id, None) is None:
+            return wire.failed(
+                ConfigurationError(
+                    f"no subscription with id {subscription_id!r}; known: {sorted(self._subs)}"
+                )
+            )
+        return wire.ok(None)
+
+    def subscriptions(self) -> list[Any]:
+        from ...core import to_json
+
+        return [to_json(s) for s in self._subs.values()]
+
+    def ensure(self, agent_id: str) -> list[Any] | wire.Envelope:
+        """The actor handle of `agent_id` (in a list), created if needed."""
+        handle = self._live.get(agent_id)
+        if handle is not None:
+            return [handle]
+        factory = self._factories.get(AgentId.parse(agent_id).type)
+        if factory is None:
+            return wire.failed(
+                Undeliverable(
+                    f"no agent type {AgentId.parse(agent_id).type!r} is registered (message to "
+                    f"{agent_id}); register it with runtime.register_factory(...)"
+                )
+            )
+        from .host import host_class
+
+        me = ray.get_runtime_context().current_actor
+        handle = (
+            host_class()
+            .options(
+                name=f"{self._name}/{agent_id}",
+                get_if_exists=True,
+                max_concurrency=1000,
+                **self._host_options,
+            )
+            .remote(agent_id, factory, self._config, me)
+        )
+        self._live[agent_id] = handle
+        self._seq[agent_id] = {}  # a new actor: sequences start again at 0
+        return [handle]
+
+    def forget(self, agent_id: str, actor_id: str) -> bool:
+        """Drop a dead actor from the table; whether the runtime itself retired it."""
+        handle = self._live.get(agent_id)
+        if handle is not None and handle._actor_id.hex() == actor_id:
+            del self._live[agent_id]
+        return actor_id in self._retired
+
+    def retire(self, agent_id: str) -> None:
+        """End an evicted agent's actor (it answers "gone" until then)."""
+        handle = self._live.pop(agent_id, None)
+        if handle is not None:
+            self._retired[handle._actor_id.hex()] = None
+            while len(self._retired) > _RETIRED_MEMORY:
+                self._retired.popitem(last=False)
+            ray.kill(handle, no_restart=True)
+
+    def live_agents(self) -> list[str]:
+        return list(self._live)
+
+    def pending(self) -> int:
+        return self._pending
+
+    def publish(self, env: Any) -> wire.Envelope:
+        """Number the event for each subscriber and start its deliveries; answers at once."""
+        try:
+            env = wire.check(env, "event")
+            topic = TopicId.parse(str(env["topic"]))
+            sender = env.get("sender")
+            found = [s.map_to_agent(topic) for s in self._subs.values() if s.is_match(topic)]
+            stream = f"dir:{env['stream']}"
+            for agent_id in dict.fromkeys(str(a) for a in found):
+                if agent_id == sender:
+                    continue
+                item = {**env, "recipient": agent_id, "stream": stream}
+                self._pending += 1
+                task = asyncio.get_running_loop().create_task(self._deliver(agent_id, item))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            return wire.ok(None)
+        except Exception as exc:
+            return wire.failed(exc)
+
+    async def _deliver(self, agent_id: str, env: wire.Envelope) -> None:
+        try:
+            for _ in range(_REDELIVERIES + 1):
+                reply = self.ensure(agent_id)
+                if isinstance(reply, dict):
+                    _log.error("event %s to %s: %s", env["id"], agent_id, reply["err"]["text"])
+                    return
+                handle = reply[0]
+                streams = self._seq.setdefault(agent_id, {})
+                env["seq"] = streams.get(env["stream"], 0)
+                streams[env["stream"]] = env["seq"] + 1
+                try:
+                    answer = await asyncio.wrap_future(handle.event.remote(env).future())
+                except (ActorDiedError, RayActorError):
+                    self.forget(agent_id, handle._actor_id.hex())
+                    continue  # deliver it again to a new actor, same message id
+                if answer.get("gone") is True:
+                    self.forget(agent_id, handle._actor_id.hex())
+                    await asyncio.sleep(0.02)
+                    continue
+                if "err" in answer:
+                    _log.debug("event %s to %s failed: %s", env["id"], agent_id, answer["err"])
+                return
+            _log.error("event %s to %s: its actor kept dying; given up", env["id"], agent_id)
+        finally:
+            self._pending -= 1
+
+    async def shutdown(self) -> None:
+        """Close every agent's actor (each saves to the store when there is one)."""
+        handles = list(self._live.values())
+        self._live.clear()
+        results = [asyncio.wrap_future(h.shutdown.remote().future()) for h in handles]
+        if results:
+            await asyncio.wait_for(
+                asyncio.gather(*results, return_exceptions=True),
+                float(self._config["stop_grace"]) + 30.0,
+            )
+        for handle in handles:
+            ray.kill(handle, no_restart=True)

@@ -1,0 +1,272 @@
+"""The Ray actor that holds one agent: `AgentHost`.
+
+Inside, a `LocalRuntime` of one agent gives it the same turns, timeouts, cancellation,
+dedup window, store restore and eviction as in one process; what the agent sends to any
+other agent goes through a `Router` to that agent's actor. Messages arrive as JSON
+envelopes, are checked for their wire version, and are admitted in per-sender order
+(`ReorderBuffer`) before they queue for the agent's turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import ray
+
+from ...core import CancellationToken, loads
+from ...stores import StateStore
+from ..context import MessageContext, _current
+from ..ids import AgentId, TopicId
+from ..local import LocalRuntime
+from ..protocol import AgentFactory
+from ..state import SCHEMA_VERSION
+from ..subscriptions import Subscription
+from . import wire
+from .reorder import ReorderBuffer
+from .router import Router
+
+__all__: list[str] = []
+
+_log = logging.getLogger("cantata.runtime.ray")
+
+
+class _HostRuntime(LocalRuntime):
+    """The one-agent runtime inside an actor; everything not for its agent goes out."""
+
+    def __init__(self, own: AgentId, router: Router, **options: Any) -> None:
+        super().__init__(**options)
+        self._own = own
+        self._router = router
+
+    async def send_message(
+        self,
+        message: Any,
+        recipient: AgentId,
+        *,
+        sender: AgentId | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 (the fixed API)
+        cancellation_token: CancellationToken | None = None,
+        message_id: str | None = None,
+    ) -> Any:
+        if recipient == self._own:
+            return await super().send_message(
+                message,
+                recipient,
+                sender=sender,
+                timeout=timeout,
+                cancellation_token=cancellation_token,
+                message_id=message_id,
+            )
+        parent = _current.get()
+        if sender is None and parent is not None:
+            sender = parent.recipient
+        return await self._router.request(
+            message,
+            recipient,
+            sender=sender,
+            parent=parent,
+            timeout=self._default_timeout if timeout is None else timeout,
+            token=cancellation_token,
+            message_id=message_id,
+        )
+
+    async def publish_message(
+        self,
+        message: Any,
+        topic_id: TopicId,
+        *,
+        sender: AgentId | None = None,
+        message_id: str | None = None,
+    ) -> None:
+        parent = _current.get()
+        if sender is None and parent is not None:
+            sender = parent.recipient
+        await self._router.publish(
+            message, topic_id, sender=sender, parent=parent, message_id=message_id
+        )
+
+    async def add_subscription(self, subscription: Subscription) -> None:
+        await self._router.add_subscription(subscription)
+
+    async def remove_subscription(self, subscription_id: str) -> None:
+        await self._router.remove_subscription(subscription_id)
+
+    async def deliver(
+        self, message: Any, env: wire.Envelope, token: CancellationToken, is_rpc: bool
+    ) -> Any:
+        """Run the agent's handler for `message` in its turn, as `send_message` would."""
+        sender, topic = env.get("sender"), env.get("topic")
+        ctx = MessageContext(
+            message_id=str(env["id"]),
+            correlation_id=str(env.get("corr") or env["id"]),
+            causation_id=env.get("cause"),
+            sender=None if sender is None else AgentId.parse(sender),
+            recipient=self._own,
+            topic_id=None if topic is None else TopicId.parse(topic),
+            timestamp=time.time(),
+            cancellation_token=CancellationToken(),
+            is_rpc=is_rpc,
+        )
+        timeout = env.get("timeout")
+        bound = self._default_timeout if not is_rpc else (math.inf if timeout is None else timeout)
+        cell = self._cells.get(self._own)
+        if cell is None:
+            cell = self._activate(self._own)
+        self._pending += 1
+        try:
+            return await self._guarded_call(cell, message, ctx, self._bound(bound), token, None)
+        finally:
+            self._done_one()
+
+
+class AgentHost:
+    """One agent's actor (made a Ray actor class by `host_class()`)."""
+
+    def __init__(
+        self, agent_id: str, factory: AgentFactory, config: dict[str, Any], directory: Any
+    ) -> None:
+        self._id = AgentId.parse(agent_id)
+        self._factory = factory
+        self._config = config
+        self._directory = directory
+        self._runtime: _HostRuntime | None = None
+        self._reorder = ReorderBuffer(float(config["reorder_wait"]))
+        self._tokens: dict[str, CancellationToken] = {}
+        self._inflight = 0
+        self._gone = False
+        self._last = time.monotonic()
+        self._sweeper: asyncio.Task[None] | None = None
+
+    async def _rt(self) -> _HostRuntime:
+        if self._runtime is None:
+            make_store: Callable[[], StateStore] | None = self._config["store"]
+            router = Router(
+                self._directory,
+                interventions=list(self._config["interventions"]),
+                stop_grace=float(self._config["stop_grace"]),
+            )
+            runtime = _HostRuntime(
+                self._id,
+                router,
+                store=None if make_store is None else make_store(),
+                dedup_window=int(self._config["dedup_window"]),
+                default_timeout=self._config["default_timeout"],
+                stop_grace=float(self._config["stop_grace"]),
+                on_error=self._config["on_error"],
+                state_prefix=str(self._config["state_prefix"]),
+            )
+            factory = self._factory
+            runtime._factories[self._id.type] = factory  # no default subscriptions here
+            await runtime.start()
+            self._runtime = runtime
+            evict_after = self._config["evict_after"]
+            if evict_after is not None:
+                self._sweeper = asyncio.get_running_loop().create_task(self._sweep(evict_after))
+        return self._runtime
+
+    async def request(self, env: Any) -> wire.Envelope:
+        return await self._handle(env, is_rpc=True)
+
+    async def event(self, env: Any) -> wire.Envelope:
+        return await self._handle(env, is_rpc=False)
+
+    async def _handle(self, env: Any, *, is_rpc: bool) -> wire.Envelope:
+        if self._gone:
+            return wire.GONE
+        self._inflight += 1
+        mid = ""
+        try:
+            env = wire.check(env, "message")
+            mid = str(env["id"])
+            token = self._tokens[mid] = CancellationToken()
+            runtime = await self._rt()
+            await self._reorder.admit(str(env["stream"]), int(env["seq"]))
+            message = loads(env["msg"])
+            return wire.ok(await runtime.deliver(message, env, token, is_rpc))
+        except Exception as exc:
+            return wire.failed(exc)
+        finally:
+            self._tokens.pop(mid, None)
+            self._inflight -= 1
+            self._last = time.monotonic()
+
+    def cancel(self, message_id: str) -> None:
+        """Cancel the handler of `message_id` (through its token), if still running."""
+        token = self._tokens.get(message_id)
+        if token is not None:
+            token.cancel()
+
+    async def save(self) -> dict[str, Any]:
+        """The agent's saved record, taken in its turn."""
+        data = await (await self._rt()).save_state()
+        return dict(data["agents"])
+
+    async def load(self, record: dict[str, Any]) -> wire.Envelope:
+        try:
+            data = {"schema_version": SCHEMA_VERSION, "agents": {str(self._id): record}}
+            await (await self._rt()).load_state({**data, "subscriptions": []})
+            return wire.ok(None)
+        except Exception as exc:
+            return wire.failed(exc)
+
+    async def evict(self, older_than: float) -> bool:
+        """Save the agent to the store and answer "gone" from now on, if idle long enough."""
+        if self._gone or self._inflight or time.monotonic() - self._last < older_than:
+            return False
+        runtime = await self._rt()
+        self._gone = True  # set before any await: no message slips in while saving
+        try:
+            await runtime.close()  # saves the agent to the store, runs its close hook
+        except Exception:
+            _log.exception("evicting agent %s failed; it stays", self._id)
+            self._gone = False
+            return False
+        return True
+
+    async def shutdown(self) -> None:
+        """Close the agent (saving it to the store when there is one); answer "gone"."""
+        self._gone = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        if self._runtime is not None:
+            await self._runtime.close()
+
+    def where(self) -> tuple[str, int]:
+        """The node id and process id this actor runs in (for tests and operators)."""
+        return ray.get_runtime_context().get_node_id(), os.getpid()
+
+    async def _sweep(self, evict_after: float) -> None:
+        while not self._gone:
+            await asyncio.sleep(max(evict_after / 2, 0.01))
+            with contextlib.suppress(Exception):
+                if await self.evict(evict_after):
+                    self._directory.retire.remote(str(self._id))
+
+
+_HOST: Any = None
+_DIRECTORY: Any = None
+
+
+def host_class() -> Any:
+    """`AgentHost` as a Ray actor class (made once, on first use)."""
+    global _HOST
+    if _HOST is None:
+        _HOST = ray.remote(AgentHost)
+    return _HOST
+
+
+def directory_class() -> Any:
+    """`Directory` as a Ray actor class (made once, on first use)."""
+    global _DIRECTORY
+    if _DIRECTORY is None:
+        from .directory import Directory
+
+        _DIRECTORY = ray.remote(Directory)
+    return _DIRECTORY

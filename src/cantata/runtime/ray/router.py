@@ -1,0 +1,338 @@
+"""How one process (the driver, or an agent's actor) reaches agents on the cluster.
+
+It keeps a cache of actor handles, numbers messages per sender and recipient, runs the
+process's interventions, bounds every wait, and turns the ways Ray reports a dead actor
+into cantata errors:
+
+- a request whose actor was evicted (it answered "gone", or died by the runtime's own
+  hand before the message ran) is sent again to the re-created actor: nothing ran;
+- a request whose actor died otherwise (worker process or node lost) raises
+  `AgentUnavailable`: the handler may have run, so it is not repeated (at most once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import math
+import time
+from typing import Any
+
+from ray.exceptions import ActorDiedError, RayActorError
+
+from ...core import (
+    CancellationToken,
+    CancelledError,
+    MessageDropped,
+    TimeoutError,
+    dumps,
+    new_id,
+    to_json,
+)
+from ..context import MessageContext
+from ..ids import AgentId, TopicId
+from ..interventions import DROP, InterventionHandler
+from ..subscriptions import Subscription
+from . import wire
+from .errors import AgentUnavailable
+
+__all__: list[str] = []
+
+_RETRY_PAUSE = 0.02  # between tries to reach an actor that is being evicted
+
+
+def _remaining(deadline: float | None) -> float | None:
+    return None if deadline is None else max(deadline - time.monotonic(), 0.0)
+
+
+class Router:
+    """Sends requests and events from this process; see the module docstring."""
+
+    def __init__(
+        self,
+        directory: Any,
+        *,
+        interventions: list[InterventionHandler],
+        stop_grace: float,
+        origin: str | None = None,
+    ) -> None:
+        self._directory = directory
+        self._interventions = interventions
+        self._grace = stop_grace
+        self._origin = origin or new_id()
+        self._handles: dict[AgentId, Any] = {}
+        self._seq: dict[AgentId, dict[str, int]] = {}
+        self._lookups: dict[AgentId, asyncio.Future[Any]] = {}
+        self.pending = 0  # requests and publications from here not yet answered
+
+    def forget(self, agent_id: AgentId) -> None:
+        self._handles.pop(agent_id, None)
+
+    async def handle_for(self, agent_id: AgentId, deadline: float | None) -> Any:
+        """The actor handle of `agent_id`; one lookup at a time per agent, so callers go on
+        (and number their messages) in the order they asked."""
+        handle = self._handles.get(agent_id)
+        if handle is not None:
+            return handle
+        lookup = self._lookups.get(agent_id)
+        if lookup is None:
+            lookup = self._lookups[agent_id] = asyncio.ensure_future(self._lookup(agent_id))
+            lookup.add_done_callback(lambda _: self._lookups.pop(agent_id, None))
+        return await asyncio.wait_for(asyncio.shield(lookup), _remaining(deadline))
+
+    async def _lookup(self, agent_id: AgentId) -> Any:
+        reply = await _wait(self._directory.ensure.remote(str(agent_id)))
+        if isinstance(reply, dict):
+            wire.result(reply, f"activating agent {agent_id}")
+        self._handles[agent_id] = reply[0]
+        self._seq[agent_id] = {}  # a new actor: its sequences start again at 0
+        return reply[0]
+
+    def number(self, env: wire.Envelope, recipient: AgentId) -> None:
+        """Give `env` the next number of its stream to `recipient`'s current actor."""
+        streams = self._seq.setdefault(recipient, {})
+        seq = streams.get(env["stream"], 0)
+        streams[env["stream"]] = seq + 1
+        env["seq"] = seq
+
+    def envelope(
+        self,
+        message: Any,
+        *,
+        mid: str,
+        parent: MessageContext | None,
+        sender: AgentId | None,
+        recipient: AgentId | None,
+        topic: TopicId | None,
+        timeout: float | None,
+    ) -> wire.Envelope:
+        return {
+            "v": wire.WIRE_VERSION,
+            "id": mid,
+            "corr": mid if parent is None else parent.correlation_id,
+            "cause": None if parent is None else parent.message_id,
+            "sender": None if sender is None else str(sender),
+            "recipient": None if recipient is None else str(recipient),
+            "topic": None if topic is None else str(topic),
+            "stream": f"{self._origin}:{sender}",
+            "seq": 0,
+            "timeout": timeout,
+            "msg": dumps(message),
+        }
+
+    async def request(
+        self,
+        message: Any,
+        recipient: AgentId,
+        *,
+        sender: AgentId | None,
+        parent: MessageContext | None,
+        timeout: float | None,  # noqa: ASYNC109
+        token: CancellationToken | None,
+        message_id: str | None,
+    ) -> Any:
+        """Send a direct request and return its result; see the module docstring."""
+        mid = message_id or new_id()
+        ctx: MessageContext | None = None
+        if self._interventions:
+            ctx = _context(mid, parent, sender, recipient, None)
+            message = await self._intervene("send", message, ctx, recipient)
+        bound = None if timeout is None or math.isinf(timeout) else timeout
+        env = self.envelope(
+            message,
+            mid=mid,
+            parent=parent,
+            sender=sender,
+            recipient=recipient,
+            topic=None,
+            timeout=bound,
+        )
+        what = f"{type(message).__name__} {mid} to {recipient}"
+        # The actor bounds the handler by `timeout`; this process waits a little longer,
+        # so the actor's own typed answer arrives first when it can.
+        deadline = None if bound is None else time.monotonic() + bound + self._grace + 1.0
+        self.pending += 1
+        try:
+            result = await self._send(env, recipient, what, deadline, token, parent)
+        finally:
+            self.pending -= 1
+        if ctx is not None:
+            result = await self._intervene("response", result, ctx, recipient)
+        return result
+
+    async def _send(
+        self,
+        env: wire.Envelope,
+        recipient: AgentId,
+        what: str,
+        deadline: float | None,
+        token: CancellationToken | None,
+        parent: MessageContext | None,
+    ) -> Any:
+        while True:
+            try:
+                handle = await self.handle_for(recipient, deadline)
+            except builtins.TimeoutError:
+                raise TimeoutError(f"agent {recipient} could not be reached for {what}") from None
+            self.number(env, recipient)
+            try:
+                reply = await self._await(handle, env, what, deadline, token, parent)
+            except ActorDiedError as exc:
+                self.forget(recipient)
+                if await self._retired(handle, recipient):
+                    continue  # evicted before the message ran: send it to the new actor
+                raise AgentUnavailable(
+                    f"the actor of agent {recipient} died with {what} (its worker or node was "
+                    "lost); the handler may have run, so it is not sent again: retry if it is "
+                    f"safe to ({exc.__class__.__name__})",
+                    agent_id=str(recipient),
+                ) from None
+            except RayActorError as exc:
+                self.forget(recipient)
+                raise AgentUnavailable(
+                    f"the actor of agent {recipient} is unreachable for {what}: {exc}",
+                    agent_id=str(recipient),
+                ) from None
+            if reply.get("gone") is True:
+                self.forget(recipient)
+                await asyncio.sleep(_RETRY_PAUSE)
+                continue
+            return wire.result(reply, what)
+
+    async def _retired(self, handle: Any, agent_id: AgentId) -> bool:
+        actor = handle._actor_id.hex()
+        ref = self._directory.forget.remote(str(agent_id), actor)
+        return bool(await asyncio.wait_for(_wait(ref), self._grace + 5.0))
+
+    async def _await(
+        self,
+        handle: Any,
+        env: wire.Envelope,
+        what: str,
+        deadline: float | None,
+        token: CancellationToken | None,
+        parent: MessageContext | None,
+    ) -> wire.Envelope:
+        loop = asyncio.get_running_loop()
+        waiter = asyncio.ensure_future(_wait(handle.request.remote(env)))
+        stopped = False
+
+        def on_cancel() -> None:
+            nonlocal stopped
+            stopped = True
+            loop.call_soon_threadsafe(waiter.cancel)
+
+        tokens = [t for t in (token, None if parent is None else parent.cancellation_token) if t]
+        for t in tokens:
+            t.add_callback(on_cancel)
+        try:
+            reply: Any = await asyncio.wait_for(waiter, _remaining(deadline))
+            return wire.check(reply, f"the reply to {what}")
+        except builtins.TimeoutError:
+            handle.cancel.remote(env["id"])
+            raise TimeoutError(
+                f"no reply to {what} within {env['timeout']}s (the actor did not answer "
+                "even with its cancellation); raise the timeout, or make the handler faster"
+            ) from None
+        except asyncio.CancelledError:
+            handle.cancel.remote(env["id"])  # the handler sees its token cancelled
+            if stopped:
+                raise CancelledError(f"{what} was cancelled by its CancellationToken") from None
+            raise
+        finally:
+            for t in tokens:
+                t.remove_callback(on_cancel)
+
+    async def publish(
+        self,
+        message: Any,
+        topic: TopicId,
+        *,
+        sender: AgentId | None,
+        parent: MessageContext | None,
+        message_id: str | None,
+    ) -> None:
+        """Hand an event to the directory, which delivers it to each subscriber."""
+        mid = message_id or new_id()
+        if self._interventions:
+            ctx = _context(mid, parent, sender, None, topic)
+            message = await self._intervene("publish", message, ctx, None)
+            if message is DROP:
+                return
+        env = self.envelope(
+            message,
+            mid=mid,
+            parent=parent,
+            sender=sender,
+            recipient=None,
+            topic=topic,
+            timeout=None,
+        )
+        self.pending += 1
+        try:
+            reply = await self._directory_call(self._directory.publish.remote(env))
+        finally:
+            self.pending -= 1
+        wire.result(reply, f"event {mid} on {topic}")
+
+    async def add_subscription(self, subscription: Subscription) -> None:
+        ref = self._directory.add_subscription.remote(to_json(subscription))
+        wire.result(await self._directory_call(ref), "add_subscription")
+
+    async def remove_subscription(self, subscription_id: str) -> None:
+        ref = self._directory.remove_subscription.remote(subscription_id)
+        wire.result(await self._directory_call(ref), "remove_subscription")
+
+    async def _directory_call(self, ref: Any) -> Any:
+        try:
+            return await asyncio.wait_for(_wait(ref), self._grace + 30.0)
+        except builtins.TimeoutError:
+            raise TimeoutError("the runtime's directory actor did not answer") from None
+        except RayActorError as exc:
+            raise AgentUnavailable(f"the runtime's directory actor is gone: {exc}") from None
+
+    async def _intervene(
+        self, kind: str, message: Any, ctx: MessageContext, agent: AgentId | None
+    ) -> Any:
+        for handler in self._interventions:
+            if kind == "send":
+                changed = await handler.on_send(message, ctx, agent)  # type: ignore[arg-type]
+            elif kind == "publish":
+                changed = await handler.on_publish(message, ctx)
+            else:
+                changed = await handler.on_response(message, ctx, agent)  # type: ignore[arg-type]
+            if changed is DROP:
+                if kind == "publish":
+                    return DROP
+                raise MessageDropped(
+                    f"{'direct message' if kind == 'send' else 'the response to'} "
+                    f"{ctx.message_id} ({agent}) was dropped by intervention "
+                    f"{type(handler).__name__}"
+                )
+            message = changed
+        return message
+
+
+async def _wait(ref: Any) -> Any:
+    """Await a Ray object ref from any asyncio loop."""
+    return await asyncio.wrap_future(ref.future())
+
+
+def _context(
+    mid: str,
+    parent: MessageContext | None,
+    sender: AgentId | None,
+    recipient: AgentId | None,
+    topic: TopicId | None,
+) -> MessageContext:
+    return MessageContext(
+        message_id=mid,
+        correlation_id=mid if parent is None else parent.correlation_id,
+        causation_id=None if parent is None else parent.message_id,
+        sender=sender,
+        recipient=recipient,
+        topic_id=topic,
+        timestamp=time.time(),
+        cancellation_token=CancellationToken(),
+        is_rpc=recipient is not None,
+    )

@@ -1,0 +1,81 @@
+"""The envelope a message crosses processes in: plain JSON text, never a pickle.
+
+Wire versions (a worker refuses any other, with `SchemaVersionError` as its answer):
+
+- 1: request/event ``{"v", "id", "corr", "cause", "sender", "recipient", "topic",
+  "stream", "seq", "timeout", "msg"}`` where ``msg`` is the message through the core type
+  registry (`cantata.core.dumps`); a reply ``{"v", "ok"}`` (the result, likewise),
+  ``{"v", "err": {"type", "text"}}`` or ``{"v", "gone": true}`` (the actor was evicted:
+  send again).
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+from ...core import CantataError, SchemaVersionError, SerializationError, dumps, loads
+from ...core import errors as _errors
+from .errors import RemoteHandlerError
+
+__all__ = ["WIRE_VERSION"]
+
+WIRE_VERSION = 1
+
+Envelope = dict[str, Any]
+
+
+def check(envelope: Any, what: str) -> Envelope:
+    """The envelope, or a typed error when it is not one this code reads."""
+    if not isinstance(envelope, dict):
+        raise SerializationError(f"{what} is not a JSON object but {type(envelope).__name__}")
+    version = envelope.get("v")
+    if version != WIRE_VERSION:
+        raise SchemaVersionError(
+            f"{what} {envelope.get('id', '?')!r} has wire version {version!r}; this worker "
+            f"reads version {WIRE_VERSION} only: run the same cantata version on every node"
+        )
+    return envelope
+
+
+def ok(result: Any) -> Envelope:
+    return {"v": WIRE_VERSION, "ok": dumps(result)}
+
+
+def failed(exc: BaseException) -> Envelope:
+    cls = type(exc)
+    if isinstance(exc, CantataError):
+        name = cls.__name__ if getattr(_errors, cls.__name__, None) is cls else ""
+    else:
+        name = cls.__name__ if getattr(builtins, cls.__name__, None) is cls else ""
+    return {
+        "v": WIRE_VERSION,
+        "err": {"type": name, "remote": f"{cls.__module__}.{cls.__qualname__}", "text": str(exc)},
+    }
+
+
+GONE: Envelope = {"v": WIRE_VERSION, "gone": True}
+
+
+def result(reply: Any, what: str) -> Any:
+    """The value a reply carries, or its error raised (rebuilt as the same type when it is
+    a cantata error or a builtin, else `RemoteHandlerError`)."""
+    reply = check(reply, f"the reply to {what}")
+    if "ok" in reply:
+        return loads(reply["ok"])
+    err = reply.get("err")
+    if not isinstance(err, dict):
+        raise SerializationError(f"the reply to {what} has neither a result nor an error")
+    raise rebuild(err)
+
+
+def rebuild(err: dict[str, Any]) -> Exception:
+    name, text = str(err.get("type") or ""), str(err.get("text", ""))
+    cls = getattr(_errors, name, None) or getattr(builtins, name, None)
+    if isinstance(cls, type) and issubclass(cls, Exception):
+        try:
+            return cls(text)
+        except Exception:  # a builtin that takes other arguments
+            pass
+    remote = str(err.get("remote", name))
+    return RemoteHandlerError(f"the handler raised {remote}: {text}", remote_type=remote)

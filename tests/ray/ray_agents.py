@@ -1,0 +1,156 @@
+"""Agents and messages the Ray tests ship to their actors.
+
+Imported by the tests as the top-level module `ray_agents` (this folder is put on the
+path of the driver and of every Ray worker), so the factories pickle by reference and
+each worker registers the message types when it imports this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cantata.core import RunError, register
+from cantata.runtime import (
+    AgentId,
+    MessageContext,
+    RoutedAgent,
+    TopicId,
+    event,
+    message_handler,
+    rpc,
+    type_subscription,
+)
+
+
+class Refused(RunError):
+    """A handler's own error type: not rebuilt across processes."""
+
+
+@register(name="tests.ray.Add")
+@dataclass
+class Add:
+    n: int
+
+
+@register(name="tests.ray.Get")
+@dataclass
+class Get:
+    pass
+
+
+@register(name="tests.ray.Fail")
+@dataclass
+class Fail:
+    kind: str
+
+
+@register(name="tests.ray.Hang")
+@dataclass
+class Hang:
+    pass
+
+
+@register(name="tests.ray.Ask")
+@dataclass
+class Ask:
+    to: AgentId
+    n: int
+
+
+@register(name="tests.ray.Note")
+@dataclass
+class Note:
+    text: str
+
+
+@register(name="tests.ray.Shout")
+@dataclass
+class Shout:
+    topic: TopicId
+    text: str
+
+
+@register(name="tests.ray.Seen")
+@dataclass
+class Seen:
+    notes: list[str] = field(default_factory=list)
+    contexts: list[dict[str, Any]] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+    pid: int = 0
+
+
+@register(name="tests.ray.Crash")
+@dataclass
+class Crash:
+    pass
+
+
+@type_subscription("news")
+class Counter(RoutedAgent):
+    """Adds numbers, records events, answers what it saw; state is the total."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+        self.seen = Seen()
+
+    @rpc
+    async def add(self, message: Add, ctx: MessageContext) -> int:
+        self.total += message.n
+        self.seen.contexts.append(ctx.to_dict())
+        return self.total
+
+    @rpc
+    async def get(self, message: Get, ctx: MessageContext) -> Seen:
+        self.seen.pid = os.getpid()
+        return Seen(
+            notes=[*self.seen.notes, f"total={self.total}"],
+            contexts=list(self.seen.contexts),
+            cancelled=list(self.seen.cancelled),
+            pid=os.getpid(),
+        )
+
+    @rpc
+    async def fail(self, message: Fail, ctx: MessageContext) -> None:
+        if message.kind == "value":
+            raise ValueError("bad value from the handler")
+        raise Refused("refused by the handler")
+
+    @rpc
+    async def hang(self, message: Hang, ctx: MessageContext) -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            state = "token" if ctx.cancellation_token.is_cancelled else "bare"
+            self.seen.cancelled.append(f"{ctx.message_id}:{state}")
+            raise
+
+    @rpc
+    async def crash(self, message: Crash, ctx: MessageContext) -> None:
+        await asyncio.sleep(0.2)
+        os._exit(1)
+
+    @rpc
+    async def ask(self, message: Ask, ctx: MessageContext) -> int:
+        result = await self.runtime.send_message(Add(message.n), message.to)
+        return int(result)
+
+    @rpc
+    async def shout(self, message: Shout, ctx: MessageContext) -> None:
+        await self.runtime.publish_message(Note(message.text), message.topic)
+
+    @event
+    async def on_note(self, message: Note, ctx: MessageContext) -> None:
+        self.seen.notes.append(message.text)
+        self.seen.contexts.append(ctx.to_dict())
+
+    async def save_state(self) -> Mapping[str, Any]:
+        return {"total": self.total, "notes": list(self.seen.notes)}
+
+    async def load_state(self, state: Mapping[str, Any]) -> None:
+        self.total = int(state["total"])
+        self.seen.notes = list(state["notes"])
