@@ -16,6 +16,7 @@ from ..core import (
     FunctionResultContent,
     InvalidMessageError,
 )
+from ..core.durable import EffectScope, current_effects
 from ._depth import TOO_DEEP_TEXT, TOOL_JSON_DEPTH, too_deep
 from ._results import error_text, jsonable, unknown_tool_text
 from .context import ToolContext
@@ -166,7 +167,13 @@ class CallRunner:
             approved=context.approved,
         )
         try:
-            context.result = await context.function.invoke(context.arguments, context=tool_context)
+            scope = current_effects() if context.function.effect else None
+            if scope is None:
+                context.result = await context.function.invoke(
+                    context.arguments, context=tool_context
+                )
+            else:
+                context.result = await _journaled(scope, context, tool_context)
             context.error = None
         except CancelledError:
             raise
@@ -195,3 +202,16 @@ async def _cancel_all(tasks: Sequence[asyncio.Future[CallOutcome]]) -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _journaled(
+    scope: EffectScope, context: FunctionInvocationContext, tool_context: ToolContext
+) -> Any:
+    """An effect tool's call inside a durable run: its result by call id from the journal,
+    or the call, journaled before the loop goes on."""
+    key = scope.next_key(f"tool:{context.call.call_id}")
+    found, value = await scope.lookup(key)
+    if found:
+        return value
+    result = await context.function.invoke(context.arguments, context=tool_context)
+    return await scope.record(key, jsonable(result))

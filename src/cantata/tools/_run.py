@@ -19,6 +19,7 @@ from ..core import (
     UsageError,
     new_id,
 )
+from ..core.durable import current_effects
 from ..models import ChatClient, ChatOptions, ChatResponse, ChatResponseUpdate
 from ._approvals import insert_results, missing_call_message, pending_approvals
 from ._calls import CallOutcome, CallRunner, error_outcome
@@ -341,6 +342,25 @@ class FunctionLoopRun:
         self._last = response
 
     async def _call_inner(self, context: ChatContext) -> None:
+        scope = current_effects()
+        if scope is None:
+            await self._call_model(context)
+            return
+        # inside a durable run: the answer comes from the journal when it was journaled
+        # (no second cost, no divergence), else it is journaled before the loop goes on
+        key = scope.next_key("model")
+        found, journaled = await scope.lookup(key)
+        if found:
+            context.response = journaled
+            if context.is_streaming and self._sink is not None:
+                for message in journaled.messages:
+                    for update in _updates_of(message):
+                        self._sink(update)
+            return
+        await self._call_model(context)
+        context.response = await scope.record(key, _require_response(context))
+
+    async def _call_model(self, context: ChatContext) -> None:
         messages = request_list(context.messages)
         if not context.is_streaming:
             context.response = await context.client.get_response(

@@ -67,6 +67,7 @@ class FunctionTool:
         "__weakref__",
         "_approval_mode",
         "_description",
+        "_effect",
         "_func",
         "_is_async",
         "_name",
@@ -83,6 +84,7 @@ class FunctionTool:
         func: Callable[..., Any],
         parameters: dict[str, Any] | type[BaseModel] | None = None,
         approval_mode: ApprovalMode = "never_require",
+        effect: bool = False,
     ) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
             raise ConfigurationError(
@@ -105,6 +107,7 @@ class FunctionTool:
         self._description = description
         self._func = func
         self._approval_mode: ApprovalMode = approval_mode
+        self._effect = effect is True
         self._is_async = _is_async_callable(func)
         self._signature: Signature = build_signature(func, name)
         self._parameters, self._required = _parameters_schema(parameters, self._signature, name)
@@ -141,6 +144,12 @@ class FunctionTool:
     def approval_mode(self) -> ApprovalMode:
         """Whether each call waits for a person's approval before it runs."""
         return self._approval_mode
+
+    @property
+    def effect(self) -> bool:
+        """True when a call is a side effect: inside a durable workflow run its result is
+        journaled by call id, and a resumed run gets it back instead of calling again."""
+        return self._effect
 
     @property
     def requires_approval(self) -> bool:
@@ -223,6 +232,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     approval_mode: ApprovalMode = "never_require",
+    effect: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -233,11 +243,13 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     approval_mode: ApprovalMode = "never_require",
+    effect: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a typed function a `FunctionTool`: ``@tool`` or ``@tool(name=..., ...)``.
 
     The name defaults to the function's name, the description to the first paragraph of
-    its docstring; parameters annotated ``Annotated[T, "text"]`` or
+    its docstring; ``effect=True`` marks a side effect, journaled by call id inside a
+    durable workflow run; parameters annotated ``Annotated[T, "text"]`` or
     ``Annotated[T, Field(description=...)]`` describe themselves to the model (otherwise
     a Google-style ``Args:`` section of the docstring does).
     """
@@ -250,8 +262,12 @@ def tool(
             )
         text = description if description is not None else first_paragraph(target.__doc__)
         if _is_method_in_class_body(target):
-            return ToolMethod(tool_name, text, func=target, approval_mode=approval_mode)
-        return FunctionTool(tool_name, text, func=target, approval_mode=approval_mode)
+            return ToolMethod(
+                tool_name, text, func=target, approval_mode=approval_mode, effect=effect
+            )
+        return FunctionTool(
+            tool_name, text, func=target, approval_mode=approval_mode, effect=effect
+        )
 
     return make if func is None else make(func)
 
@@ -272,10 +288,15 @@ class ToolMethod(FunctionTool):
         *,
         func: Callable[..., Any],
         approval_mode: ApprovalMode = "never_require",
+        effect: bool = False,
     ) -> None:
         # a stand-in for ``self`` makes the signature the one a bound method has
         super().__init__(
-            name, description, func=functools.partial(func, None), approval_mode=approval_mode
+            name,
+            description,
+            func=functools.partial(func, None),
+            approval_mode=approval_mode,
+            effect=effect,
         )
         self._func = func
         self._attribute: str | None = None
@@ -308,6 +329,7 @@ class ToolMethod(FunctionTool):
 _SHARED_SLOTS = (
     "_approval_mode",
     "_description",
+    "_effect",
     "_is_async",
     "_name",
     "_parameters",

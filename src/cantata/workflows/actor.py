@@ -34,6 +34,7 @@ from ..core import (
     registry,
     to_json,
 )
+from ..core.durable import effect_scope
 from ..runtime import TopicId
 from .context import PendingRequest, StepResult, WorkflowContext, private_copy
 from .events import (
@@ -48,7 +49,7 @@ from .events import (
     WorkflowEvent,
 )
 from .executor import Executor
-from .journal import EffectJournal
+from .journal import EffectJournal, InvocationEffects
 
 __all__ = [
     "EVENTS_TOPIC",
@@ -105,12 +106,27 @@ class Invocation:
     superstep: int = 0
     journal: EffectJournal | None = None
     """Where `ctx.effect` journals results (None: the run has no checkpoint store)."""
-    effect_counts: dict[str, int] | None = None
-    """How often each effect key was used in this invocation (made on first use)."""
+    effects: InvocationEffects | None = None
+    """The effect scope of this invocation (made by `execute` in a durable run, else on
+    the first `ctx.effect`)."""
 
 
 async def execute(executor: Executor, inv: Invocation) -> StepResult:
-    """Run an invocation: answers first, then messages, one at a time, in order."""
+    """Run an invocation: answers first, then messages, one at a time, in order.
+
+    In a durable run (one with a journal) the handlers run within the invocation's effect
+    scope, so model calls and effect tools inside them are journaled too."""
+    if inv.journal is None:
+        return await _execute(executor, inv)
+    inv.effects = InvocationEffects(inv.journal, inv.run_id, inv.executor_id, inv.superstep)
+    token = effect_scope.set(inv.effects)
+    try:
+        return await _execute(executor, inv)
+    finally:
+        effect_scope.reset(token)
+
+
+async def _execute(executor: Executor, inv: Invocation) -> StepResult:
     result = StepResult(executor.id)
     sink = inv.sink
     eid = executor.id

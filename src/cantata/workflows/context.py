@@ -18,7 +18,7 @@ from typing_extensions import TypeVar
 from ..core import WorkflowError, new_id
 from ._typing import type_name
 from .events import LIFECYCLE_EVENTS, OutputEvent, RequestInfoEvent, WorkflowEvent
-from .journal import call_effect, effect_key
+from .journal import InvocationEffects, call_effect
 
 if TYPE_CHECKING:
     from .actor import Invocation
@@ -353,13 +353,13 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
     def idempotency_key(self, key: str) -> str:
         """The idempotency key the next ``ctx.effect(key, ...)`` of this handler gets:
         ``"<run>:<executor>:<superstep>:<key>"``, the same on every resume."""
-        inv = self._inv
-        used = 0 if inv.effect_counts is None else inv.effect_counts.get(key, 0)
-        return self._key(key, used + 1)
+        return self._effects().peek_key(key)
 
-    def _key(self, key: str, nth: int) -> str:
-        name = key if nth == 1 else f"{key}#{nth}"
-        return effect_key(self.run_id, self.executor_id, self._inv.superstep, name)
+    def _effects(self) -> InvocationEffects:
+        inv = self._inv
+        if inv.effects is None:  # not a durable run: keys only, nothing journaled
+            inv.effects = InvocationEffects(None, inv.run_id, inv.executor_id, inv.superstep)
+        return inv.effects
 
     async def effect(self, key: str, fn: Callable[..., Any], *args: Any) -> Any:
         """Run a side effect once per run, across crashes and resumes: ``fn(*args)`` (sync or
@@ -384,17 +384,9 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
                 f"executor {self.executor_id!r} called ctx.effect({key!r}, ...) with a "
                 f"{type_name(type(fn))}, not a function to run"
             )
-        inv = self._inv
-        if inv.effect_counts is None:
-            inv.effect_counts = {}
-        nth = inv.effect_counts[key] = inv.effect_counts.get(key, 0) + 1
-        ikey = self._key(key, nth)
-        journal = inv.journal
-        if journal is not None:
-            found, value = await journal.lookup(ikey)
-            if found:
-                return value
-        result = await call_effect(fn, args, ikey)
-        if journal is None:
-            return result
-        return await journal.record(ikey, result)
+        effects = self._effects()
+        ikey = effects.next_key(key)
+        found, value = await effects.lookup(ikey)
+        if found:
+            return value
+        return await effects.record(ikey, await call_effect(fn, args, ikey))

@@ -27,7 +27,7 @@ from typing import Any
 from ..core import CheckpointError, StoreError, WorkflowError, from_json, short_repr, to_json
 from ..stores import StateStore, seal, unseal
 
-__all__ = ["EffectJournal", "effect_key"]
+__all__ = ["EffectJournal", "InvocationEffects", "effect_key"]
 
 _PREFIX = "wf:fx:"
 
@@ -82,6 +82,43 @@ class EffectJournal:
         """The idempotency keys journaled for one run, in key order."""
         prefix = f"{_PREFIX}{run_id}:"
         return [k[len(_PREFIX) :] for k in await self.store.keys(prefix)]
+
+
+class InvocationEffects:
+    """The effect scope of one invocation (executor, superstep, run): what `ctx.effect`
+    and, through `cantata.core.durable`, model calls and effect tools journal into."""
+
+    __slots__ = ("_counts", "executor_id", "journal", "run_id", "superstep")
+
+    def __init__(
+        self, journal: EffectJournal | None, run_id: str, executor_id: str, superstep: int
+    ) -> None:
+        self.journal = journal
+        self.run_id = run_id
+        self.executor_id = executor_id
+        self.superstep = superstep
+        self._counts: dict[str, int] = {}
+
+    def peek_key(self, key: str) -> str:
+        """The idempotency key the next use of `key` will get."""
+        return self._key(key, self._counts.get(key, 0) + 1)
+
+    def next_key(self, key: str) -> str:
+        """The idempotency key of this use of `key` (``key#2`` for the second, ...)."""
+        nth = self._counts[key] = self._counts.get(key, 0) + 1
+        return self._key(key, nth)
+
+    def _key(self, key: str, nth: int) -> str:
+        name = key if nth == 1 else f"{key}#{nth}"
+        return effect_key(self.run_id, self.executor_id, self.superstep, name)
+
+    async def lookup(self, key: str) -> tuple[bool, Any]:
+        """The journaled result of `key`, when there is one."""
+        return (False, None) if self.journal is None else await self.journal.lookup(key)
+
+    async def record(self, key: str, result: Any) -> Any:
+        """Journal a result (nothing without a journal); returns it as a resume sees it."""
+        return result if self.journal is None else await self.journal.record(key, result)
 
 
 def journal_of(store: Any) -> EffectJournal | None:
