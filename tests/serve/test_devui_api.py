@@ -250,3 +250,27 @@ async def test_unknown_answer_and_checkpoint_are_refused(url: str) -> None:
         assert res.status_code == 404 and "zz" in res.json()["error"]["message"]
         res = await client.post("/devui/api/runs/review", content=b"{not json")
         assert res.status_code == 400
+
+
+async def test_team_resumes_from_a_checkpoint_mid_run(url: str) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=TIMEOUT) as client:
+        run = (await client.post("/devui/api/runs/pair", json={"input": "write"})).json()
+        first = await run_to_stop(client, run["id"])
+        cps = (await client.get(f"/devui/api/run/{run['id']}/checkpoints")).json()["checkpoints"]
+        middle = next(c for c in cps if c["superstep"] == 3)  # after alice's turn
+        resumed = await client.post(
+            f"/devui/api/run/{run['id']}/resume", json={"checkpoint_id": middle["checkpoint_id"]}
+        )
+        assert resumed.status_code == 201, resumed.text
+        again = await run_to_stop(client, resumed.json()["id"])
+        assert [e["type"] for e in again if e.get("type") == "Error"] == []
+        choices = [e["choice"] for e in again if e.get("type") == "RoutingEvent"]
+        assert choices and choices[-1] == "alice" and len(choices) < 3
+        assert again[-1]["status"] == "idle" and again[-1]["run_id"] == first[-1]["run_id"]
+
+
+async def test_chat_with_a_team_streams_its_speakers(url: str) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=TIMEOUT) as client:
+        events = await sse(client, "POST", "/devui/api/chat/pair", json={"message": "go"})
+        assert "error" not in events[-1], events[-1]
+        assert events[-1]["done"] and "turn 1: go" in events[-1]["text"]

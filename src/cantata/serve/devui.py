@@ -145,7 +145,7 @@ class _DevUI:
             item: dict[str, Any] = {
                 "name": entry.name,
                 "kind": entry.kind,
-                "description": entry.description,
+                "description": entry.description or getattr(entry.target, "description", ""),
             }
             if entry.kind == "workflow":
                 item["graph"] = graph_of(entry.target)

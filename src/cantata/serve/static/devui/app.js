@@ -62,6 +62,7 @@
     $("entry-desc").textContent = entry.description || "";
     $("chat-log").textContent = "";
     $("tab-run").hidden = entry.kind === "agent";
+    $("routing-box").hidden = entry.kind !== "team";
     resetRun();
     if (entry.graph) drawGraph(entry.graph);
     tab(entry.kind === "agent" ? "chat" : "run");
@@ -153,13 +154,18 @@
         const x1 = a.x + W / 2, y1 = a.y + H, x2 = b.x + W / 2, y2 = b.y;
         d = `M${x1},${y1} C${x1},${y1 + GY / 2} ${x2},${y2 - GY / 2} ${x2},${y2}`;
         lx = (x1 + x2) / 2; ly = (y1 + y2) / 2;
-      } else { // back or same-layer edge: around the right side
+      } else if (b.n.layer < a.n.layer) { // back edge: from the source's top to the target's bottom, off centre
+        const x1 = a.x + W * 0.72, y1 = a.y, x2 = b.x + W * 0.72 + 8 * a.n.index, y2 = b.y + H;
+        d = `M${x1},${y1} C${x1 + 24},${y1 - GY / 2} ${x2 + 24},${y2 + GY / 2} ${x2},${y2}`;
+        lx = (x1 + x2) / 2 + 20; ly = (y1 + y2) / 2;
+      } else { // same layer: around the right side
         const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x + W, y2 = b.y + H / 2;
-        const bend = Math.max(x1, x2) + 40 + 10 * Math.abs(a.n.layer - b.n.layer);
-        d = `M${x1},${y1} C${bend},${y1} ${bend},${y2} ${x2},${y2}`;
+        const bend = Math.max(x1, x2) + 40;
+        d = `M${x1},${y1 + 6} C${bend},${y1 + 6} ${bend},${y2 - 6} ${x2},${y2 - 6}`;
         lx = bend - 8; ly = (y1 + y2) / 2;
       }
-      root.append(svg("path", { d, class: "edge", "marker-end": "url(#arrow)" }));
+      const back = b.n.layer <= a.n.layer;
+      root.append(svg("path", { d, class: back ? "edge back" : "edge", "marker-end": "url(#arrow)" }));
       if (e.label) root.append(svg("text", { x: lx, y: ly, class: "elabel" }, e.label));
     }
     for (const id in pos) {

@@ -1,0 +1,168 @@
+"""The dev UI in a real headless Chromium (Debian's package, driven by Playwright) against
+a real uvicorn: the served list, a streamed chat, a workflow run with its graph, timeline,
+a request for input answered from the page, a resume from a checkpoint, and a team run with
+its routing decisions. Each view is kept as a screenshot under ``<tmp>/artifacts/devui``
+(the path is printed); a view that is empty or a page that shows an error fails the test."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cantata.stores import MemoryStore
+
+from ..conftest import IN_CI
+from ._servers import serving
+from .test_devui_api import served
+
+CHROMIUM = os.environ.get("CANTATA_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = (
+    Path(os.environ.get("CANTATA_TEST_ARTIFACTS", Path(tempfile.gettempdir()) / "artifacts"))
+    / "devui"
+)
+WAIT_MS = 20_000
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def _chromium() -> str | None:
+    return CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
+
+
+def _need_browser() -> tuple[Any, str]:
+    problem = None
+    try:
+        from playwright.async_api import async_playwright
+    except ImportError:
+        problem = "playwright is not installed (pip install playwright)"
+    exe = _chromium()
+    if problem is None and exe is None:
+        problem = f"chromium is not installed at {CHROMIUM} (apt-get install chromium)"
+    if problem is not None or exe is None:
+        if IN_CI:
+            pytest.fail(f"{problem}, and CI is set (see .ci/run)")
+        pytest.skip(str(problem))
+    return async_playwright, exe
+
+
+@pytest.fixture
+async def page() -> AsyncIterator[Any]:
+    """A page of a fresh headless Chromium on the dev UI; fails the test on any page error."""
+    async_playwright, exe = _need_browser()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    print(f"dev UI screenshots: {ARTIFACTS}")
+    errors: list[str] = []
+    async with (
+        MemoryStore() as store,
+        serving(served(), store=store) as url,
+        async_playwright() as pw,
+    ):
+        browser = await pw.chromium.launch(executable_path=exe, args=ARGS)
+        try:
+            tab = await browser.new_page(viewport={"width": 1280, "height": 900})
+            tab.set_default_timeout(WAIT_MS)
+            tab.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+            tab.on(
+                "console",
+                lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None,
+            )
+            await tab.goto(url + "/")
+            await tab.wait_for_selector("#entries button")
+            yield tab
+            assert await tab.locator("#error").is_hidden(), await tab.inner_text("#error")
+        finally:
+            await browser.close()
+    assert not errors, errors
+
+
+async def shot(page: Any, name: str) -> None:
+    """Keep a screenshot of the view, after checking the page shows no error."""
+    path = ARTIFACTS / f"{name}.png"
+    await page.screenshot(path=str(path), full_page=True)
+    print(f"screenshot: {path}")
+    assert await page.locator("#error").is_hidden(), await page.inner_text("#error")
+
+
+async def test_served_list_and_streamed_chat(page: Any) -> None:
+    buttons = page.locator("#entries button")
+    names = await buttons.evaluate_all("bs => bs.map(b => b.dataset.name)")
+    assert names == ["echo", "review", "pair"]
+    assert "Counts the user's turns." in await buttons.first.inner_text()
+    await page.click("#entries button[data-name=echo]")
+    assert await page.locator("#chat-view").is_visible()
+    await page.fill("#chat-input", "hello there")
+    await page.click("#chat-form button[type=submit]")
+    answer = page.locator("#chat-log .assistant").last
+    await answer.filter(has_text="turn 1: hello there").wait_for()
+    await page.fill("#chat-input", "and again")
+    await page.click("#chat-form button[type=submit]")
+    await page.locator("#chat-log .assistant", has_text="turn 2: and again").wait_for()
+    assert await page.locator("#chat-log .msg").count() == 4
+    await shot(page, "chat")
+
+
+async def test_workflow_run_graph_timeline_answer_and_resume(page: Any) -> None:
+    await page.click("#entries button[data-name=review]")
+    assert await page.locator("#run-view").is_visible()
+    nodes = page.locator("#graph svg g.node")
+    assert sorted(await nodes.evaluate_all("ns => ns.map(n => n.dataset.id)")) == [
+        "draft",
+        "facts",
+        "publish",
+        "review",
+        "tone",
+    ]
+    assert await page.locator("#graph svg path.edge").count() == 5
+    await page.fill("#run-input", "note")
+    await page.click("#run-form button[type=submit]")
+    await page.locator("#run-status", has_text="idle_with_pending_requests").wait_for()
+    request = page.locator("#pending .req")
+    await request.filter(has_text="publish facts(NOTE) + tone(NOTE)?").wait_for()
+    assert await page.locator("#timeline li").count() >= 10
+    assert await page.locator("#graph g.node.done").count() >= 4
+    await page.locator("#checkpoints button").first.wait_for()
+    await shot(page, "workflow-run")
+
+    await request.locator("input").fill("yes")
+    await request.locator("button").click()
+    await page.locator("#run-status", has_text="idle").filter(has_not_text="pending").wait_for()
+    output = page.locator("#timeline li", has=page.locator(".t", has_text="Output"))
+    await output.filter(has_text="published facts(NOTE) + tone(NOTE) (yes)").wait_for()
+    assert await page.locator("#pending .req").count() == 0
+    await page.locator("#checkpoints li", has_text="1 pending").first.wait_for()
+    await shot(page, "workflow-answered")
+
+    waiting = page.locator("#checkpoints li", has_text="1 pending").first
+    await waiting.locator("button").click()
+    await page.locator("#timeline li", has_text="Resume").wait_for()
+    await page.locator("#timeline li", has_text="resumed_from=").wait_for()
+    await page.locator("#run-status", has_text="idle_with_pending_requests").wait_for()
+    await page.locator("#pending .req").wait_for()
+    await shot(page, "workflow-resumed")
+
+
+async def test_team_run_shows_routing_decisions(page: Any) -> None:
+    await page.click("#entries button[data-name=pair]")
+    assert await page.locator("#graph svg g.node").count() == 3
+    await page.fill("#run-input", "write a line")
+    await page.click("#run-form button[type=submit]")
+    await page.locator("#run-status", has_text="idle").wait_for()
+    rows = page.locator("#routing tbody tr")
+    assert await rows.count() == 3
+    choices = await rows.evaluate_all("rs => rs.map(r => r.cells[1].textContent)")
+    assert choices == ["alice", "bob", "alice"]
+    assert await page.locator("#timeline li", has_text="TeamMessage").count() >= 3
+    await shot(page, "team-run")
