@@ -367,11 +367,15 @@ class A2AAgent(Agent):
         client = await _bounded(lambda: self._client(False), cancellation_token)
 
         async def send() -> Task:
-            async for event in client.send_message(request):
-                if event.HasField("task"):
-                    return event.task
-                if event.HasField("message"):
-                    return _as_task(event.message, used.id)
+            events = client.send_message(request)
+            try:
+                async for event in events:
+                    if event.HasField("task"):
+                        return event.task
+                    if event.HasField("message"):
+                        return _as_task(event.message, used.id)
+            finally:
+                await events.aclose()  # type: ignore[attr-defined]
             raise ModelError(f"the A2A agent at {self.url} answered nothing")
 
         task = await _bounded(lambda: _call(self, send()), cancellation_token)
