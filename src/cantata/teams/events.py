@@ -2,7 +2,8 @@
 
 They are `WorkflowEvent`s, so a team's run streams through the same machinery as any
 workflow; `TeamSession.run_stream` keeps these and the agents' chunks and drops the
-engine's own bookkeeping (supersteps, executor invocations).
+engine's own bookkeeping (supersteps, executor invocations). They are made only in a
+streamed run: `run()` returns the `TaskResult` alone, so nobody could read them there.
 """
 
 from __future__ import annotations

@@ -162,8 +162,9 @@ class TeamManager(Executor):
         ctx.log(HISTORY_LOG, shared=True).extend(list(messages))
         shown = visible(messages)
         ctx.log(TRANSCRIPT_LOG, shared=True).extend(shown)
-        for m in shown:
-            ctx.add_event(TeamMessageEvent(m, m.author_name or source))
+        if ctx.streaming:
+            for m in shown:
+                ctx.add_event(TeamMessageEvent(m, m.author_name or source))
         channels = ctx.kwargs.get(CHANNELS_KEY)
         if isinstance(channels, ChannelSet):
             channels.broadcast(sourced(messages), exclude=channel)
@@ -189,17 +190,18 @@ class TeamManager(Executor):
         state.last_speaker = speaker
         state.turn += 1
         ctx.set_executor_state(state)
-        ctx.add_event(
-            RoutingEvent(
-                state.correlation_id,
-                list(candidates if candidates is not None else self.participants),
-                speaker,
-                reason,
-                fallback_used,
-                state.turn,
-                list(attempts),
+        if ctx.streaming:
+            ctx.add_event(
+                RoutingEvent(
+                    state.correlation_id,
+                    list(candidates if candidates is not None else self.participants),
+                    speaker,
+                    reason,
+                    fallback_used,
+                    state.turn,
+                    list(attempts),
+                )
             )
-        )
         ctx.send_message(SpeakTurn(state.correlation_id, state.turn), target_id=speaker)
 
     def stop(self, state: ManagerState, stop: StopMessage, ctx: WorkflowContext[Any, Any]) -> None:

@@ -99,9 +99,9 @@ class RoundRobin(SpeakerPolicy):
 
 
 def _after(last: str | None, order: Sequence[str]) -> str:
-    if last is not None and last in order:
-        return order[(list(order).index(last) + 1) % len(order)]
-    return order[0]
+    if last is None or last not in order:
+        return order[0]
+    return order[(order.index(last) + 1) % len(order)]
 
 
 SpeakerAnswer: TypeAlias = str | SpeakerChoice | None
