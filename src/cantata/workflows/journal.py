@@ -27,7 +27,7 @@ from typing import Any
 from ..core import CheckpointError, StoreError, WorkflowError, from_json, short_repr, to_json
 from ..stores import StateStore, seal, unseal
 
-__all__ = ["EffectJournal", "InvocationEffects", "effect_key"]
+__all__ = ["EffectJournal", "InvocationEffects", "ReplayJournal", "effect_key"]
 
 _PREFIX = "wf:fx:"
 
@@ -119,6 +119,28 @@ class InvocationEffects:
     async def record(self, key: str, result: Any) -> Any:
         """Journal a result (nothing without a journal); returns it as a resume sees it."""
         return result if self.journal is None else await self.journal.record(key, result)
+
+
+class ReplayJournal(EffectJournal):
+    """A journal that only answers: a replay runs offline, so an effect or model call the
+    recorded run did not journal is an error instead of a new action."""
+
+    __slots__ = ()
+
+    async def lookup(self, key: str) -> tuple[bool, Any]:
+        """The journaled result; `WorkflowError` when the recorded run has none."""
+        found, value = await super().lookup(key)
+        if not found:
+            raise WorkflowError(
+                f"replay needs the result of {short_repr(key)}, which the recorded run did not "
+                "journal (the handlers took another path, or the run did not get that far): "
+                "replay only finished runs with the same workflow, or fork() to act anew"
+            )
+        return found, value
+
+    async def record(self, key: str, result: Any) -> Any:
+        """Never reached (a miss already failed); refuses to write all the same."""
+        raise WorkflowError(f"a replay does not journal anything (effect {short_repr(key)})")
 
 
 def journal_of(store: Any) -> EffectJournal | None:

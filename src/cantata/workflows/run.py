@@ -20,6 +20,7 @@ from .stream import WorkflowEventStream
 if TYPE_CHECKING:
     from ..runtime import AgentRuntime
     from .checkpoint_store import CheckpointStore
+    from .journal import EffectJournal
     from .workflow import Workflow, WorkflowRunResult
 
 __all__ = ["WorkflowRun"]
@@ -40,12 +41,14 @@ class WorkflowRun:
         runtime: AgentRuntime | None,
         checkpoint_store: CheckpointStore | None,
         kwargs: Mapping[str, Mapping[str, Any]],
+        journal: EffectJournal | None = None,
     ) -> None:
         self.workflow = workflow
         self._state = state
         self._runtime = runtime
         self._store = checkpoint_store
         self._kwargs = kwargs
+        self._journal = journal
         self._busy = False
 
     @property
@@ -166,6 +169,7 @@ class WorkflowRun:
                 streaming=streaming,
                 cancellation_token=token,
                 observed=observed,
+                journal=self._journal,
             )
             return await drive_placed(
                 runner,

@@ -32,7 +32,7 @@ from .events import (
     WorkflowFailedEvent,
     WorkflowStartedEvent,
 )
-from .journal import journal_of
+from .journal import EffectJournal, journal_of
 
 if TYPE_CHECKING:
     from .checkpoint_store import CheckpointStore
@@ -96,13 +96,15 @@ class Runner:
         streaming: bool,
         cancellation_token: CancellationToken,
         observed: bool = True,
+        journal: EffectJournal | None = None,
     ) -> None:
         self.workflow = workflow
         self.run = run
         self.dispatch = dispatch
         """How a superstep's invocations reach the executors; set by the host (placement)."""
         self._store = store
-        self._journal = None if store is None else journal_of(store)
+        self._journal = journal if journal is not None else journal_of(store)
+        """Where effects and model answers are journaled (a replay gives its own)."""
         self._kwargs = kwargs
         self._streaming = streaming
         self._token = cancellation_token

@@ -363,6 +363,78 @@ class Workflow:
             kwargs=self._kwargs(kwargs, executor_kwargs),
         )
 
+    async def replay(
+        self,
+        checkpoint_id: str,
+        *,
+        checkpoint_store: CheckpointStore | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        executor_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
+        include_events: bool = False,
+    ) -> WorkflowRunResult:
+        """Re-run a recorded run from any of its checkpoints, offline: every effect, effect
+        tool and model call is answered from the run's journal (one it lacks is a
+        `WorkflowError`: nothing acts) and no checkpoint is written, so a finished run ends
+        with the outputs it had. To act anew from a checkpoint, `fork` it."""
+        from .checkpointing import restore_run
+        from .journal import ReplayJournal, journal_of
+        from .run import WorkflowRun
+
+        store = self._store_for(checkpoint_store)
+        journal = journal_of(store)
+        if journal is None:
+            raise ConfigurationError(
+                f"workflow {self.name!r}: the checkpoint store {type(store).__name__} keeps no "
+                "effect journal to replay from; use a StateStoreCheckpointStore"
+            )
+        state = await restore_run(self, store, checkpoint_id)
+        run = WorkflowRun(
+            self,
+            state,
+            runtime=None,
+            checkpoint_store=None,
+            kwargs=self._kwargs(kwargs, executor_kwargs),
+            journal=ReplayJournal(journal.store),
+        )
+        return await run._drive_collect(resumed_from=checkpoint_id, include_events=include_events)
+
+    async def fork(
+        self,
+        checkpoint_id: str,
+        *,
+        checkpoint_store: CheckpointStore | None = None,
+        run_id: str | None = None,
+        runtime: AgentRuntime | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        executor_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
+        include_events: bool = False,
+    ) -> WorkflowRunResult:
+        """Continue a run from a checkpoint as a new run (a new id, so its effects and model
+        calls happen anew and are journaled under it). Lineage is kept: the new run's first
+        checkpoint has `checkpoint_id` as its ``parent_id``."""
+        from .checkpointing import restore_run
+        from .run import WorkflowRun
+
+        store = self._store_for(checkpoint_store)
+        state = await restore_run(self, store, checkpoint_id)
+        state.run_id = run_id or new_id()
+        run = WorkflowRun(
+            self,
+            state,
+            runtime=runtime,
+            checkpoint_store=store,
+            kwargs=self._kwargs(kwargs, executor_kwargs),
+        )
+        return await run._drive_collect(resumed_from=checkpoint_id, include_events=include_events)
+
+    def _store_for(self, checkpoint_store: CheckpointStore | None) -> CheckpointStore:
+        store = checkpoint_store or self.checkpoint_store
+        if store is None:
+            raise ConfigurationError(
+                f"workflow {self.name!r} has no checkpoint store: pass checkpoint_store="
+            )
+        return store
+
     # -- other views -------------------------------------------------------------------
 
     def as_agent(self, *, name: str | None = None, description: str | None = None) -> WorkflowAgent:
