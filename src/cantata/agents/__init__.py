@@ -18,6 +18,7 @@ from .message_store import (
     StateStoreMessageStore,
 )
 from .reducers import HistoryReducer, SummarizingReducer, TruncatingReducer
+from .remote_a2a import A2AAgent, A2AThread
 from .remote_responses import ResponsesAgent, ResponsesThread
 from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
 from .run_options import CHAT_OPTION_KEYWORDS, ChatOptionKeywords, UnknownOptionError
@@ -30,6 +31,8 @@ __all__ = [
     "MAX_RENDER_CHARS",
     "MAX_RENDER_SECONDS",
     "THREAD_SCHEMA_VERSION",
+    "A2AAgent",
+    "A2AThread",
     "Agent",
     "AgentInput",
     "AgentMiddleware",
