@@ -22,8 +22,9 @@ IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
 try:
-    import ray
     from ray.cluster_utils import Cluster
+
+    import ray
 except ImportError:  # pragma: no cover - depends on the installation
     if IN_CI:
         raise

@@ -20,7 +20,6 @@ from cantata.runtime import (
     RoutedAgent,
     TopicId,
     event,
-    message_handler,
     rpc,
     type_subscription,
 )

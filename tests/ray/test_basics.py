@@ -78,7 +78,7 @@ async def test_errors_come_back_typed(cluster: object) -> None:
         a = AgentId("counter", "a")
         with pytest.raises(ValueError, match="bad value from the handler"):
             await rt.send_message(ra.Fail("value"), a)
-        with pytest.raises(RemoteHandlerError, match="ray_agents.Refused") as caught:
+        with pytest.raises(RemoteHandlerError, match=r"ray_agents\.Refused") as caught:
             await rt.send_message(ra.Fail("own"), a)
         assert caught.value.remote_type == "ray_agents.Refused"
         with pytest.raises(Undeliverable, match="nobody"):
@@ -93,7 +93,7 @@ async def test_timeout_and_cancellation_reach_the_handler(cluster: object) -> No
     async with fresh() as rt:
         await rt.register_factory("counter", ra.Counter)
         a = AgentId("counter", "a")
-        with pytest.raises(TimeoutError, match="within 0.5s"):
+        with pytest.raises(TimeoutError, match=r"within 0\.5s"):
             await rt.send_message(ra.Hang(), a, timeout=0.5, message_id="slow")
         token = CancellationToken()
         pending = asyncio.ensure_future(

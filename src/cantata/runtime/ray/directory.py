@@ -32,6 +32,12 @@ _REDELIVERIES = 3
 _RETIRED_MEMORY = 4096
 
 
+def _remember(seen: OrderedDict[str, None], actor_id: str) -> None:
+    seen[actor_id] = None
+    while len(seen) > _RETIRED_MEMORY:
+        seen.popitem(last=False)
+
+
 class Directory:
     """Factories, subscriptions, actor creation and event fan-out (see the module)."""
 
@@ -42,7 +48,8 @@ class Directory:
         self._factories: dict[str, AgentFactory] = {}
         self._subs: dict[str, Subscription] = {}
         self._live: dict[str, Any] = {}
-        self._retired: OrderedDict[str, None] = OrderedDict()
+        self._retired: OrderedDict[str, None] = OrderedDict()  # ended by the runtime
+        self._incarnations: dict[str, int] = {}
         self._seq: dict[str, dict[str, int]] = {}
         self._pending = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -79,7 +86,11 @@ class Directory:
         return [to_json(s) for s in self._subs.values()]
 
     def ensure(self, agent_id: str) -> list[Any] | wire.Envelope:
-        """The actor handle of `agent_id` (in a list), created if needed."""
+        """The actor handle of `agent_id` (in a list), created if needed.
+
+        The actor's name carries an incarnation number, raised each time an actor of the
+        agent ends: the cluster keeps a dead actor's name for a while, and get-if-exists
+        would hand the dead one back."""
         handle = self._live.get(agent_id)
         if handle is not None:
             return [handle]
@@ -94,10 +105,11 @@ class Directory:
         from .host import host_class
 
         me = ray.get_runtime_context().current_actor
+        incarnation = self._incarnations.get(agent_id, 0)
         handle = (
             host_class()
             .options(
-                name=f"{self._name}/{agent_id}",
+                name=f"{self._name}/{agent_id}#{incarnation}",
                 get_if_exists=True,
                 max_concurrency=1000,
                 **self._host_options,
@@ -113,15 +125,15 @@ class Directory:
         handle = self._live.get(agent_id)
         if handle is not None and handle._actor_id.hex() == actor_id:
             del self._live[agent_id]
+            self._incarnations[agent_id] = self._incarnations.get(agent_id, 0) + 1
         return actor_id in self._retired
 
     def retire(self, agent_id: str) -> None:
         """End an evicted agent's actor (it answers "gone" until then)."""
         handle = self._live.pop(agent_id, None)
         if handle is not None:
-            self._retired[handle._actor_id.hex()] = None
-            while len(self._retired) > _RETIRED_MEMORY:
-                self._retired.popitem(last=False)
+            _remember(self._retired, handle._actor_id.hex())
+            self._incarnations[agent_id] = self._incarnations.get(agent_id, 0) + 1
             ray.kill(handle, no_restart=True)
 
     def live_agents(self) -> list[str]:

@@ -137,6 +137,7 @@ class AgentHost:
         self._config = config
         self._directory = directory
         self._runtime: _HostRuntime | None = None
+        self._store: StateStore | None = None
         self._reorder = ReorderBuffer(float(config["reorder_wait"]))
         self._tokens: dict[str, CancellationToken] = {}
         self._inflight = 0
@@ -152,10 +153,11 @@ class AgentHost:
                 interventions=list(self._config["interventions"]),
                 stop_grace=float(self._config["stop_grace"]),
             )
+            self._store = None if make_store is None else make_store()
             runtime = _HostRuntime(
                 self._id,
                 router,
-                store=None if make_store is None else make_store(),
+                store=self._store,
                 dedup_window=int(self._config["dedup_window"]),
                 default_timeout=self._config["default_timeout"],
                 stop_grace=float(self._config["stop_grace"]),
@@ -224,6 +226,7 @@ class AgentHost:
         self._gone = True  # set before any await: no message slips in while saving
         try:
             await runtime.close()  # saves the agent to the store, runs its close hook
+            await self._close_store()
         except Exception:
             _log.exception("evicting agent %s failed; it stays", self._id)
             self._gone = False
@@ -237,6 +240,12 @@ class AgentHost:
             self._sweeper.cancel()
         if self._runtime is not None:
             await self._runtime.close()
+        await self._close_store()
+
+    async def _close_store(self) -> None:
+        store, self._store = self._store, None
+        if store is not None:
+            await store.close()
 
     def where(self) -> tuple[str, int]:
         """The node id and process id this actor runs in (for tests and operators)."""

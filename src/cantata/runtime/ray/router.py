@@ -81,7 +81,13 @@ class Router:
         return await asyncio.wait_for(asyncio.shield(lookup), _remaining(deadline))
 
     async def _lookup(self, agent_id: AgentId) -> Any:
-        reply = await _wait(self._directory.ensure.remote(str(agent_id)))
+        try:
+            reply = await _wait(self._directory.ensure.remote(str(agent_id)))
+        except RayActorError as exc:
+            raise AgentUnavailable(
+                f"the runtime's directory actor is gone (looking up {agent_id}): {exc}",
+                agent_id=str(agent_id),
+            ) from None
         if isinstance(reply, dict):
             wire.result(reply, f"activating agent {agent_id}")
         self._handles[agent_id] = reply[0]

@@ -28,6 +28,8 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
 import ray
 
 from ...core import (
@@ -274,6 +276,11 @@ class RayRuntime:
                     namespace=self._namespace,
                     get_if_exists=True,
                     max_concurrency=1000,
+                    # Where the runtime starts (the head, usually): agents' actors share
+                    # its fate, so it belongs on the node least likely to go.
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(
+                        ray.get_runtime_context().get_node_id(), soft=True
+                    ),
                 )
                 .remote(self._name, self._config, self._host_options())
             )
@@ -425,7 +432,7 @@ class RayRuntime:
                 await self.add_subscription(sub)
         for agent_id, state, handled in agents:
             handle = await router.handle_for(agent_id, None)
-            record = encode_agent(state, handled)
+            record = encode_agent(state, dict.fromkeys(handled))
             wire.result(await _wait(handle.load.remote(record)), f"load_state of {agent_id}")
 
     async def evict_idle(self, older_than: float = 0.0) -> int:

@@ -16,6 +16,7 @@ from typing import Any
 
 from ...core import CantataError, SchemaVersionError, SerializationError, dumps, loads
 from ...core import errors as _errors
+from . import errors as _own
 from .errors import RemoteHandlerError
 
 __all__ = ["WIRE_VERSION"]
@@ -45,7 +46,8 @@ def ok(result: Any) -> Envelope:
 def failed(exc: BaseException) -> Envelope:
     cls = type(exc)
     if isinstance(exc, CantataError):
-        name = cls.__name__ if getattr(_errors, cls.__name__, None) is cls else ""
+        known = (getattr(_errors, cls.__name__, None), getattr(_own, cls.__name__, None))
+        name = cls.__name__ if cls in known else ""
     else:
         name = cls.__name__ if getattr(builtins, cls.__name__, None) is cls else ""
     return {
@@ -71,7 +73,7 @@ def result(reply: Any, what: str) -> Any:
 
 def rebuild(err: dict[str, Any]) -> Exception:
     name, text = str(err.get("type") or ""), str(err.get("text", ""))
-    cls = getattr(_errors, name, None) or getattr(builtins, name, None)
+    cls = getattr(_errors, name, None) or getattr(_own, name, None) or getattr(builtins, name, None)
     if isinstance(cls, type) and issubclass(cls, Exception):
         try:
             return cls(text)

@@ -1,0 +1,134 @@
+"""Failure semantics on the cluster: a dead worker or node never leaves a caller hanging,
+eviction to a real store keeps the agent's state, state saves and loads, and a worker
+refuses a wire version it cannot read."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from typing import Any
+
+import pytest
+import ray_agents as ra
+
+import ray
+from cantata.core import SchemaVersionError
+from cantata.runtime import AgentId
+from cantata.runtime.ray import AgentUnavailable, RayRuntime, wire
+from cantata.stores import RedisStore
+
+REDIS = "redis://127.0.0.1:6379/0"
+
+
+def _redis_up() -> bool:
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+needs_redis = pytest.mark.skipif(
+    not _redis_up() and os.environ.get("CI", "") == "", reason="Redis is not on 127.0.0.1:6379"
+)
+
+
+def _name() -> str:
+    return f"f{uuid.uuid4().hex[:8]}"
+
+
+async def test_worker_death_mid_request_is_a_typed_error_then_the_agent_comes_back(
+    cluster: Any,
+) -> None:
+    async with RayRuntime(name=_name(), default_timeout=60) as rt:
+        await rt.register_factory("counter", ra.Counter)
+        a = AgentId("counter", "a")
+        await rt.send_message(ra.Add(2), a)
+        before = (await rt.send_message(ra.Get(), a)).pid
+        with pytest.raises(AgentUnavailable, match="counter/a"):
+            await rt.send_message(ra.Crash(), a)
+        seen = await rt.send_message(ra.Get(), a)  # a new actor, from the factory
+        assert seen.pid != before
+        assert seen.notes == ["total=0"]
+
+
+async def test_node_death_mid_request_does_not_hang_the_caller(cluster: Any) -> None:
+    node = cluster.add_node(
+        num_cpus=2, resources={"doomed": 1}, object_store_memory=80 * 1024 * 1024
+    )
+    cluster.wait_for_nodes()
+    options = {"resources": {"doomed": 0.001}}
+    async with RayRuntime(name=_name(), default_timeout=120, actor_options=options) as rt:
+        await rt.register_factory("counter", ra.Counter)
+        a = AgentId("counter", "a")
+        node_id, _ = await rt.where(a)
+        assert node_id == node.node_id
+        pending = asyncio.ensure_future(rt.send_message(ra.Hang(), a))
+        await asyncio.sleep(0.5)
+        cluster.remove_node(node, allow_graceful=False)
+        with pytest.raises(AgentUnavailable, match="counter/a"):
+            await asyncio.wait_for(pending, 100)  # the bound only guards the test itself
+
+
+@needs_redis
+async def test_eviction_saves_to_redis_and_the_agent_continues(cluster: Any) -> None:
+    prefix = f"cantata-test-ray-{uuid.uuid4().hex[:8]}:"
+    store = lambda: RedisStore(REDIS, prefix=prefix)  # noqa: E731
+    try:
+        async with RayRuntime(name=_name(), store=store) as rt:
+            await rt.register_factory("counter", ra.Counter)
+            a = AgentId("counter", "a")
+            assert await rt.send_message(ra.Add(4), a) == 4
+            first = (await rt.send_message(ra.Get(), a)).pid
+            assert await rt.evict_idle(0.0) == 1
+            assert await rt.live_agents() == []
+            assert await rt.send_message(ra.Add(1), a) == 5  # restored from Redis
+            assert (await rt.send_message(ra.Get(), a)).pid != first
+            saved = await rt.save_state()
+            assert saved["agents"]["counter/a"]["state"]["total"] == 5
+        async with RayRuntime(name=_name(), store=store, evict_after=0.2) as rt2:
+            await rt2.register_factory("counter", ra.Counter)
+            a = AgentId("counter", "a")
+            assert await rt2.send_message(ra.Add(1), a) == 6  # what close() saved
+            for _ in range(200):
+                if not await rt2.live_agents():
+                    break
+                await asyncio.sleep(0.05)
+            assert await rt2.live_agents() == []  # the idle actor ended by itself
+            assert await rt2.send_message(ra.Add(1), a) == 7
+    finally:
+        cleanup = RedisStore(REDIS, prefix=prefix)
+        for key in await cleanup.keys(""):
+            await cleanup.delete(key)
+        await cleanup.close()
+
+
+async def test_save_and_load_state_between_runtimes(cluster: Any) -> None:
+    async with RayRuntime(name=_name()) as rt:
+        await rt.register_factory("counter", ra.Counter)
+        await rt.send_message(ra.Add(3), AgentId("counter", "x"))
+        data = await rt.save_state()
+    assert data["agents"]["counter/x"]["state"]["total"] == 3
+    async with RayRuntime(name=_name()) as rt2:
+        await rt2.register_factory("counter", ra.Counter)
+        await rt2.load_state(data)
+        assert await rt2.send_message(ra.Add(1), AgentId("counter", "x")) == 4
+        with pytest.raises(SchemaVersionError):
+            await rt2.load_state({**data, "schema_version": 99})
+
+
+async def test_a_worker_answers_an_unknown_wire_version_with_a_typed_error(
+    cluster: Any,
+) -> None:
+    async with RayRuntime(name=_name()) as rt:
+        await rt.register_factory("counter", ra.Counter)
+        a = AgentId("counter", "a")
+        await rt.send_message(ra.Add(1), a)
+        handle = ray.get_actor(f"{rt._name}/counter/a#0", namespace="cantata")
+        reply = await handle.request.remote({"v": 99, "id": "m"})
+        with pytest.raises(SchemaVersionError, match="wire version 99"):
+            wire.result(reply, "a request")
+        assert await rt.send_message(ra.Add(1), a) == 2  # the worker is still there
