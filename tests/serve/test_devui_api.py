@@ -13,6 +13,7 @@ import pytest
 
 from cantata.agents import ChatAgent
 from cantata.models import ScriptedChatClient
+from cantata.serve import ServedSet
 from cantata.serve.devui_graph import graph_of
 from cantata.stores import MemoryStore
 from cantata.teams import GroupChat, RoundRobin
@@ -274,3 +275,25 @@ async def test_chat_with_a_team_streams_its_speakers(url: str) -> None:
         events = await sse(client, "POST", "/devui/api/chat/pair", json={"message": "go"})
         assert "error" not in events[-1], events[-1]
         assert events[-1]["done"] and "turn 1: go" in events[-1]["text"]
+
+
+async def test_events_reconnect_from_last_event_id(url: str) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=TIMEOUT) as client:
+        run = (await client.post("/devui/api/runs/review", json={"input": "n"})).json()
+        whole = await run_to_stop(client, run["id"])
+        path = f"/devui/api/run/{run['id']}/events"
+        tail = await sse(client, "GET", path, headers={"Last-Event-ID": "3"}, params={"after": 0})
+        assert tail == whole[4:]
+        res = await client.get(path, headers={"Last-Event-ID": "x"})
+        assert res.status_code == 400 and "'x'" in res.json()["error"]["message"]
+
+
+def test_registry_drops_the_oldest_stopped_runs() -> None:
+    from cantata.serve.devui_runs import _MAX_RUNS, DevRun, RunRegistry
+    from cantata.workflows import InMemoryCheckpointStore
+
+    registry = RunRegistry()
+    entry = next(iter(ServedSet(served()).values()))
+    runs = [registry.add(DevRun(entry, InMemoryCheckpointStore())) for _ in range(_MAX_RUNS + 5)]
+    kept = registry.all()
+    assert len(kept) == _MAX_RUNS and kept[-1] is runs[-1] and kept[0] is runs[5]

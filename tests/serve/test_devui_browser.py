@@ -7,14 +7,17 @@ its routing decisions. Each view is kept as a screenshot under ``<tmp>/artifacts
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cantata.serve import TOKEN_COOKIE
 from cantata.stores import MemoryStore
 
 from ..conftest import IN_CI
@@ -58,21 +61,25 @@ def _need_browser() -> tuple[Any, str]:
     return async_playwright, exe
 
 
-@pytest.fixture
-async def page() -> AsyncIterator[Any]:
-    """A page of a fresh headless Chromium on the dev UI; fails the test on any page error."""
+@asynccontextmanager
+async def open_page(*, token: str | None = None) -> AsyncIterator[Any]:
+    """A page of a fresh headless Chromium on the dev UI (with the token's cookie when the
+    server wants one); fails on any page error or console error."""
     async_playwright, exe = _need_browser()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     print(f"dev UI screenshots: {ARTIFACTS}")
     errors: list[str] = []
     async with (
         MemoryStore() as store,
-        serving(served(), store=store) as url,
+        serving(served(), store=store, token=token) as url,
         async_playwright() as pw,
     ):
         browser = await pw.chromium.launch(executable_path=exe, args=ARGS)
         try:
-            tab = await browser.new_page(viewport={"width": 1280, "height": 900})
+            context = await browser.new_context(viewport={"width": 1280, "height": 900})
+            if token is not None:
+                await context.add_cookies([{"name": TOKEN_COOKIE, "value": token, "url": url}])
+            tab = await context.new_page()
             tab.set_default_timeout(WAIT_MS)
             tab.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
             tab.on(
@@ -86,6 +93,12 @@ async def page() -> AsyncIterator[Any]:
         finally:
             await browser.close()
     assert not errors, errors
+
+
+@pytest.fixture
+async def page() -> AsyncIterator[Any]:
+    async with open_page() as tab:
+        yield tab
 
 
 async def shot(page: Any, name: str) -> None:
@@ -147,7 +160,7 @@ async def test_workflow_run_graph_timeline_answer_and_resume(page: Any) -> None:
 
     waiting = page.locator("#checkpoints li", has_text="1 pending").first
     await waiting.locator("button").click()
-    await page.locator("#timeline li", has_text="Resume").wait_for()
+    await page.locator("#timeline li .t", has_text=re.compile("^Resume$")).wait_for()
     await page.locator("#timeline li", has_text="resumed_from=").wait_for()
     await page.locator("#run-status", has_text="idle_with_pending_requests").wait_for()
     await page.locator("#pending .req").wait_for()
@@ -166,3 +179,13 @@ async def test_team_run_shows_routing_decisions(page: Any) -> None:
     assert choices == ["alice", "bob", "alice"]
     assert await page.locator("#timeline li", has_text="TeamMessage").count() >= 3
     await shot(page, "team-run")
+
+
+async def test_token_cookie_reaches_the_api_and_the_event_stream() -> None:
+    async with open_page(token="s3cret-token") as page:
+        await page.click("#entries button[data-name=review]")
+        await page.fill("#run-input", "note")
+        await page.click("#run-form button[type=submit]")
+        await page.locator("#run-status", has_text="idle_with_pending_requests").wait_for()
+        assert await page.locator("#timeline li").count() >= 10
+        await shot(page, "token-run")

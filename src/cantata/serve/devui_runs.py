@@ -190,7 +190,7 @@ class RunRegistry:
     def add(self, run: DevRun) -> DevRun:
         """Keep `run`, dropping the oldest stopped runs past the bound."""
         self._runs[run.id] = run
-        for rid in [r.id for r in self._runs.values() if not r.busy][: -_MAX_RUNS or None]:
+        for rid in [r.id for r in self._runs.values() if not r.busy and r is not run]:
             if len(self._runs) <= _MAX_RUNS:
                 break
             del self._runs[rid]

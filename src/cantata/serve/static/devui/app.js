@@ -224,6 +224,9 @@
   }
 
   function onEvent(ev, index) {
+    // A stream cut at the server's request time limit ends with an untyped error; the
+    // EventSource reconnects from the last event id, so nothing is lost.
+    if (!ev.type) return;
     state.last = Math.max(state.last, index);
     const failed = ev.type === "Error" || ev.type === "WorkflowFailedEvent" || ev.type === "ExecutorFailedEvent";
     if (ev.type === "AgentUpdateEvent") { // chunks: grow the last line of the same executor
