@@ -1,12 +1,14 @@
 """Durable execution: kill -9 proof and the cost of journaling an effect (no peer).
 
 Kill proof: 20 trials per backend (5 with --quick). Each trial starts the durable run of
-tests/durable/kill_child.py (3 rounds of fan-out to three effects, fan-in, state: 10
-supersteps) in a fresh process, kills it with SIGKILL at a random moment, and resumes it
-in another fresh process until it ends. Counted: trials whose outputs equal a clean
-reference run's, kills that landed while the run was still going, effects begun again
-after their result was journaled (must be 0), and effects begun again at all (a kill
-mid-flight may re-run that effect once, with the same idempotency key).
+tests/durable/kill_child.py (3 rounds of fan-out to three effects, fan-in, state, a
+tool-calling agent with an effect tool: 12 supersteps) in a fresh process, kills it with
+SIGKILL at a random moment, and resumes it in another fresh process until it ends.
+Counted: trials whose outputs equal a clean reference run's; kills that landed while the
+run was still going; effects begun again after their result was journaled (must be 0);
+model calls beyond the reference run's (only one cut off before its answer was journaled
+may be asked again); effects begun again at all (a kill mid-flight may re-run that effect
+once, with the same idempotency key).
 
 Cost: one executor calling ``ctx.effect`` 200 times against calling the same function
 directly, both with a checkpoint store: the time added per effect, and the bytes the
@@ -31,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "durab
 
 from kill_harness import (
     count_ledger,
+    count_models,
     drop_pg_tables,
     kill_at_random,
     pg_where,
@@ -63,6 +66,7 @@ def _postgres_up() -> bool:
 def _trials(backend: str, trials: int, tmp: Path) -> dict[str, int]:
     """`trials` kill-then-resume trials, each on a fresh store; summed counts."""
     totals = {"identical": 0, "kills": 0, "repeated_after_journal": 0, "repeated": 0}
+    totals["model_calls_repeated"] = 0
     prefixes: list[str] = []
 
     def where(name: str) -> str:
@@ -73,6 +77,7 @@ def _trials(backend: str, trials: int, tmp: Path) -> dict[str, int]:
 
     try:
         reference = run_to_end(where("reference"), tmp / "reference.ledger")
+        reference_models = count_models(tmp / "reference.ledger")
         for trial in range(trials):
             ledger = tmp / f"{backend}-{trial}.ledger"
             store = where(f"trial{trial}")
@@ -81,6 +86,7 @@ def _trials(backend: str, trials: int, tmp: Path) -> dict[str, int]:
             _, _, repeated, after, _ = count_ledger(ledger)
             totals["repeated"] += repeated
             totals["repeated_after_journal"] += after
+            totals["model_calls_repeated"] += count_models(ledger) - reference_models
     finally:
         for prefix in prefixes:
             drop_pg_tables(POSTGRES, prefix)
@@ -143,6 +149,14 @@ async def collect(quick: bool) -> list[Row]:
                     higher_is_better=False,
                     goal="<= 0 effects",
                     note=note,
+                    headline=True,
+                ),
+                Row(
+                    f"kill -9 and resume ({backend}): model calls asked again",
+                    "calls",
+                    found["model_calls_repeated"],
+                    higher_is_better=False,
+                    note="only a call cut off before its answer was journaled",
                     headline=True,
                 ),
                 Row(

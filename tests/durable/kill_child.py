@@ -4,9 +4,11 @@ STORE is a SQLite path or a postgresql:// DSN (``#prefix`` after it names the ta
 Starts run ``k`` or resumes it from its last checkpoint, and prints ``ready`` (stores open)
 then its outputs as JSON.
 Three rounds of split -> fan-out to a, b, c (each an effect on an outside ledger) -> fan-in
-join (state) make 10 supersteps. The ledger gets ``start <key>`` when an effect's function
-begins and ``kept <key>`` once ctx.effect has returned (its result journaled), so a start
-after a kept line is an effect repeated after its completion was journaled.
+join (state) -> a tool-calling agent (its model and its effect tool noted in the ledger)
+-> ledger_out (state, the output) make 12 supersteps. The ledger gets ``start <key>`` when
+an effect's function begins and ``kept <key>`` once ctx.effect has returned (its result
+journaled), so a start after a kept line is an effect repeated after its completion was
+journaled; ``model`` at each model call.
 """
 
 from __future__ import annotations
@@ -17,8 +19,19 @@ import json
 import sys
 from typing import Any
 
+from cantata.agents import ChatAgent
+from cantata.core import Message
+from cantata.models import ScriptedChatClient, tool_call
 from cantata.stores import PostgresStore, SQLiteStore, StateStore
-from cantata.workflows import StateStoreCheckpointStore, WorkflowBuilder, WorkflowContext, executor
+from cantata.tools import tool
+from cantata.workflows import (
+    AgentExecutor,
+    AgentExecutorResponse,
+    StateStoreCheckpointStore,
+    WorkflowBuilder,
+    WorkflowContext,
+    executor,
+)
 
 ROUNDS = 3
 RUN_ID = "k"
@@ -53,15 +66,39 @@ def build(ledger: str, pause: float) -> Any:
         return work
 
     @executor
-    async def join(receipts: list[str], ctx: WorkflowContext[int, list[str]]) -> None:
-        seen = [*ctx.get_state("seen", []), *receipts]
-        ctx.set_state("seen", seen)
+    async def join(receipts: list[str], ctx: WorkflowContext[Any]) -> None:
+        ctx.set_state("seen", [*ctx.get_state("seen", []), *receipts])
         rounds = ctx.get_state("rounds", 0) + 1
         ctx.set_state("rounds", rounds)
+        ctx.send_message(f"file round {rounds}", "clerk")
         if rounds < ROUNDS:
-            ctx.send_message(rounds)
-        else:
-            ctx.yield_output(seen)
+            ctx.send_message(rounds, "split")
+
+    @tool(effect=True)
+    async def file_note(text: str) -> str:
+        """File a note (an effect: the ledger sees each call)."""
+        note(f"start tool:{text}")
+        await asyncio.sleep(pause)
+        return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+    def model(messages: list[Message], options: Any) -> Any:
+        note("model")
+        last = messages[-1]
+        if last.role != "tool":
+            return Message("assistant", [tool_call("file_note", {"text": last.text})])
+        return f"filed {last.contents[-1].result}"  # type: ignore[attr-defined]
+
+    clerk = AgentExecutor(
+        ChatAgent(ScriptedChatClient(model), name="clerk", tools=[file_note]),
+        output_response=False,
+    )
+
+    @executor
+    async def ledger_out(answer: AgentExecutorResponse, ctx: WorkflowContext[None, Any]) -> None:
+        notes = [*ctx.get_state("notes", []), answer.agent_response.text]
+        ctx.set_state("notes", notes)
+        if len(notes) == ROUNDS:
+            ctx.yield_output({"seen": ctx.get_state("seen"), "notes": notes})
 
     workers = [worker(n) for n in ("a", "b", "c")]
     return (
@@ -69,6 +106,8 @@ def build(ledger: str, pause: float) -> Any:
         .add_fan_out_edges(split, workers)
         .add_fan_in_edges(workers, join)
         .add_edge(join, split)
+        .add_edge(join, clerk)
+        .add_edge(clerk, ledger_out)
         .build()
     )
 

@@ -36,6 +36,8 @@ class KillReport:
     """Effects begun again after their result was journaled: must be 0."""
     most_starts: int
     """The most times one effect's function began (at most 1 + kills)."""
+    model_calls: int
+    reference_model_calls: int
 
 
 def _child(where: str, ledger: Path) -> list[str]:
@@ -71,6 +73,13 @@ def kill_at_random(where: str, ledger: Path, *, kills: int, seed: int, window: f
     return landed
 
 
+def count_models(ledger: Path) -> int:
+    """How many model calls the ledger saw."""
+    if not ledger.exists():
+        return 0
+    return sum(line == "model" for line in ledger.read_text(encoding="utf-8").splitlines())
+
+
 def count_ledger(ledger: Path) -> tuple[int, int, int, int, int]:
     """(starts, distinct effects, repeated, repeated after journaled, most starts of one)."""
     starts: dict[str, int] = {}
@@ -98,7 +107,17 @@ def kill_and_resume(
     outputs = run_to_end(where, ledger)
     starts, effects, repeated, after, most = count_ledger(ledger)
     return KillReport(
-        landed, outputs == reference, outputs, reference, starts, effects, repeated, after, most
+        landed,
+        outputs == reference,
+        outputs,
+        reference,
+        starts,
+        effects,
+        repeated,
+        after,
+        most,
+        count_models(ledger),
+        count_models(tmp / "reference.ledger"),
     )
 
 

@@ -16,7 +16,10 @@ from cantata.core import new_id
 
 def check(report: KillReport) -> None:
     assert report.identical, (report.outputs, report.reference)
-    assert report.effects == 9  # three rounds of a, b, c
+    assert report.effects == 12  # three rounds of a, b, c and the agent's effect tool
+    # a model call cut off before its answer was journaled is asked again, once
+    assert report.reference_model_calls == 6
+    assert report.model_calls - report.reference_model_calls <= report.kills
     assert report.repeated_after_journal == 0
     assert report.most_starts <= 1 + report.kills  # a re-run only for a kill mid-flight
 
