@@ -220,7 +220,7 @@ class Router:
         parent: MessageContext | None,
     ) -> wire.Envelope:
         loop = asyncio.get_running_loop()
-        waiter = asyncio.ensure_future(_wait(handle.request.remote(env)))
+        waiter = asyncio.wrap_future(handle.request.remote(env).future())
         stopped = False
 
         def on_cancel() -> None:
