@@ -6,6 +6,7 @@ its routing decisions. Each view is kept as a screenshot under ``<tmp>/artifacts
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -17,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from cantata.serve import TOKEN_COOKIE
+from cantata.serve import TOKEN_COOKIE, Limits
 from cantata.stores import MemoryStore
+from cantata.workflows import WorkflowBuilder, WorkflowContext, executor
 
 from ..conftest import IN_CI
 from ._servers import serving
@@ -62,7 +64,9 @@ def _need_browser() -> tuple[Any, str]:
 
 
 @asynccontextmanager
-async def open_page(*, token: str | None = None) -> AsyncIterator[Any]:
+async def open_page(
+    *, token: str | None = None, entries: Any = None, limits: Limits | None = None
+) -> AsyncIterator[Any]:
     """A page of a fresh headless Chromium on the dev UI (with the token's cookie when the
     server wants one); fails on any page error or console error."""
     async_playwright, exe = _need_browser()
@@ -71,7 +75,7 @@ async def open_page(*, token: str | None = None) -> AsyncIterator[Any]:
     errors: list[str] = []
     async with (
         MemoryStore() as store,
-        serving(served(), store=store, token=token) as url,
+        serving(entries or served(), store=store, token=token, limits=limits) as url,
         async_playwright() as pw,
     ):
         browser = await pw.chromium.launch(executable_path=exe, args=ARGS)
@@ -189,3 +193,28 @@ async def test_token_cookie_reaches_the_api_and_the_event_stream() -> None:
         await page.locator("#run-status", has_text="idle_with_pending_requests").wait_for()
         assert await page.locator("#timeline li").count() >= 10
         await shot(page, "token-run")
+
+
+async def test_a_run_longer_than_the_request_time_limit_is_followed_to_its_end() -> None:
+    """The server cuts an event stream at its request time limit; the page reconnects from
+    the last event it saw and shows the rest of the run."""
+    gate = asyncio.Event()
+
+    @executor
+    async def wait(text: str, ctx: WorkflowContext[None, str]) -> None:
+        async with asyncio.timeout(60):
+            await gate.wait()
+        await ctx.yield_output(f"done {text}")
+
+    slow = WorkflowBuilder(wait, name="slow").build()
+    async with open_page(entries={"slow": slow}, limits=Limits(request_timeout=1.0)) as page:
+        await page.fill("#run-input", "late")
+        await page.click("#run-form button[type=submit]")
+        await page.locator("#timeline li", has_text="ExecutorInvoked").wait_for()
+        await asyncio.sleep(2.5)  # past the limit: the first stream was cut
+        gate.set()
+        output = page.locator("#timeline li", has=page.locator(".t", has_text="Output"))
+        await output.filter(has_text="done late").wait_for()
+        await page.locator("#run-status", has_text="idle").wait_for()
+        assert await page.locator("#timeline li", has_text="WorkflowStarted").count() == 1
+        await shot(page, "long-run")

@@ -41,6 +41,7 @@ STATIC_DIR = Path(__file__).parent / "static" / "devui"
 
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _KEEPALIVE = 10.0
+_RETRY_MS = 500
 _SSE = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
@@ -221,6 +222,7 @@ class _DevUI:
             raise RequestError(f"Last-Event-ID {last!r} is not an event number") from exc
 
         async def stream() -> AsyncIterator[str]:
+            yield f"retry: {_RETRY_MS}\n\n"  # a stream cut at the time limit comes back soon
             async for index, data in run.follow(after, wait=_KEEPALIVE):
                 yield ": keep-alive\n\n" if index < 0 else _sse(data, index)
             yield f"event: end\ndata: {json.dumps(run.summary())}\n\n"
