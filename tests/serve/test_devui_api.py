@@ -27,7 +27,7 @@ from cantata.workflows import (
     response_handler,
 )
 
-from ._servers import count_turns, echo_agent, serving
+from ._servers import cli_server, count_turns, echo_agent, serving
 
 TIMEOUT = httpx.Timeout(30.0)
 
@@ -297,3 +297,11 @@ def test_registry_drops_the_oldest_stopped_runs() -> None:
     runs = [registry.add(DevRun(entry, InMemoryCheckpointStore())) for _ in range(_MAX_RUNS + 5)]
     kept = registry.all()
     assert len(kept) == _MAX_RUNS and kept[-1] is runs[-1] and kept[0] is runs[5]
+
+
+def test_cantata_serve_offers_the_page() -> None:
+    with cli_server("tests/serve/_servers.py:echo", "--store", "memory://") as (url, _proc):
+        page = httpx.get(url + "/", timeout=TIMEOUT)
+        assert page.status_code == 200 and "cantata dev UI" in page.text
+        entries = httpx.get(url + "/devui/api/entries", timeout=TIMEOUT).json()["entries"]
+        assert [e["name"] for e in entries] == ["echo"]
