@@ -17,10 +17,19 @@ _OPENAI = "cantata.models.OpenAIChatClient"
 _SECRET_ENV = "OPENAI_API_KEY"
 
 
-def _fields(config: Mapping[str, Any], allowed: set[str], where: str) -> dict[str, Any]:
+def _fields(
+    config: Mapping[str, Any],
+    allowed: set[str],
+    where: str,
+    *,
+    required: frozenset[str] | set[str] = frozenset(),
+) -> dict[str, Any]:
     unknown = sorted(set(map(str, config)) - allowed)
     if unknown:
         raise SpecError(f"{where}: unknown field(s) {unknown}; known: {sorted(allowed)}")
+    missing = sorted(n for n in required if config.get(n) is None)
+    if missing:
+        raise SpecError(f"{where}: missing field(s) {missing}")
     return dict(config)
 
 
@@ -46,7 +55,7 @@ def _build_openai(config: Mapping[str, Any], ctx: ConfigContext) -> Any:
         "model", "base_url", "api_key", "timeout", "max_retries", "structured_output",
         "max_tokens_field", "default_options",
     }  # fmt: skip
-    args = _fields(config, allowed, _OPENAI)
+    args = _fields(config, allowed, _OPENAI, required={"model"})
     args["default_options"] = options_from_data(args.get("default_options"), where=_OPENAI)
     _typed(args, {"model": str, "base_url": str, "api_key": str}, _OPENAI)
     return OpenAIChatClient(**args)

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..core import SchemaVersionError
 from .errors import SpecError
-from .placeholders import resolve_placeholders
+from .placeholders import MAX_DEPTH, resolve_placeholders
 from .registry import ComponentAdapter, ConfigContext, build, make_context, register_component
 from .spec_configs import agent_config, team_config
 from .spec_models import SPEC_VERSION, AgentSpec, TeamSpec
@@ -105,12 +105,32 @@ def _read(source: str | os.PathLike[str] | Mapping[str, Any]) -> Any:
         raise SpecError(f"load() takes a path, YAML text or a dict, got {type(source).__name__}")
     if len(text) > MAX_SPEC_BYTES:
         raise SpecError(f"the spec is larger than {MAX_SPEC_BYTES} bytes")
+    _check_flow_depth(text)
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise SpecError(f"the spec is not valid YAML: {str(exc)[:500]}") from exc
     except RecursionError as exc:
         raise SpecError("the spec is nested too deeply to read") from exc
+
+
+def _check_flow_depth(text: str) -> None:
+    """Refuse deeply nested ``[`` / ``{`` before parsing: PyYAML parses nesting by
+    recursion, which takes a second or more on a few thousand levels before failing."""
+    depth = deepest = 0
+    quote = ""
+    for ch in text:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    if deepest > MAX_DEPTH:
+        raise SpecError(f"the spec is nested more than {MAX_DEPTH} levels deep; flatten it")
 
 
 def parse_spec(

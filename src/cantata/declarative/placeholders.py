@@ -60,8 +60,9 @@ def _strings(value: Any, where: str, depth: int) -> list[tuple[str, str]]:
 def _check_depth(depth: int, where: str) -> None:
     if depth > MAX_DEPTH:
         raise SpecError(
-            f"{where or 'the spec'} is nested more than {MAX_DEPTH} levels deep; flatten it",
-            where=where,
+            f"{where[:120] or 'the spec'}... is nested more than {MAX_DEPTH} levels deep; "
+            "flatten it",
+            where=where[:120],
         )
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core import SchemaVersionError
+from ..core import CantataError, SchemaVersionError
 from .errors import SpecError, UntrustedProviderError
 from .placeholders import resolve_placeholders
 
@@ -188,7 +188,12 @@ def build(data: Any, ctx: ConfigContext, *, where: str) -> Any:
             f"reads version {adapter.version}",
             provider=provider,
         )
-    return adapter.build(config, ctx)
+    try:
+        return adapter.build(config, ctx)
+    except TypeError as exc:  # a constructor refusing a value of the wrong kind
+        if isinstance(exc, CantataError):
+            raise
+        raise SpecError(f"{where}: {provider} cannot be built from this config: {exc}") from exc
 
 
 def _build_allowed(provider: str, data: Mapping[str, Any], ctx: ConfigContext, where: str) -> Any:
