@@ -144,6 +144,11 @@ class Counter(RoutedAgent):
 
     @event
     async def on_note(self, message: Note, ctx: MessageContext) -> None:
+        if message.text.startswith("crash-once:"):
+            marker = message.text.removeprefix("crash-once:")
+            if not os.path.exists(marker):  # noqa: ASYNC240 (a test's one-off marker)
+                os.close(os.open(marker, os.O_CREAT | os.O_WRONLY))
+                os._exit(1)  # the worker dies with the event: it is delivered again
         self.seen.notes.append(message.text)
         self.seen.contexts.append(ctx.to_dict())
 

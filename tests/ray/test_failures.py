@@ -14,7 +14,7 @@ import ray_agents as ra
 
 import ray
 from cantata.core import SchemaVersionError
-from cantata.runtime import AgentId
+from cantata.runtime import AgentId, TopicId
 from cantata.runtime.ray import AgentUnavailable, RayRuntime, wire
 from cantata.stores import RedisStore
 
@@ -71,6 +71,18 @@ async def test_node_death_mid_request_does_not_hang_the_caller(cluster: Any) -> 
         cluster.remove_node(node, allow_graceful=False)
         with pytest.raises(AgentUnavailable, match="counter/a"):
             await asyncio.wait_for(pending, 100)  # the bound only guards the test itself
+
+
+async def test_an_event_whose_worker_dies_is_delivered_again(cluster: Any, tmp_path: Any) -> None:
+    marker = tmp_path / "crashed"
+    async with RayRuntime(name=_name(), default_timeout=60) as rt:
+        await rt.register_factory("counter", ra.Counter)
+        b = AgentId("counter", "b")
+        await rt.publish_message(ra.Note(f"crash-once:{marker}"), TopicId("news", "b"))
+        await rt.wait_until_idle(timeout=60)
+        assert marker.exists()  # the first delivery killed the worker
+        seen = await rt.send_message(ra.Get(), b)
+        assert seen.notes == [f"crash-once:{marker}", "total=0"]  # at least once: here once
 
 
 @needs_redis

@@ -53,6 +53,9 @@ class Directory:
         self._seq: dict[str, dict[str, int]] = {}
         self._pending = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        # The actor bounds each handler by default_timeout; this is the wait for its answer.
+        timeout = config["default_timeout"]
+        self._bound = None if timeout is None else float(timeout) + float(config["stop_grace"]) + 5
 
     def register(self, agent_type: str, factory: AgentFactory) -> None:
         self._factories[agent_type] = factory
@@ -174,7 +177,15 @@ class Directory:
                 env["seq"] = streams.get(env["stream"], 0)
                 streams[env["stream"]] = env["seq"] + 1
                 try:
-                    answer = await asyncio.wrap_future(handle.event.remote(env).future())
+                    answer = await asyncio.wait_for(
+                        asyncio.wrap_future(handle.event.remote(env).future()), self._bound
+                    )
+                except TimeoutError:
+                    handle.cancel.remote(env["id"])
+                    _log.error(
+                        "event %s to %s: no answer within %ss", env["id"], agent_id, self._bound
+                    )
+                    return
                 except (ActorDiedError, RayActorError):
                     self.forget(agent_id, handle._actor_id.hex())
                     continue  # deliver it again to a new actor, same message id

@@ -8,6 +8,8 @@ into cantata errors:
   hand before the message ran) is sent again to the re-created actor: nothing ran;
 - a request whose actor died otherwise (worker process or node lost) raises
   `AgentUnavailable`: the handler may have run, so it is not repeated (at most once).
+  So does a request sent through a cached handle to an actor that had already died (Ray
+  reports both alike); the next request finds the agent's new actor.
 """
 
 from __future__ import annotations

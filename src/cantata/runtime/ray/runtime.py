@@ -11,7 +11,8 @@ Failure semantics:
 - every request is bounded: `timeout`, else `default_timeout` (`math.inf` opts out; a
   dead actor still ends the wait, Ray reports it);
 - a request whose actor's worker or node dies while it holds the message raises
-  `AgentUnavailable` (at most once: the handler may have run); the next message creates
+  `AgentUnavailable` (at most once: the handler may have run), and so does one sent
+  through a handle this process cached before the actor died; the next message creates
   the agent anew, from its last state in the store when there is one;
 - an event whose actor dies is delivered again, with the same message id, to the
   re-created actor (at least once); the agent sees `ctx.is_redelivery` for an id in the
