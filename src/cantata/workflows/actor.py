@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -50,6 +51,8 @@ from .events import (
 )
 from .executor import Executor
 from .journal import EffectJournal, InvocationEffects
+
+_log = logging.getLogger("cantata.workflows")
 
 __all__ = [
     "EVENTS_TOPIC",
@@ -116,7 +119,37 @@ async def execute(executor: Executor, inv: Invocation) -> StepResult:
 
     In a durable run (one with a journal) the handlers run within the invocation's effect
     scope, so model calls and effect tools inside them are journaled too."""
+    policy = executor.retry_policy
+    if policy is None:
+        return await _scoped(executor, inv)
+    attempt = 1
+    while True:
+        try:
+            return await _scoped(executor, inv)
+        except Exception as exc:
+            if not policy.should_retry(exc, attempt):
+                raise
+            pause = policy.delay(attempt)
+            _log.warning(
+                "workflow run %r: executor %r failed (%s: %s), attempt %d of %d; retrying in "
+                "%.2f s",
+                inv.run_id,
+                inv.executor_id,
+                type(exc).__name__,
+                exc,
+                attempt,
+                policy.attempts,
+                pause,
+            )
+            await asyncio.sleep(pause)
+            attempt += 1
+
+
+async def _scoped(executor: Executor, inv: Invocation) -> StepResult:
+    """One attempt; in a durable run, within a fresh effect scope (a retry finds what the
+    failed attempt journaled)."""
     if inv.journal is None:
+        inv.effects = None
         return await _execute(executor, inv)
     inv.effects = InvocationEffects(inv.journal, inv.run_id, inv.executor_id, inv.superstep)
     token = effect_scope.set(inv.effects)

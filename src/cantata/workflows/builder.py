@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core import ConfigurationError
+from ..core.retry import RetryPolicy
 from .edges import Case, Condition, Default, EdgeGroup, Selection
 from .errors import WorkflowValidationError
 from .executor import Executor
@@ -182,6 +183,24 @@ class WorkflowBuilder:
         return self._group(EdgeGroup("switch", (s,), targets, conditions=conditions))
 
     # -- build -------------------------------------------------------------------------
+
+    def with_retry(
+        self, policy: RetryPolicy, executors: Sequence[Executor | Any] | None = None
+    ) -> WorkflowBuilder:
+        """Retry the named executors (every one added so far when None) by `policy`: a
+        failure of a class it retries (timeouts, rate limits, 5xx, resets by default) runs
+        the executor's invocation again within the superstep, after a jittered backoff;
+        effects it journaled are not repeated. Others fail the run as before."""
+        if not isinstance(policy, RetryPolicy):
+            raise ConfigurationError(
+                f"with_retry takes a cantata.core.retry.RetryPolicy, not {type(policy).__name__}"
+            )
+        ids = list(self._executors) if executors is None else [self._add(e) for e in executors]
+        for eid in ids:
+            ex = self._executors[eid]
+            ex.retry_policy = policy
+            ex._synchronous = False  # a retry waits (its backoff): not in the caller's task
+        return self
 
     def build(self) -> Workflow:
         """Check the graph and return the immutable `Workflow`; errors name what is wrong."""

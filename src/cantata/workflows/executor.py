@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, get_args, get_origin, overload
 
 from ..core import ConfigurationError, WorkflowError
+from ..core.retry import RetryPolicy
 from ._typing import accepts_value, is_plain_class, resolve_hints, type_name
 
 if TYPE_CHECKING:
@@ -152,6 +153,10 @@ class Executor:
     `WorkflowContext`. Keep per-run data in the context (state, executor state, logs), not
     on ``self``: one executor serves every run of its workflow at once.
     """
+
+    retry_policy: RetryPolicy | None = None
+    """How a failed invocation is tried again within its superstep (None: it is not); set
+    it with `WorkflowBuilder.with_retry`."""
 
     def __init__(self, id: str | None = None) -> None:
         ident = id if id is not None else type(self).__name__
