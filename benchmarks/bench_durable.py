@@ -76,8 +76,8 @@ def _trials(backend: str, trials: int, tmp: Path) -> dict[str, int]:
         return pg_where(POSTGRES, prefixes[-1])
 
     try:
-        reference = run_to_end(where("reference"), tmp / "reference.ledger")
-        reference_models = count_models(tmp / "reference.ledger")
+        reference = run_to_end(where("reference"), tmp / f"{backend}-reference.ledger")
+        reference_models = count_models(tmp / f"{backend}-reference.ledger")
         for trial in range(trials):
             ledger = tmp / f"{backend}-{trial}.ledger"
             store = where(f"trial{trial}")
