@@ -1,0 +1,60 @@
+"""The YAML examples in examples/ load offline, and run on the embedded model (local_model)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cantata.agents import ChatAgent
+from cantata.declarative import load
+from cantata.models import LocalChatClient
+from cantata.teams import GroupChat
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SPECS = sorted(EXAMPLES.glob("*.yaml"))
+
+
+@pytest.fixture
+def examples_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+
+
+def test_there_are_examples() -> None:
+    names = {p.name for p in SPECS}
+    assert {"agent_with_tool.yaml", "writer_critic.yaml"} <= names
+
+
+@pytest.mark.usefixtures("examples_on_path")
+@pytest.mark.parametrize("path", SPECS, ids=lambda p: p.name)
+async def test_each_example_loads_on_the_local_model(path: Path) -> None:
+    component = load(path, allow=["demo"])
+    agents = getattr(component, "participants", [component])
+    assert agents and all(isinstance(a.client, LocalChatClient) for a in agents)
+
+
+@pytest.mark.local_model
+@pytest.mark.usefixtures("examples_on_path")
+async def test_agent_with_tool_calls_it_on_the_local_model() -> None:
+    agent = load(EXAMPLES / "agent_with_tool.yaml", allow=["demo"])
+    assert isinstance(agent, ChatAgent)
+    async with agent:
+        response = await agent.run("What is the weather in Oslo today?")
+    calls = [c for m in response.messages for c in m.function_calls]
+    assert calls and calls[0].name == "get_weather"
+    assert response.text.strip()
+
+
+@pytest.mark.local_model
+async def test_writer_critic_runs_to_an_end_on_the_local_model() -> None:
+    team = load(EXAMPLES / "writer_critic.yaml")
+    assert isinstance(team, GroupChat)
+    try:
+        result = await team.run("Write a four-line poem about the sea.")
+    finally:
+        for agent in team.participants:
+            await agent.aclose()
+    speakers = [m.author_name for m in result.messages[1:]]
+    assert speakers[:2] == ["writer", "critic"]
+    assert result.stop_message is not None
+    assert result.stop_message.source in {"TextMention", "MaxMessage"}
