@@ -143,6 +143,9 @@ async def test_workflow_run_graph_timeline_answer_and_resume(page: Any) -> None:
         "tone",
     ]
     assert await page.locator("#graph svg path.edge").count() == 5
+    labels = await page.locator("#graph svg text.elabel").all_text_contents()
+    assert labels == ["fan-in", "fan-in"]
+    assert "flowchart TD" in await page.locator("#graph pre").text_content()
     await page.fill("#run-input", "note")
     await page.click("#run-form button[type=submit]")
     await page.locator("#run-status", has_text="idle_with_pending_requests").wait_for()

@@ -179,6 +179,8 @@
     const box = $("graph");
     box.textContent = "";
     box.append(root);
+    const source = el("details", {}, el("summary", {}, "Mermaid source"), el("pre", {}, graph.mermaid || ""));
+    box.append(source);
   }
 
   function mark(id, cls) {
