@@ -4,6 +4,7 @@ resumed, team runs with their routing decisions, and typed errors."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -305,3 +306,30 @@ def test_cantata_serve_offers_the_page() -> None:
         assert page.status_code == 200 and "cantata dev UI" in page.text
         entries = httpx.get(url + "/devui/api/entries", timeout=TIMEOUT).json()["entries"]
         assert [e["name"] for e in entries] == ["echo"]
+
+
+async def test_runs_still_going_are_cancelled_when_the_server_stops() -> None:
+    gate, seen = asyncio.Event(), []
+
+    @executor
+    async def wait(text: str, ctx: WorkflowContext[None, str]) -> None:
+        try:
+            async with asyncio.timeout(60):
+                await gate.wait()
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    slow = WorkflowBuilder(wait, name="slow").build()
+    async with (
+        MemoryStore() as store,
+        serving({"slow": slow}, store=store) as url,
+        httpx.AsyncClient(base_url=url, timeout=TIMEOUT) as client,
+    ):
+        run = (await client.post("/devui/api/runs/slow", json={"input": "x"})).json()
+        async with client.stream("GET", f"/devui/api/run/{run['id']}/events") as res:
+            async for line in res.aiter_lines():
+                if "ExecutorInvokedEvent" in line:
+                    break
+        assert seen == []
+    assert seen == ["cancelled"]
