@@ -96,6 +96,11 @@ async def _main(
         async with component:
             await _run_agent(component, task, out)
         return
+    from ..workflows import Workflow
+
+    if isinstance(component, Workflow):
+        await _run_workflow(component, task, out, resume=resume, store_url=url)
+        return
     await _run_team(component, task, out, resume=resume, store_url=url)
 
 
@@ -135,6 +140,62 @@ async def _run_team(
             await p.aclose()
         if state is not None:
             await state.close()
+
+
+async def _run_workflow(
+    workflow: Any, task: str, out: _Output, *, resume: str | None, store_url: str | None
+) -> None:
+    from ..core import UsageError
+    from ..declarative import workflow_agents
+    from ..stores import open_store
+    from ..workflows import StateStoreCheckpointStore
+
+    if resume is not None and store_url is None:
+        raise UsageError("--resume needs a checkpoint store: pass --store URL")
+    if resume is None and not task:
+        raise UsageError("the task is empty; pass it as an argument or on stdin")
+    state = open_store(store_url) if store_url is not None else None
+    checkpoints = StateStoreCheckpointStore(state) if state is not None else None
+    try:
+        if resume is not None:
+            events = workflow.resume_stream(resume, checkpoint_store=checkpoints)
+        else:
+            events = workflow.run_stream(task, checkpoint_store=checkpoints)
+        await _show_workflow(events, out)
+    finally:
+        for agent in workflow_agents(workflow):
+            await agent.aclose()
+        if state is not None:
+            await state.close()
+
+
+async def _show_workflow(events: AsyncIterator[Any], out: _Output) -> None:
+    from ..workflows import (
+        AgentUpdateEvent,
+        ExecutorInvokedEvent,
+        OutputEvent,
+        SuperstepCompletedEvent,
+        WorkflowFailedEvent,
+    )
+
+    last: str | None = None
+    async for event in events:
+        if isinstance(event, ExecutorInvokedEvent) and event.executor_id != last:
+            last = event.executor_id
+            out.speaker(event.executor_id)
+        elif isinstance(event, AgentUpdateEvent):
+            out.contents(event.executor_id, event.data.contents, streamed=True)
+        elif isinstance(event, SuperstepCompletedEvent) and event.checkpoint_id:
+            out.end_text()
+            out.checkpoint(event.checkpoint_id)
+        elif isinstance(event, OutputEvent):
+            out.end_text()
+            out.event({"event": "output", "executor": event.executor_id,
+                       "text": getattr(event.data, "text", str(event.data))})  # fmt: skip
+        elif isinstance(event, WorkflowFailedEvent):
+            out.note(f"failed: {event}", {"event": "failed", "detail": str(event)})
+    out.end_text()
+    out.event({"event": "done"})
 
 
 async def _show_team(events: AsyncIterator[Any], out: _Output) -> None:

@@ -14,7 +14,7 @@ import importlib
 
 from ..core import ConfigurationError
 
-_BUILTINS = ("_builtin_models", "_builtin_agents", "_builtin_teams")
+_BUILTINS = ("_builtin_models", "_builtin_agents", "_builtin_teams", "_builtin_workflows")
 
 
 def _load_builtins() -> None:
@@ -33,6 +33,7 @@ def _load_builtins() -> None:
 
 _load_builtins()
 
+from ._builtin_workflows import workflow_agents  # noqa: E402
 from .errors import (  # noqa: E402
     SpecError,
     UnknownToolError,
@@ -59,7 +60,7 @@ from .registry import (  # noqa: E402
     to_config,
 )
 from .schema import spec_schema  # noqa: E402
-from .spec_models import SPEC_VERSION, AgentSpec, TeamSpec  # noqa: E402
+from .spec_models import SPEC_VERSION, AgentSpec, TeamSpec, WorkflowSpec  # noqa: E402
 
 __all__ = [
     "MAX_SPEC_BYTES",
@@ -74,6 +75,7 @@ __all__ = [
     "UnknownToolError",
     "UnresolvedPlaceholderError",
     "UntrustedProviderError",
+    "WorkflowSpec",
     "find_placeholders",
     "from_config",
     "load",
@@ -86,4 +88,5 @@ __all__ = [
     "spec_schema",
     "spec_types",
     "to_config",
+    "workflow_agents",
 ]

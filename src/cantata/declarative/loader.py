@@ -21,8 +21,8 @@ from ..core import SchemaVersionError
 from .errors import SpecError
 from .placeholders import MAX_DEPTH, resolve_placeholders
 from .registry import ComponentAdapter, ConfigContext, build, make_context, register_component
-from .spec_configs import agent_config, team_config
-from .spec_models import SPEC_VERSION, AgentSpec, TeamSpec
+from .spec_configs import agent_config, team_config, workflow_config
+from .spec_models import SPEC_VERSION, AgentSpec, TeamSpec, WorkflowSpec
 
 __all__ = [
     "MAX_SPEC_BYTES",
@@ -209,6 +209,7 @@ def _register_builtin_specs() -> None:
     register_spec_type(SpecType("chat_agent", AgentSpec, agent_config))
     for kind in ("group_chat", "sequential", "concurrent"):
         register_spec_type(SpecType(kind, TeamSpec, team_config))
+    register_spec_type(SpecType("workflow", WorkflowSpec, workflow_config))
 
 
 _register_builtin_specs()

@@ -6,9 +6,23 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import SpecError
-from .spec_models import AgentSpec, ModelSpec, SpeakerSpec, TeamSpec, TerminationSpec, ToolRef
+from .spec_models import (
+    AgentSpec,
+    ModelSpec,
+    SpeakerSpec,
+    TeamSpec,
+    TerminationSpec,
+    ToolRef,
+    WorkflowSpec,
+)
 
-__all__ = ["agent_config", "model_config", "team_config", "termination_config"]
+__all__ = [
+    "agent_config",
+    "model_config",
+    "team_config",
+    "termination_config",
+    "workflow_config",
+]
 
 _M = "cantata.models."
 _T = "cantata.teams."
@@ -146,3 +160,19 @@ def team_config(spec: TeamSpec) -> dict[str, Any]:
     elif spec.speaker is not None or spec.max_turns is not None:
         raise SpecError(f"{where}: speaker and max_turns are for group_chat teams only")
     return _component(_T + cls[spec.type], "team", config)
+
+
+def workflow_config(spec: WorkflowSpec) -> dict[str, Any]:
+    """The workflow config of a workflow spec: each step an agent config."""
+    steps = [{"agent": agent_config(s), "context_mode": s.context_mode} for s in spec.executors]
+    edges = [e.model_dump(by_alias=True, exclude_none=True) for e in spec.edges]
+    config: dict[str, Any] = {
+        "name": spec.name,
+        "description": spec.description,
+        "start": spec.start,
+        "executors": steps,
+        "edges": edges,
+    }
+    if spec.max_supersteps is not None:
+        config["max_supersteps"] = spec.max_supersteps
+    return _component("cantata.workflows.Workflow", "workflow", config)

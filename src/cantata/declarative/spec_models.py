@@ -15,13 +15,15 @@ __all__ = [
     "InputSpec",
     "ModelSpec",
     "SpeakerSpec",
+    "StepSpec",
     "TeamSpec",
     "TerminationSpec",
     "ToolRef",
+    "WorkflowSpec",
 ]
 
 SPEC_VERSION = 1
-"""Version 1: agents (chat_agent) and teams (group_chat, sequential, concurrent)."""
+"""Version 1: agents (chat_agent), teams (group_chat, sequential, concurrent), workflow."""
 
 
 class _Strict(BaseModel):
@@ -128,4 +130,53 @@ class TeamSpec(_Strict):
     speaker: SpeakerSpec | None = None
     termination: TerminationSpec | None = None
     max_turns: int | None = None
+    checkpoint_store: str | None = Field(None, description="A store URL (sqlite:///x.db).")
+
+
+class StepSpec(AgentSpec):
+    """A workflow step: an agent, and what it sees of the messages before it."""
+
+    context_mode: Literal["full", "last_agent"] = "full"
+
+
+class WhenSpec(_Strict):
+    """A condition on the text of the message on an edge (no code in a spec)."""
+
+    contains: str | None = None
+    not_contains: str | None = None
+
+
+class SwitchCaseSpec(_Strict):
+    """A switch branch: `when` to `to`; the last branch is ``default: name``."""
+
+    when: WhenSpec | None = None
+    to: str | None = None
+    default: str | None = None
+
+
+class EdgeSpec(_Strict):
+    """One of: ``from``+``to`` (with ``when``), ``from``+``fan_out``, ``fan_in``+``to``,
+    ``from``+``switch``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
+
+    source: str | None = Field(None, alias="from")
+    to: str | None = None
+    when: WhenSpec | None = None
+    fan_out: list[str] | None = None
+    fan_in: list[str] | None = None
+    switch: list[SwitchCaseSpec] | None = None
+
+
+class WorkflowSpec(_Strict):
+    """A workflow: agent steps, the edges between them, and where checkpoints go."""
+
+    version: Literal[1] = 1
+    type: Literal["workflow"]
+    name: str
+    description: str = ""
+    start: str
+    executors: list[StepSpec] = Field(min_length=1)
+    edges: list[EdgeSpec] = Field(default_factory=list)
+    max_supersteps: int | None = None
     checkpoint_store: str | None = Field(None, description="A store URL (sqlite:///x.db).")
