@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from cantata.agents import ChatAgent
-from cantata.declarative import load
+from cantata.declarative import load, workflow_agents
 from cantata.models import LocalChatClient
 from cantata.teams import GroupChat
+from cantata.workflows import AgentUpdateEvent, Workflow
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SPECS = sorted(EXAMPLES.glob("*.yaml"))
@@ -22,14 +23,17 @@ def examples_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_there_are_examples() -> None:
     names = {p.name for p in SPECS}
-    assert {"agent_with_tool.yaml", "writer_critic.yaml"} <= names
+    assert {"agent_with_tool.yaml", "writer_critic.yaml", "translation_chain.yaml"} <= names
 
 
 @pytest.mark.usefixtures("examples_on_path")
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: p.name)
 async def test_each_example_loads_on_the_local_model(path: Path) -> None:
     component = load(path, allow=["demo"])
-    agents = getattr(component, "participants", [component])
+    if isinstance(component, Workflow):
+        agents = workflow_agents(component)
+    else:
+        agents = getattr(component, "participants", [component])
     assert agents and all(isinstance(a.client, LocalChatClient) for a in agents)
 
 
@@ -58,3 +62,21 @@ async def test_writer_critic_runs_to_an_end_on_the_local_model() -> None:
     assert speakers[:2] == ["writer", "critic"]
     assert result.stop_message is not None
     assert result.stop_message.source in {"TextMention", "MaxMessage"}
+
+
+@pytest.mark.local_model
+async def test_translation_chain_runs_every_step_on_the_local_model() -> None:
+    workflow = load(EXAMPLES / "translation_chain.yaml")
+    assert isinstance(workflow, Workflow)
+    speakers: list[str] = []
+    try:
+        stream = workflow.run_stream("a cat who learns to play the piano")
+        async for event in stream:
+            if isinstance(event, AgentUpdateEvent) and event.executor_id not in speakers:
+                speakers.append(event.executor_id)
+        outputs = stream.result.outputs
+    finally:
+        for agent in workflow_agents(workflow):
+            await agent.aclose()
+    assert speakers == ["writer", "french", "spanish", "english"]
+    assert len(outputs) == 1 and outputs[0].text.strip()
