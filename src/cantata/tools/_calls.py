@@ -15,6 +15,7 @@ from ..core import (
     FunctionCallContent,
     FunctionResultContent,
     InvalidMessageError,
+    tracing,
 )
 from ..core.durable import EffectScope, current_effects
 from ._depth import TOO_DEEP_TEXT, TOOL_JSON_DEPTH, too_deep
@@ -166,6 +167,20 @@ class CallRunner:
             cancellation_token=context.cancellation_token or self._token,
             approved=context.approved,
         )
+        if tracing.enabled():
+            attributes = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": context.function.name,
+                "gen_ai.tool.call.id": context.call.call_id,
+            }
+            with tracing.span(f"execute_tool {context.function.name}", attributes):
+                await self._invoke_tool(context, tool_context)
+                return
+        await self._invoke_tool(context, tool_context)
+
+    async def _invoke_tool(
+        self, context: FunctionInvocationContext, tool_context: ToolContext
+    ) -> None:
         try:
             scope = current_effects() if context.function.effect else None
             if scope is None:

@@ -18,6 +18,7 @@ from ..core import (
     UsageContent,
     UsageError,
     new_id,
+    tracing,
 )
 from ..core.durable import current_effects
 from ..models import ChatClient, ChatOptions, ChatResponse, ChatResponseUpdate
@@ -361,6 +362,22 @@ class FunctionLoopRun:
         context.response = await scope.record(key, _require_response(context))
 
     async def _call_model(self, context: ChatContext) -> None:
+        if not tracing.enabled():
+            await self._ask_model(context)
+            return
+        model = context.options.model or getattr(context.client, "model", None)
+        attributes = {"gen_ai.operation.name": "chat", "gen_ai.request.model": model}
+        with tracing.span(f"chat {model or ''}".strip(), attributes) as span:
+            await self._ask_model(context)
+            response = context.response
+            if response is not None:
+                usage = response.usage
+                span.set_attribute("gen_ai.response.model", response.model or model or "")
+                if usage is not None:
+                    span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens or 0)
+                    span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens or 0)
+
+    async def _ask_model(self, context: ChatContext) -> None:
         messages = request_list(context.messages)
         if not context.is_streaming:
             context.response = await context.client.get_response(

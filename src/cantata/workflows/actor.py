@@ -34,6 +34,7 @@ from ..core import (
     register,
     registry,
     to_json,
+    tracing,
 )
 from ..core.durable import effect_scope
 from ..runtime import TopicId
@@ -119,6 +120,19 @@ async def execute(executor: Executor, inv: Invocation) -> StepResult:
 
     In a durable run (one with a journal) the handlers run within the invocation's effect
     scope, so model calls and effect tools inside them are journaled too."""
+    if tracing.enabled():
+        attributes = {
+            "cantata.executor.id": inv.executor_id,
+            "cantata.run_id": inv.run_id,
+            "cantata.superstep": inv.superstep,
+        }
+        with tracing.span(f"executor {inv.executor_id}", attributes):
+            return await _attempts(executor, inv)
+    return await _attempts(executor, inv)
+
+
+async def _attempts(executor: Executor, inv: Invocation) -> StepResult:
+    """The invocation, tried again by the executor's retry policy."""
     policy = executor.retry_policy
     if policy is None:
         return await _scoped(executor, inv)

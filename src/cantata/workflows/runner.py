@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..core import CancellationToken, CancelledError, WorkflowError, new_id
+from ..core import CancellationToken, CancelledError, WorkflowError, new_id, tracing
 from ._typing import type_name
 from .actor import Invocation
 from .context import UNSET, PendingRequest, StepResult
@@ -113,6 +113,16 @@ class Runner:
         not made at all (a result needs only outputs, status, requests and a failure)."""
 
     async def drive(self, sink: Sink, *, resumed_from: str | None = None) -> RunStatus:
+        """Run supersteps until nothing is pending (see `_drive`), in a span when traced."""
+        attributes = {
+            "cantata.workflow.name": self.workflow.name,
+            "cantata.run_id": self.run.run_id,
+            "cantata.resumed_from": resumed_from,
+        }
+        with tracing.span(f"workflow {self.workflow.name}", attributes):
+            return await self._drive(sink, resumed_from=resumed_from)
+
+    async def _drive(self, sink: Sink, *, resumed_from: str | None = None) -> RunStatus:
         """Run supersteps until nothing is pending; return the final status.
 
         `max_supersteps` bounds each call (a run that waits for people may take many calls).
@@ -143,7 +153,14 @@ class Runner:
                 if steps >= self.workflow.max_supersteps:
                     raise WorkflowError(self._no_convergence())
                 steps += 1
-                await self._superstep(sink)
+                if tracing.enabled():
+                    with tracing.span(
+                        f"superstep {run.superstep + 1}",
+                        {"cantata.run_id": run.run_id, "cantata.superstep": run.superstep + 1},
+                    ):
+                        await self._superstep(sink)
+                else:
+                    await self._superstep(sink)
         except (CancelledError, asyncio.CancelledError):
             run.status = "cancelled"
             sink(StatusEvent("cancelled"))

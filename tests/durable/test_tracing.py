@@ -1,0 +1,80 @@
+"""OpenTelemetry: off by default; once configured, a workflow run with a tool-calling
+agent makes one trace: workflow > superstep > executor > chat / execute_tool spans with
+GenAI attributes (model, token usage, tool name and call id)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from cantata.agents import ChatAgent
+from cantata.core import Message, Usage, tracing
+from cantata.models import ScriptedChatClient, tool_call
+from cantata.tools import tool
+from cantata.workflows import WorkflowBuilder
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.configure(provider)
+    try:
+        yield exporter
+    finally:
+        tracing.configure(False)
+        provider.shutdown()
+
+
+def agent() -> ChatAgent:
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    def answer(messages: list[Message], options: object) -> object:
+        if messages[-1].role != "tool":
+            return Message("assistant", [tool_call("add", {"a": 2, "b": 3}, call_id="c1")])
+        return "5"
+
+    return ChatAgent(ScriptedChatClient(answer, usage=Usage(12, 3)), name="adder", tools=[add])
+
+
+async def test_a_run_is_one_trace_of_nested_spans(spans: InMemorySpanExporter) -> None:
+    adder = agent()
+    result = await WorkflowBuilder(adder, name="sums").build().run("2+3?")
+    assert [r.text for r in result.outputs] == ["5"]
+    found = {s.name: s for s in spans.get_finished_spans()}
+    run, step = found["workflow sums"], found["superstep 1"]
+    executor = found["executor adder"]
+    tool_span = found["execute_tool add"]
+    chats = [s for s in spans.get_finished_spans() if s.name.startswith("chat")]
+    assert len(chats) == 2
+    assert len({s.context.trace_id for s in spans.get_finished_spans()}) == 1
+    assert step.parent is not None and step.parent.span_id == run.context.span_id
+    assert executor.parent is not None and executor.parent.span_id == step.context.span_id
+    for child in [*chats, tool_span]:
+        assert child.parent is not None and child.parent.span_id == executor.context.span_id
+    assert run.attributes is not None and run.attributes["cantata.run_id"] == result.run_id
+    assert chats[0].attributes is not None
+    assert chats[0].attributes["gen_ai.operation.name"] == "chat"
+    assert chats[0].attributes["gen_ai.request.model"] == "scripted"
+    assert chats[0].attributes["gen_ai.usage.input_tokens"] == 12
+    assert chats[0].attributes["gen_ai.usage.output_tokens"] == 3
+    assert tool_span.attributes is not None
+    assert tool_span.attributes["gen_ai.tool.call.id"] == "c1"
+
+
+async def test_without_configure_no_span_is_made() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    # a provider that exists but was not given to cantata sees nothing
+    await WorkflowBuilder(agent()).build().run("2+3?")
+    assert not tracing.enabled() and exporter.get_finished_spans() == ()
+    provider.shutdown()
