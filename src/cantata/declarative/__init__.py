@@ -14,7 +14,13 @@ import importlib
 
 from ..core import ConfigurationError
 
-_BUILTINS = ("_builtin_models", "_builtin_agents", "_builtin_teams", "_builtin_workflows")
+_BUILTINS = (
+    "_builtin_models",
+    "_builtin_agents",
+    "_builtin_teams",
+    "_builtin_swarms",
+    "_builtin_workflows",
+)
 
 
 def _load_builtins() -> None:

@@ -207,7 +207,7 @@ def load(
 
 def _register_builtin_specs() -> None:
     register_spec_type(SpecType("chat_agent", AgentSpec, agent_config))
-    for kind in ("group_chat", "sequential", "concurrent"):
+    for kind in ("group_chat", "sequential", "concurrent", "handoff", "magentic"):
         register_spec_type(SpecType(kind, TeamSpec, team_config))
     register_spec_type(SpecType("workflow", WorkflowSpec, workflow_config))
 

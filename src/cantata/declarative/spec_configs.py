@@ -136,6 +136,30 @@ def _speaker(spec: SpeakerSpec, *, where: str) -> dict[str, Any]:
     return _component(_T + "Selector", "speaker_policy", config)
 
 
+_ONLY = {
+    "handoff": ("start", "handoffs", "autonomous"),
+    "magentic": ("manager", "max_rounds", "max_stalls"),
+}
+
+
+def _kind_fields(spec: TeamSpec, config: dict[str, Any], where: str) -> None:
+    """Copy the fields of handoff and magentic teams; refuse them on other types."""
+    for kind, keys in _ONLY.items():
+        for key in keys:
+            value = getattr(spec, key)
+            if value is None:
+                continue
+            if spec.type != kind:
+                raise SpecError(f"{where}: {key!r} is for {kind} teams only")
+            config[key] = model_config(value, where=where) if key == "manager" else value
+    if spec.type == "magentic" and spec.manager is None:
+        raise SpecError(f"{where}: a magentic team needs a manager: model block")
+    if spec.type in ("handoff", "magentic") and spec.max_turns is not None:
+        if spec.type == "magentic":
+            raise SpecError(f"{where}: a magentic team counts max_rounds, not max_turns")
+        config["max_turns"] = spec.max_turns
+
+
 def team_config(spec: TeamSpec) -> dict[str, Any]:
     """The team config of a team spec; a participant given by name is a reference."""
     where = f"team {spec.name!r}"
@@ -152,12 +176,14 @@ def team_config(spec: TeamSpec) -> dict[str, Any]:
     }
     if spec.termination is not None:
         config["termination"] = termination_config(spec.termination, where=where)
-    cls = {"group_chat": "GroupChat", "sequential": "Sequential", "concurrent": "Concurrent"}
+    cls = {"group_chat": "GroupChat", "sequential": "Sequential", "concurrent": "Concurrent",
+           "handoff": "Handoff", "magentic": "Magentic"}  # fmt: skip
+    _kind_fields(spec, config, where)
     if spec.type == "group_chat":
         config["speaker"] = _speaker(spec.speaker or SpeakerSpec(), where=where)
         if spec.max_turns is not None:
             config["max_turns"] = spec.max_turns
-    elif spec.speaker is not None or spec.max_turns is not None:
+    elif spec.speaker is not None or (spec.max_turns is not None and spec.type != "handoff"):
         raise SpecError(f"{where}: speaker and max_turns are for group_chat teams only")
     return _component(_T + cls[spec.type], "team", config)
 

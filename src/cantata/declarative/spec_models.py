@@ -123,13 +123,19 @@ class TeamSpec(_Strict):
     """A team: participants are inline agent specs or names of agents passed in agents=."""
 
     version: Literal[1] = 1
-    type: Literal["group_chat", "sequential", "concurrent"]
+    type: Literal["group_chat", "sequential", "concurrent", "handoff", "magentic"]
     name: str
     description: str = ""
     participants: list[AgentSpec | str] = Field(min_length=1)
     speaker: SpeakerSpec | None = None
     termination: TerminationSpec | None = None
     max_turns: int | None = None
+    start: str | None = Field(None, description="handoff: who takes each new task.")
+    handoffs: dict[str, list[str]] | None = Field(None, description="handoff: who to whom.")
+    autonomous: bool | None = None
+    manager: ModelSpec | None = Field(None, description="magentic: the orchestrator's model.")
+    max_rounds: int | None = None
+    max_stalls: int | None = None
     checkpoint_store: str | None = Field(None, description="A store URL (sqlite:///x.db).")
 
 
