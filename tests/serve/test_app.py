@@ -142,6 +142,27 @@ async def test_with_a_token_every_request_needs_it() -> None:
             assert bad_cookie.status_code == 401
 
 
+async def test_with_a_token_the_page_loads_but_its_api_needs_the_token() -> None:
+    async with (
+        MemoryStore() as store,
+        serving(echo_agent(), store=store, token="s3cret") as url,
+        httpx.AsyncClient(timeout=WAIT) as http,
+    ):
+        page = await http.get(f"{url}/")
+        assert page.status_code == 200
+        assert "<html" in page.text.lower()
+        asset = await http.get(f"{url}/devui/static/app.js")
+        assert asset.status_code == 200
+        assert (await http.get(f"{url}/devui/api/entries")).status_code == 401
+        assert (await http.post(f"{url}/", content=b"x")).status_code == 401
+        assert (await http.get(f"{url}/devui/static/../api/served")).status_code != 200
+        assert (await http.get(f"{url}/v1/models")).status_code == 401
+        with_cookie = await http.get(
+            f"{url}/devui/api/entries", headers={"Cookie": "cantata_token=s3cret"}
+        )
+        assert with_cookie.status_code == 200
+
+
 async def test_unknown_routes_and_methods_answer_in_openai_shape(echo_url: str) -> None:
     async with httpx.AsyncClient(timeout=WAIT) as http:
         missing = await http.get(f"{echo_url}/v2/nothing")

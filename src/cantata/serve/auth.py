@@ -45,8 +45,23 @@ def check_bind(host: str, token: str | None) -> None:
         )
 
 
+PUBLIC_PAGE_PATHS = ("/", "/devui/static/")
+"""What a browser may fetch without the token: the dev UI page and its static assets. They
+hold no data and run nothing; the page asks for the token and keeps it in the
+`cantata_token` cookie, which every API call then carries. ("/" matches only itself.)"""
+
+
+def _public(scope: Scope) -> bool:
+    if scope["type"] != "http" or scope.get("method") not in ("GET", "HEAD"):
+        return False
+    path = scope.get("path", "")
+    return path == "/" or any(path.startswith(p) for p in PUBLIC_PAGE_PATHS[1:])
+
+
 class TokenAuthMiddleware:
-    """Answers 401 (OpenAI's error shape) to any request without the token."""
+    """Answers 401 (OpenAI's error shape) to any request without the token, except for the
+    dev UI page and its assets (`PUBLIC_PAGE_PATHS`), so a browser can load the page that
+    asks for it."""
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         if not token:
@@ -55,7 +70,7 @@ class TokenAuthMiddleware:
         self._token = token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or self._allowed(scope):
+        if scope["type"] not in ("http", "websocket") or _public(scope) or self._allowed(scope):
             await self.app(scope, receive, send)
             return
         if scope["type"] == "websocket":
