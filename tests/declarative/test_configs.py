@@ -152,6 +152,10 @@ def test_teams_round_trip() -> None:
 
 
 def test_stores_round_trip(tmp_path: Path) -> None:
+    from cantata.workflows import FileCheckpointStore, InMemoryCheckpointStore
+
+    _same(InMemoryCheckpointStore())
+    assert _same(FileCheckpointStore(tmp_path / "cp")).directory == str(tmp_path / "cp")
     _same(MemoryStore())
     assert _same(SQLiteStore(tmp_path / "x.db")).path == str(tmp_path / "x.db")
 

@@ -28,7 +28,8 @@ _FOREIGN = ["calendar.TextCalendar", "os.system", "subprocess.run", "shutil.rmtr
 _PROVIDERS = st.sampled_from(registered_providers() + _FOREIGN) | st.text(max_size=30)
 _KEYS = st.sampled_from(
     ["name", "type", "version", "model", "tools", "instructions", "inputs", "participants",
-     "termination", "speaker", "options", "connection", "api", "id", "script", "max_turns"]
+     "termination", "speaker", "options", "connection", "api", "id", "script", "max_turns",
+     "start", "executors", "edges", "handoffs", "manager"]
 )  # fmt: skip
 _PLACEHOLDERS = st.sampled_from(["${Env:NOPE}", "${Settings:x}", "${Foo:bar}", "${Env:HOME}"])
 
@@ -54,7 +55,20 @@ def _mutate(base: dict[str, Any], data: st.DataObject) -> dict[str, Any]:
     return spec
 
 
-@given(st.data(), st.sampled_from([AGENT, ROUND_ROBIN]))
+WORKFLOW = """
+version: 1
+type: workflow
+name: w
+start: a
+executors:
+  - {name: a, model: {api: scripted}}
+  - {name: b, model: {api: scripted}}
+edges:
+  - {from: a, switch: [{when: {contains: x}, to: b}, {default: b}]}
+"""
+
+
+@given(st.data(), st.sampled_from([AGENT, ROUND_ROBIN, WORKFLOW]))
 def test_mutated_specs(data: st.DataObject, base: str) -> None:
     spec = _mutate(yaml.safe_load(base), data)
     _loads_quietly(spec, tools=[len], settings={"x": 1})

@@ -138,6 +138,36 @@ def _build_sqlite(config: Mapping[str, Any], ctx: ConfigContext) -> SQLiteStore:
     return SQLiteStore(args["path"])
 
 
+def _build_file_checkpoints(config: Mapping[str, Any], ctx: ConfigContext) -> Any:
+    from ..workflows import FileCheckpointStore
+
+    where = "cantata.workflows.FileCheckpointStore"
+    args = _fields(config, {"directory"}, where, required={"directory"})
+    _typed(args, {"directory": str}, where)
+    return FileCheckpointStore(args["directory"])
+
+
+def _build_memory_checkpoints(config: Mapping[str, Any], ctx: ConfigContext) -> Any:
+    from ..workflows import InMemoryCheckpointStore
+
+    _fields(config, set(), "cantata.workflows.InMemoryCheckpointStore")
+    return InMemoryCheckpointStore()
+
+
+def _register_checkpoint_stores() -> None:
+    from ..workflows import FileCheckpointStore, InMemoryCheckpointStore
+
+    register_component(
+        ComponentAdapter("cantata.workflows.FileCheckpointStore", "checkpoint_store",
+                         FileCheckpointStore, lambda o, c: {"directory": str(o.directory)},
+                         _build_file_checkpoints)
+    )  # fmt: skip
+    register_component(
+        ComponentAdapter("cantata.workflows.InMemoryCheckpointStore", "checkpoint_store",
+                         InMemoryCheckpointStore, lambda o, c: {}, _build_memory_checkpoints)
+    )  # fmt: skip
+
+
 def _register() -> None:
     from ..models import openai_chat
 
@@ -164,3 +194,4 @@ def _register() -> None:
 
 
 _register()
+_register_checkpoint_stores()
