@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,11 +115,19 @@ class Invocation:
     the first `ctx.effect`)."""
 
 
-async def execute(executor: Executor, inv: Invocation) -> StepResult:
+def execute(executor: Executor, inv: Invocation) -> Coroutine[Any, Any, StepResult]:
     """Run an invocation: answers first, then messages, one at a time, in order.
 
     In a durable run (one with a journal) the handlers run within the invocation's effect
-    scope, so model calls and effect tools inside them are journaled too."""
+    scope, so model calls and effect tools inside them are journaled too; an executor with
+    a retry policy is tried again on a failure it retries. A plain run gets the loop's own
+    coroutine (no layer more per invocation)."""
+    if inv.journal is None and executor.retry_policy is None and not tracing.enabled():
+        return _execute(executor, inv)
+    return _traced(executor, inv)
+
+
+async def _traced(executor: Executor, inv: Invocation) -> StepResult:
     if tracing.enabled():
         attributes = {
             "cantata.executor.id": inv.executor_id,

@@ -146,6 +146,8 @@ class ReplayJournal(EffectJournal):
 def journal_of(store: Any) -> EffectJournal | None:
     """The journal beside a checkpoint store: its `StateStore` when it has one."""
     inner = getattr(store, "store", None)
+    if inner is None:  # no store (the usual run): no protocol check
+        return None
     return EffectJournal(inner) if isinstance(inner, StateStore) else None
 
 
