@@ -219,3 +219,32 @@ def test_sequential_spec_and_speaker_only_for_group_chat() -> None:
     spec["speaker"] = {"type": "round_robin"}
     with pytest.raises(SpecError, match="group_chat teams only"):
         load(spec)
+
+
+def test_selector_spec() -> None:
+    from cantata.teams import Selector
+
+    spec = {
+        "version": 1,
+        "type": "group_chat",
+        "name": "sel",
+        "participants": [
+            {"name": "a", "description": "does a", "model": {"api": "scripted"}},
+            {"name": "b", "description": "does b", "model": {"api": "scripted"}},
+        ],
+        "speaker": {
+            "type": "selector",
+            "model": {"api": "scripted", "connection": {"script": ["b"]}},
+            "allow_repeat": True,
+            "max_attempts": 2,
+            "fallback": "a",
+        },
+        "max_turns": 3,
+    }
+    team = load(spec)
+    assert isinstance(team.speaker, Selector)
+    assert (team.speaker.allow_repeat, team.speaker.max_attempts) == (True, 2)
+    assert team.speaker.fallback == "a" and team.max_turns == 3
+    del spec["speaker"]["model"]
+    with pytest.raises(SpecError, match="needs a model"):
+        load(spec)

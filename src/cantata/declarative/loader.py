@@ -190,7 +190,11 @@ def load(
     allow: Iterable[str] = (),
     env: Mapping[str, str] | None = None,
 ) -> Any:
-    """The agent or team a spec describes (a path, YAML text, or a parsed dict).
+    """The agent, team or workflow a spec describes (a path, YAML text, or a parsed dict).
+
+    In an agent spec, ``model.options`` become the agent's chat options, ``inputs``
+    defaults its template arguments, and when both ``instructions`` and ``template`` are
+    given, ``instructions`` wins.
 
     Placeholders ``${Env:NAME}`` (from `env`, default the process environment) and
     ``${Settings:key}`` (from `settings`) are resolved; an unresolved one is an error
