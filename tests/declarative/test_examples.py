@@ -80,3 +80,21 @@ async def test_translation_chain_runs_every_step_on_the_local_model() -> None:
             await agent.aclose()
     assert speakers == ["writer", "french", "spanish", "english"]
     assert len(outputs) == 1 and outputs[0].text.strip()
+
+
+@pytest.mark.local_model
+def test_cantata_run_streams_the_agent_example_in_a_subprocess() -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(EXAMPLES)}
+    args = [sys.executable, "-m", "cantata.cli", "run", str(EXAMPLES / "agent_with_tool.yaml"),
+            "What is the weather in Oslo today?", "--allow", "demo", "--json"]  # fmt: skip
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    import json
+
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    kinds = [e["event"] for e in events]
+    assert "tool_call" in kinds and "tool_result" in kinds and kinds[-1] == "done"
