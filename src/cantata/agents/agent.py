@@ -322,6 +322,16 @@ class Agent(ABC):
             allow_instructions_override=allow_instructions_override,
         )
 
+    def as_mcp_server(self, *, name: str = "cantata", call_timeout: float | None = 300.0) -> Any:
+        """This agent as an MCP server (the `mcp` package's `Server`) offering it as one tool
+        that takes a task and answers in text; serve it over stdio or HTTP (`cantata.serve`).
+
+        The serving layer is imported when this is called, so the agents package does not
+        depend on it; it needs the ``serve`` extra."""
+        from ..serve.mcp_server import as_mcp_server
+
+        return as_mcp_server(self, name=name, call_timeout=call_timeout)
+
 
 async def notify(callback: IntermediateCallback | None, message: Message) -> None:
     """Hand a message to an `on_intermediate` callback, awaiting it when it is async."""

@@ -443,6 +443,16 @@ class Workflow:
 
         return WorkflowAgent(self, name=name, description=description)
 
+    def as_mcp_server(self, *, name: str = "cantata", call_timeout: float | None = 300.0) -> Any:
+        """This workflow as an MCP server (the `mcp` package's `Server`) offering it as one tool
+        that takes a task and answers in text; serve it over stdio or HTTP (`cantata.serve`).
+
+        The serving layer is imported when this is called, so the workflows package does not
+        depend on it; it needs the ``serve`` extra."""
+        from ..serve.mcp_server import as_mcp_server
+
+        return as_mcp_server(self, name=name, call_timeout=call_timeout)
+
     def to_mermaid(self) -> str:
         """The graph as a Mermaid flowchart."""
         from .viz import to_mermaid
