@@ -203,3 +203,17 @@ def test_allowed_provider_with_from_config() -> None:
     with pytest.raises(UntrustedProviderError):
         from_config(data)
     assert from_config(data, allow=[__name__]).size == 3
+
+
+class _DelegatingAgent(ChatAgent):
+    """A subclass with the one-line delegating method the classes may get."""
+
+    def to_config(self) -> dict[str, Any]:
+        return to_config(self)
+
+
+def test_a_delegating_to_config_method_does_not_recurse() -> None:
+    agent = _DelegatingAgent(_server(), name="d")
+    config = agent.to_config()
+    assert config["provider"] == "cantata.agents.ChatAgent"
+    assert config["config"]["name"] == "d"

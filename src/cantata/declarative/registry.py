@@ -97,8 +97,11 @@ def to_config(obj: Any, *, include_secrets: bool = False) -> dict[str, Any]:
 
 
 def _dump(obj: Any, ctx: ConfigContext) -> dict[str, Any]:
+    # A registered adapter (of the class or a base) wins, so a `to_config` method that
+    # delegates here cannot recurse; a class of the caller's own may write its config.
+    registered = any(cls in _BY_CLASS for cls in type(obj).__mro__)
     own = getattr(type(obj), "to_config", None)
-    if own is not None and type(obj) not in _BY_CLASS:
+    if own is not None and not registered:
         data = own(obj)
         if not isinstance(data, dict):
             raise SpecError(f"{type(obj).__name__}.to_config() must return a dict")
