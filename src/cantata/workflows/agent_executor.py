@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from ..agents import Agent, AgentResponse, AgentThread
+from ..agents import Agent, AgentResponse, AgentThread, ServiceThread
 from ..core import (
     ConfigurationError,
     FunctionApprovalRequestContent,
@@ -65,6 +65,10 @@ class AgentExecutorState:
     """Request ids the agent waits on before it runs again."""
     seeded: bool = False
     """Unused: a seeded thread is now read when the run starts. Kept so saved states load."""
+    service_thread: dict[str, Any] | None = None
+    """The agent's server-side thread (`serialize()` data), kept so each run continues it."""
+    service_seen: int = 0
+    """How many entries of the shared thread log that server thread has already seen."""
 
     def __post_init__(self) -> None:
         # Read back from checkpoints: damaged data must fail here (as a CheckpointError),
@@ -75,10 +79,12 @@ class AgentExecutorState:
             or not isinstance(self.waiting, list)
             or not all(isinstance(r, str) for r in self.waiting)
             or not isinstance(self.seeded, bool)
+            or not (self.service_thread is None or isinstance(self.service_thread, dict))
+            or not isinstance(self.service_seen, int)
         ):
             raise TypeError(
-                "an AgentExecutorState needs cache: list[Message], waiting: list[str] and "
-                "seeded: bool"
+                "an AgentExecutorState needs cache: list[Message], waiting: list[str], "
+                "seeded: bool, service_thread: dict | None and service_seen: int"
             )
 
 
@@ -241,7 +247,13 @@ class AgentExecutor(Executor):
                 f"agent executor {self.id!r} found executor state of type "
                 f"{type(state).__name__}; only AgentExecutor may write its state"
             )
-        return AgentExecutorState(list(state.cache), list(state.waiting), state.seeded)
+        return AgentExecutorState(
+            list(state.cache),
+            list(state.waiting),
+            state.seeded,
+            state.service_thread,
+            state.service_seen,
+        )
 
     async def _take(
         self, messages: list[Message], respond: bool, ctx: WorkflowContext[Any, Any]
@@ -267,11 +279,22 @@ class AgentExecutor(Executor):
         incoming = [m for m in state.cache if m.message_id not in known]
         if self.other_agents_as_user:
             incoming = as_user_messages(incoming, self.agent.name)
-        thread = self.agent.create_thread()
-        if history:
-            await thread.on_new_message(history)
-        response = await self._call_agent(incoming, thread, ctx, stream)
-        thread_log.extend((await thread.get_messages())[len(history) :])
+        thread = await self._thread_of(state)
+        if isinstance(thread, ServiceThread):
+            # The server keeps what this thread saw: send only what came after.
+            seen = {m.message_id for m in thread_log.entries[: state.service_seen]}
+            unseen = [m for m in history if m.message_id not in seen]
+            if unseen:
+                await thread.on_new_message(unseen)
+            response = await self._call_agent(incoming, thread, ctx, stream)
+            thread_log.extend([*incoming, *response.messages])
+            state.service_thread = await thread.serialize()
+            state.service_seen = len(thread_log.entries)
+        else:
+            if history:
+                await thread.on_new_message(history)
+            response = await self._call_agent(incoming, thread, ctx, stream)
+            thread_log.extend((await thread.get_messages())[len(history) :])
         conversation = ctx.log(CONVERSATION)
         seen = {c.message_id for c in conversation.entries}
         conversation.extend([m for m in state.cache if m.message_id not in seen])
@@ -286,6 +309,12 @@ class AgentExecutor(Executor):
             await ctx.yield_output(response)
         full = conversation.entries if self.forward_incoming else list(response.messages)
         await ctx.send_message(AgentExecutorResponse(self.id, response, full))
+
+    async def _thread_of(self, state: AgentExecutorState) -> AgentThread:
+        """The server thread this executor continues in this run, else a fresh local one."""
+        if state.service_thread is not None:
+            return await self.agent.deserialize_thread(state.service_thread)
+        return self.agent.create_thread()
 
     async def _call_agent(
         self,
