@@ -121,7 +121,7 @@ def _turn(item: Any, where: str) -> Any:
 def _dump_scripted(obj: ScriptedChatClient, ctx: ConfigContext) -> dict[str, Any]:
     raise SpecError(
         "a ScriptedChatClient's script (texts or a function) is not written to configs; "
-        "write its spec by hand with model: {api: scripted, script: [...]}"
+        "write its spec by hand with model: {api: scripted, connection: {script: [...]}}"
     )
 
 
