@@ -9,14 +9,17 @@ from typing import Any
 
 import pytest
 
+from cantata.agents import ChatAgent
 from cantata.agents.remote_responses import ResponsesAgent
 from cantata.core import Message
+from cantata.models import ScriptedChatClient
 from cantata.serve import build_app
 from cantata.stores import MemoryStore
 from cantata.workflows import (
     AgentExecutor,
     AgentExecutorRequest,
     AgentExecutorResponse,
+    AgentExecutorState,
     InMemoryCheckpointStore,
     Workflow,
     WorkflowBuilder,
@@ -149,3 +152,45 @@ async def test_a_resumed_run_keeps_the_same_server_thread(
     again = recorder.bodies[sent:]
     assert len(again) == 1 and _texts(again[0]) == ["m1"]
     assert again[0]["previous_response_id"] == recorder.bodies[1]["previous_response_id"]
+
+
+async def test_a_shared_thread_sends_the_server_what_others_added_since(
+    recorded: tuple[str, _Recorder],
+) -> None:
+    url, recorder = recorded
+
+    @executor
+    async def feed(n: int, ctx: WorkflowContext[AgentExecutorRequest]) -> None:
+        await ctx.send_message(AgentExecutorRequest([Message("user", f"m{n}")]))
+
+    @executor
+    async def check(response: AgentExecutorResponse, ctx: WorkflowContext[int]) -> None:
+        if response.full_conversation[-1].text == "local 1":
+            await ctx.send_message(1)
+
+    async with ResponsesAgent(f"{url}/v1", model="echo") as remote:
+        step = AgentExecutor(remote, id="remote", thread="talk")
+        said = iter(["local 1", "local 2"])
+        talker = ChatAgent(ScriptedChatClient(lambda m, o: next(said)), name="local")
+        local = AgentExecutor(talker, id="local", thread="talk")
+        workflow = (
+            WorkflowBuilder(feed)
+            .add_edge(feed, step)
+            .add_edge(step, local)
+            .add_edge(local, check)
+            .add_edge(check, feed)
+            .build()
+        )
+        await workflow.run(0)
+    first, second = recorder.bodies
+    assert _texts(first) == ["m0"]
+    # the second run continues the server thread with what the local agent added to the
+    # shared thread since (not the remote agent's own reply, nor m0 again) and the new input
+    assert second["previous_response_id"] and _texts(second) == ["local 1", "m1"]
+
+
+def test_damaged_service_thread_state_is_refused() -> None:
+    with pytest.raises(TypeError, match=r"service_thread: dict \| None"):
+        AgentExecutorState(service_thread="not a dict")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="service_seen: int"):
+        AgentExecutorState(service_seen="3")  # type: ignore[arg-type]

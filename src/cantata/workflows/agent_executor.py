@@ -6,7 +6,10 @@ Per run, the executor keeps (in the run, so runs stay isolated and checkpoints h
 - its conversation: every message it received and produced, in order (an append-only log,
   sent downstream as `AgentExecutorResponse.full_conversation`);
 - its thread: what the agent's model sees (an append-only log, shared by every executor
-  given the same ``thread=``), rebuilt into a fresh thread for each agent run;
+  given the same ``thread=``), rebuilt into a fresh local thread for each agent run; an
+  agent whose thread lives on a server (a `ServiceThread`) instead keeps that one thread
+  for the whole run (serialized in the executor state) and is sent only what it has not
+  seen;
 - its pending requests for input, when function calls and approvals become workflow requests.
 
 Logs are saved incrementally, so a checkpoint costs the same however long the talk gets.
