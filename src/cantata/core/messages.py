@@ -197,7 +197,7 @@ class Message:
             self.contents: list[Content] = []
         elif isinstance(contents, str):
             self.contents = [TextContent(contents)]
-        elif isinstance(contents, Sequence):
+        elif type(contents) is list or isinstance(contents, Sequence):  # list: skip the ABC
             self.contents = list(cast("Sequence[Content]", contents))
         else:
             self.contents = [contents]
