@@ -193,5 +193,15 @@ class Team(ABC):
 
         return TeamAgent(self, name=name, description=description)
 
+    def as_mcp_server(self, *, name: str = "cantata", call_timeout: float | None = 300.0) -> Any:
+        """This team as an MCP server (the `mcp` package's `Server`) offering it as one tool
+        that takes a task and answers in text; serve it over stdio or HTTP (`cantata.serve`).
+
+        The serving layer is imported when this is called, so the teams package does not
+        depend on it; it needs the ``serve`` extra."""
+        from ..serve.mcp_server import as_mcp_server
+
+        return as_mcp_server(self, name=name, call_timeout=call_timeout)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, participants={self.participant_names})"
