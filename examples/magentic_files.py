@@ -45,6 +45,8 @@ def build_team(client: ChatClient, root: Path, executor: LocalCodeExecutor) -> M
         client,
         executor,
         instructions="You run Python. Call run_python with one line that prints the answer.",
+        max_code_chars=200,  # one line; the grammar closes the string even if the model rambles
+        options=ChatOptions(temperature=0.0),
     )
     return Magentic(
         client,

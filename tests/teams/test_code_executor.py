@@ -190,3 +190,13 @@ async def test_coder_agent_runs_the_code_its_model_writes(executor: LocalCodeExe
     tool_results = [m for m in response.messages if m.role == "tool"]
     assert "1024" in str(tool_results[0].contents[0].result)
     assert client.calls[0].options.tool_choice == "required"
+
+
+def test_python_tool_bounds_the_script_the_model_may_send(executor: LocalCodeExecutor) -> None:
+    from cantata.core import ConfigurationError
+    from cantata.teams.code_executor import python_tool
+
+    tool = python_tool(executor, max_code_chars=200)
+    assert tool.parameters["properties"]["code"]["maxLength"] == 200
+    with pytest.raises(ConfigurationError, match="max_code_chars"):
+        python_tool(executor, max_code_chars=0)

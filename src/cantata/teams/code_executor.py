@@ -39,7 +39,7 @@ import signal
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -308,8 +308,17 @@ def extract_code(text: str) -> list[str]:
     return [block.strip("\n") for block in _FENCE.findall(text) if block.strip()]
 
 
-def python_tool(executor: LocalCodeExecutor, *, name: str = "run_python") -> FunctionTool:
+MAX_CODE_CHARS = 4000
+"""The longest script `python_tool` tells the model it may send (a JSON-schema maxLength,
+which the embedded model's grammar enforces, so a runaway string still closes)."""
+
+
+def python_tool(
+    executor: LocalCodeExecutor, *, name: str = "run_python", max_code_chars: int = MAX_CODE_CHARS
+) -> FunctionTool:
     """A tool that runs Python source in `executor` and returns exit code and output."""
+    if type(max_code_chars) is not int or max_code_chars < 1:
+        raise ConfigurationError(f"max_code_chars must be a positive int, got {max_code_chars!r}")
 
     async def run_python(code: str) -> str:
         return (await executor.run(code)).as_text()
@@ -319,6 +328,17 @@ def python_tool(executor: LocalCodeExecutor, *, name: str = "run_python") -> Fun
         "Run a Python script (no network) and get its exit code, stdout and stderr. "
         "Print what you want to see.",
         func=run_python,
+        parameters={
+            "type": "object",
+            "properties": {
+                "code": {
+                    "type": "string",
+                    "maxLength": max_code_chars,
+                    "description": "the Python source to run",
+                }
+            },
+            "required": ["code"],
+        },
     )
 
 
@@ -328,9 +348,12 @@ def coder_agent(
     *,
     name: str = "coder",
     instructions: str | None = None,
+    max_code_chars: int = MAX_CODE_CHARS,
+    options: ChatOptions | None = None,
 ) -> ChatAgent:
     """A model that writes Python and runs it with `python_tool` (Magentic-One's coder and
-    terminal in one). Its first request must call the tool, so it always runs something."""
+    terminal in one). Its first request must call the tool, so it always runs something;
+    `options` add to that (a small model wants ``temperature=0`` and a short script)."""
     return ChatAgent(
         client,
         name=name,
@@ -338,8 +361,8 @@ def coder_agent(
         instructions=instructions
         or "You solve tasks by running Python. Call run_python with a short script that "
         "prints the answer, then report the output.",
-        tools=[python_tool(executor)],
-        options=ChatOptions(tool_choice="required"),
+        tools=[python_tool(executor, max_code_chars=max_code_chars)],
+        options=replace(options or ChatOptions(), tool_choice="required"),
     )
 
 
