@@ -23,12 +23,11 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from ..core import (
     CancellationToken,
-    CancelledError,
     ConfigurationError,
     Content,
     DataContent,
@@ -47,6 +46,7 @@ from ..core import (
     to_json,
 )
 from ..models import ChatOptions
+from ._remote import bounded
 from .agent import AGENT_ID_KEY, Agent, AgentInput, IntermediateCallback
 from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
 from .run_options import ChatOptionKeywords
@@ -364,7 +364,7 @@ class A2AAgent(Agent):
         used = self._checked(thread, chat_options, instructions_override)
         incoming = self._incoming(messages)
         request = self._request(used, incoming)
-        client = await _bounded(lambda: self._client(False), cancellation_token)
+        client = await bounded(lambda: self._client(False), cancellation_token)
 
         async def send() -> Task:
             events = client.send_message(request)
@@ -378,7 +378,7 @@ class A2AAgent(Agent):
                 await events.aclose()  # type: ignore[attr-defined]
             raise ModelError(f"the A2A agent at {self.url} answered nothing")
 
-        task = await _bounded(lambda: _call(self, send()), cancellation_token)
+        task = await bounded(lambda: _call(self, send()), cancellation_token)
         return self._finish(used, incoming, task, new_id())
 
     def run_stream(
@@ -403,7 +403,7 @@ class A2AAgent(Agent):
             used = self._checked(thread, chat_options, instructions_override)
             incoming = self._incoming(messages)
             request = self._request(used, incoming)
-            client = await _bounded(lambda: self._client(True), cancellation_token)
+            client = await bounded(lambda: self._client(True), cancellation_token)
             message_id = new_id()
             task: Task | None = None
             async for event in _guarded(self, client.send_message(request), cancellation_token):
@@ -493,21 +493,6 @@ async def _call(agent: A2AAgent, request: Awaitable[T]) -> T:
         ) from None
 
 
-async def _bounded(work: Callable[[], Awaitable[T]], token: CancellationToken | None) -> T:
-    """`work()`, cancelled when `token` is (a cantata CancelledError then)."""
-    if token is None:
-        return await work()
-    token.raise_if_cancelled()
-    task = asyncio.ensure_future(work())
-    token.link_future(task)
-    try:
-        return await task
-    except asyncio.CancelledError:
-        if token.is_cancelled:
-            raise CancelledError("the run was cancelled through its CancellationToken") from None
-        raise
-
-
 async def _guarded(
     agent: A2AAgent, events: AsyncIterator[StreamResponse], token: CancellationToken | None
 ) -> AsyncIterator[StreamResponse]:
@@ -515,7 +500,7 @@ async def _guarded(
     try:
         while True:
             try:
-                event = await _bounded(lambda: _call(agent, anext(events)), token)
+                event = await bounded(lambda: _call(agent, anext(events)), token)
             except StopAsyncIteration:
                 return
             yield event

@@ -17,13 +17,11 @@ Serialized threads (schema 1, kind ``"responses"``) add ``store`` (bool), ``hist
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from ..core import (
     CancellationToken,
-    CancelledError,
     ConfigurationError,
     Message,
     ModelError,
@@ -37,6 +35,7 @@ from ..core import (
     to_json,
 )
 from ..models import ChatOptions
+from ._remote import bounded
 from .agent import AGENT_ID_KEY, Agent, AgentInput, IntermediateCallback
 from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
 from .run_options import ChatOptionKeywords
@@ -269,7 +268,7 @@ class ResponsesAgent(Agent):
         used = self._checked(thread)
         incoming = self._incoming(messages)
         request = self._request(used, incoming)
-        result = await _bounded(
+        result = await bounded(
             lambda: _call(self.name, self._client.responses.create(**request)),
             cancellation_token,
         )
@@ -298,7 +297,7 @@ class ResponsesAgent(Agent):
             incoming = self._incoming(messages)
             request = self._request(used, incoming)
             message_id = new_id()
-            events = await _bounded(
+            events = await bounded(
                 lambda: _call(self.name, self._client.responses.create(**request, stream=True)),
                 cancellation_token,
             )
@@ -380,28 +379,13 @@ async def _call(name: str, request: Awaitable[T]) -> T:
         ) from None
 
 
-async def _bounded(work: Callable[[], Awaitable[T]], token: CancellationToken | None) -> T:
-    """`work()`, cancelled when `token` is (a cantata CancelledError then)."""
-    if token is None:
-        return await work()
-    token.raise_if_cancelled()
-    task = asyncio.ensure_future(work())
-    token.link_future(task)
-    try:
-        return await task
-    except asyncio.CancelledError:
-        if token.is_cancelled:
-            raise CancelledError("the run was cancelled through its CancellationToken") from None
-        raise
-
-
 async def _guarded(name: str, events: Any, token: CancellationToken | None) -> AsyncIterator[Any]:
     """The stream's events, with transport failures as cantata errors."""
     iterator = events.__aiter__()
     next_event: Callable[[], Awaitable[Any]] = iterator.__anext__
     while True:
         try:
-            event = await _bounded(lambda: _call(name, next_event()), token)
+            event = await bounded(lambda: _call(name, next_event()), token)
         except StopAsyncIteration:
             return
         yield event
