@@ -20,6 +20,8 @@ _BUILTINS = (
     "_builtin_teams",
     "_builtin_swarms",
     "_builtin_workflows",
+    "_builtin_stores",
+    "_builtin_remote",
 )
 
 

@@ -85,6 +85,10 @@ class PostgresStore(StoreLifecycle):
         self._min_size = min_size
         self._max_size = max_size
         self._timeout = connect_timeout
+        # the settings, read by its component config (cantata.declarative)
+        self.min_size = min_size
+        self.max_size = max_size
+        self.connect_timeout = connect_timeout
         self._pool: AsyncConnectionPool | None = None
         self._q = _Queries(table_prefix)
         self._batcher = AppendBatcher(self._write_entries)

@@ -60,6 +60,9 @@ class RedisStore(StoreLifecycle):
         self.url = url
         self.prefix = prefix
         self._timeout = timeout
+        # the settings, read by its component config (cantata.declarative)
+        self.connect_timeout = connect_timeout
+        self.timeout = timeout
         self._logs = f"{prefix}log:"
         self._values = f"{prefix}val:"
 

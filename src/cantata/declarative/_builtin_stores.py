@@ -1,0 +1,176 @@
+"""Adapters of the server stores (PostgreSQL, Redis) and of the store checkpoint store.
+
+A server's password is a secret: the DSN or URL is written without it (PostgreSQL then
+reads ``PGPASSWORD``, as libpq does), and with ``include_secrets`` the password becomes a
+separate ``password: ${Env:...}`` field, never its value. The drivers are optional extras:
+when one is missing its provider still loads, and building it says which extra to install.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+from ..core import ConfigurationError
+from ._builtin_models import _fields, _typed
+from .errors import SpecError
+from .registry import ComponentAdapter, ConfigContext, _dump, build, register_component
+
+__all__: list[str] = []
+
+_PG = "cantata.stores.PostgresStore"
+_REDIS = "cantata.stores.RedisStore"
+_CHECKPOINTS = "cantata.workflows.StateStoreCheckpointStore"
+PG_PASSWORD_ENV = "PGPASSWORD"
+REDIS_PASSWORD_ENV = "REDIS_PASSWORD"
+
+
+def _url_without_password(url: str) -> tuple[str, bool]:
+    """`url` with the password taken out of its user part and its query; and whether it
+    had one."""
+    parts = urlsplit(url)
+    had = parts.password is not None
+    netloc = parts.netloc
+    if had:
+        userinfo, _, hostport = netloc.rpartition("@")
+        user = userinfo.partition(":")[0]
+        netloc = f"{user}@{hostport}" if user else hostport
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    kept = [(k, v) for k, v in query if k != "password"]
+    had = had or len(kept) != len(query)
+    return urlunsplit(parts._replace(netloc=netloc, query=urlencode(kept))), had
+
+
+def _url_with_password(url: str, password: str) -> str:
+    """`url` (without a password) with `password` in its user part."""
+    parts = urlsplit(url)
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    user = userinfo if at else ""
+    netloc = f"{user}:{quote(password, safe='')}@{hostport if at else parts.netloc}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _pg_without_password(dsn: str) -> tuple[str, bool]:
+    if dsn.startswith(("postgresql://", "postgres://")):
+        return _url_without_password(dsn)
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    info = conninfo_to_dict(dsn)
+    had = info.pop("password", None) is not None
+    return make_conninfo("", **info), had
+
+
+def _secret(out: dict[str, Any], had: bool, env: str, ctx: ConfigContext) -> None:
+    # the place of the password, never the password
+    if had and ctx.include_secrets:
+        out["password"] = "${Env:" + env + "}"
+
+
+def _dump_postgres(store: Any, ctx: ConfigContext) -> dict[str, Any]:
+    dsn, had = _pg_without_password(store.dsn)
+    out: dict[str, Any] = {
+        "dsn": dsn,
+        "table_prefix": store.table_prefix,
+        "min_size": store.min_size,
+        "max_size": store.max_size,
+        "connect_timeout": store.connect_timeout,
+        "statement_timeout": store.statement_timeout,
+    }
+    _secret(out, had, PG_PASSWORD_ENV, ctx)
+    return out
+
+
+def _build_postgres(config: Mapping[str, Any], ctx: ConfigContext) -> Any:
+    names = {"dsn", "password", "table_prefix", "min_size", "max_size", "connect_timeout",
+             "statement_timeout"}  # fmt: skip
+    args = _fields(config, names, _PG, required={"dsn"})
+    _typed(args, {"dsn": str, "password": str, "table_prefix": str}, _PG)
+    _typed(args, {"min_size": int, "max_size": int, "connect_timeout": float}, _PG)
+    _typed(args, {"statement_timeout": float}, _PG)
+    cls = _installed("postgres", "PostgresStore")
+    password = args.pop("password", None)
+    if password is not None:
+        from psycopg.conninfo import make_conninfo
+
+        args["dsn"] = make_conninfo(args["dsn"], password=password)
+    return cls(**args)
+
+
+def _dump_redis(store: Any, ctx: ConfigContext) -> dict[str, Any]:
+    url, had = _url_without_password(store.url)
+    out: dict[str, Any] = {
+        "url": url,
+        "prefix": store.prefix,
+        "connect_timeout": store.connect_timeout,
+        "timeout": store.timeout,
+    }
+    _secret(out, had, REDIS_PASSWORD_ENV, ctx)
+    return out
+
+
+def _build_redis(config: Mapping[str, Any], ctx: ConfigContext) -> Any:
+    names = {"url", "password", "prefix", "connect_timeout", "timeout"}
+    args = _fields(config, names, _REDIS, required={"url"})
+    _typed(args, {"url": str, "password": str, "prefix": str}, _REDIS)
+    _typed(args, {"connect_timeout": float, "timeout": float}, _REDIS)
+    cls = _installed("redis", "RedisStore")
+    password = args.pop("password", None)
+    if password is not None:
+        args["url"] = _url_with_password(_url_without_password(args["url"])[0], password)
+    return cls(**args)
+
+
+def _build_checkpoints(config: Mapping[str, Any], ctx: ConfigContext) -> Any:
+    from ..stores import StateStore
+    from ..workflows import StateStoreCheckpointStore
+
+    args = _fields(config, {"store"}, _CHECKPOINTS, required={"store"})
+    store = build(args["store"], ctx, where=f"{_CHECKPOINTS}.store")
+    if not isinstance(store, StateStore):
+        raise SpecError(f"{_CHECKPOINTS}: 'store' must be a store config, got {store!r:.80}")
+    return StateStoreCheckpointStore(store)
+
+
+class _NotInstalled:
+    """Stands for a store class whose driver is not installed (no object can be one)."""
+
+
+def _class(module: str, name: str) -> type:
+    import importlib
+
+    try:
+        cls: type = getattr(importlib.import_module(f"cantata.stores.{module}"), name)
+    except ImportError:  # the extra is missing; building says which to install
+        return type(f"_NotInstalled{name}", (_NotInstalled,), {})
+    return cls
+
+
+def _installed(module: str, name: str) -> type:
+    """The store class, or a `ConfigurationError` naming the extra to install."""
+    cls = _class(module, name)
+    if issubclass(cls, _NotInstalled):
+        raise ConfigurationError(
+            f"{name} needs its driver, which is not installed: pip install 'cantata[{module}]'"
+        )
+    return cls
+
+
+def _register() -> None:
+    from ..workflows import StateStoreCheckpointStore
+
+    register_component(
+        ComponentAdapter(_PG, "store", _class("postgres", "PostgresStore"), _dump_postgres,
+                         _build_postgres)
+    )  # fmt: skip
+    register_component(
+        ComponentAdapter(_REDIS, "store", _class("redis", "RedisStore"), _dump_redis,
+                         _build_redis)
+    )  # fmt: skip
+    register_component(
+        ComponentAdapter(_CHECKPOINTS, "checkpoint_store", StateStoreCheckpointStore,
+                         lambda o, c: {"store": _dump(o.store, c)}, _build_checkpoints)
+    )  # fmt: skip
+
+
+_register()
