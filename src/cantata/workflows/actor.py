@@ -37,6 +37,8 @@ from ..core import (
     tracing,
 )
 from ..core.durable import effect_scope
+from ..core.ids import new_id
+from ..core.retry import NeedsPerson, classify
 from ..runtime import TopicId
 from .context import PendingRequest, StepResult, WorkflowContext, private_copy
 from .events import (
@@ -50,7 +52,7 @@ from .events import (
     WarningEvent,
     WorkflowEvent,
 )
-from .executor import Executor
+from .executor import Executor, NeedsPersonRequest
 from .journal import EffectJournal, InvocationEffects
 
 _log = logging.getLogger("cantata.workflows")
@@ -140,18 +142,22 @@ async def _traced(executor: Executor, inv: Invocation) -> StepResult:
 
 
 async def _attempts(executor: Executor, inv: Invocation) -> StepResult:
-    """The invocation, tried again by the executor's retry policy."""
+    """The invocation, tried again by the executor's retry policy; the pause between two
+    attempts ends at once when the run is cancelled."""
     policy = executor.retry_policy
     if policy is None:
-        return await _scoped(executor, inv)
+        return await _scoped(executor, inv, ask=True)
+    retries_person = "needs_person" in policy.retry_on
     attempt = 1
     while True:
         try:
-            return await _scoped(executor, inv)
+            # a needs-a-person failure becomes a request unless this policy retries it first
+            ask = not retries_person or attempt >= policy.attempts
+            return await _scoped(executor, inv, ask=ask)
         except Exception as exc:
             if not policy.should_retry(exc, attempt):
                 raise
-            pause = policy.delay(attempt)
+            pause = policy.pause(attempt, exc)
             _log.warning(
                 "workflow run %r: executor %r failed (%s: %s), attempt %d of %d; retrying in "
                 "%.2f s",
@@ -163,64 +169,160 @@ async def _attempts(executor: Executor, inv: Invocation) -> StepResult:
                 policy.attempts,
                 pause,
             )
-            await asyncio.sleep(pause)
+            await policy.wait(pause, inv.cancellation_token)
             attempt += 1
 
 
-async def _scoped(executor: Executor, inv: Invocation) -> StepResult:
+async def _scoped(executor: Executor, inv: Invocation, *, ask: bool) -> StepResult:
     """One attempt; in a durable run, within a fresh effect scope (a retry finds what the
     failed attempt journaled)."""
     if inv.journal is None:
         inv.effects = None
-        return await _execute(executor, inv)
+        return await _execute(executor, inv, ask=ask)
     inv.effects = InvocationEffects(inv.journal, inv.run_id, inv.executor_id, inv.superstep)
     token = effect_scope.set(inv.effects)
     try:
-        return await _execute(executor, inv)
+        return await _execute(executor, inv, ask=ask)
     finally:
         effect_scope.reset(token)
 
 
-async def _execute(executor: Executor, inv: Invocation) -> StepResult:
-    result = StepResult(executor.id)
+async def _execute(
+    executor: Executor, inv: Invocation, into: StepResult | None = None, *, ask: bool = True
+) -> StepResult:
+    """Answers first, then messages, into `into` (a new result when None). With `ask`, a
+    needs-a-person failure becomes the invocation's only result: a request for input."""
+    result = StepResult(executor.id) if into is None else into
     sink = inv.sink
     eid = executor.id
     observed = inv.observed
     marks = (0, 0)
     inline = type(executor)._execute is Executor._execute  # else: the override runs
-    for request, answer in inv.answers:
-        ctx = WorkflowContext(executor, inv, result, [])
-        ctx.request_id = request.request_id
-        if observed:
-            marks = _invoked(sink, eid, answer, result)
-        try:
-            await executor._execute_response(request.data, answer, ctx)
-        except BaseException as exc:
-            sink(ExecutorFailedEvent(eid, exc))
+    try:
+        for request, answer in inv.answers:
+            data = request.data
+            if type(data) is NeedsPersonRequest and not executor._takes_person_answers():
+                await _run_again(executor, inv, data, result)
+                continue
+            ctx = WorkflowContext(executor, inv, result, [])
+            ctx.request_id = request.request_id
+            if observed:
+                marks = _invoked(sink, eid, answer, result)
+            try:
+                await executor._execute_response(data, answer, ctx)
+            except BaseException as exc:
+                sink(ExecutorFailedEvent(eid, exc))
+                raise
+            if observed:
+                _completed(sink, eid, result, marks)
+        for message, sources in inv.items:
+            inv.cancellation_token.raise_if_cancelled()
+            ctx = WorkflowContext(executor, inv, result, sources)
+            if observed:
+                marks = _invoked(sink, eid, message, result)
+            try:
+                if inline:  # Executor._execute, inlined: two coroutines fewer per message
+                    h = executor._handler_for(message)
+                    returned = executor._invoke(h, (message, ctx) if h.takes_ctx else (message,))
+                    if h.is_async:
+                        returned = await returned
+                    if returned is not None:
+                        ctx.send_message(returned)
+                else:
+                    await executor._execute(message, ctx)
+            except BaseException as exc:
+                sink(ExecutorFailedEvent(eid, exc))
+                raise
+            if observed:
+                _completed(sink, eid, result, marks)
+    except Exception as exc:
+        if not ask or classify(exc) != "needs_person":
             raise
-        if observed:
-            _completed(sink, eid, result, marks)
-    for message, sources in inv.items:
-        inv.cancellation_token.raise_if_cancelled()
-        ctx = WorkflowContext(executor, inv, result, sources)
-        if observed:
-            marks = _invoked(sink, eid, message, result)
-        try:
-            if inline:  # Executor._execute, inlined: two coroutines fewer per message
-                h = executor._handler_for(message)
-                returned = executor._invoke(h, (message, ctx) if h.takes_ctx else (message,))
-                if h.is_async:
-                    returned = await returned
-                if returned is not None:
-                    ctx.send_message(returned)
-            else:
-                await executor._execute(message, ctx)
-        except BaseException as exc:
-            sink(ExecutorFailedEvent(eid, exc))
-            raise
-        if observed:
-            _completed(sink, eid, result, marks)
+        return _person_needed(executor, inv, exc)
     return result
+
+
+async def _run_again(
+    executor: Executor, inv: Invocation, data: NeedsPersonRequest, result: StepResult
+) -> None:
+    """A person answered a `NeedsPersonRequest`: handle its messages and answers again, in
+    the effect scope of the superstep that failed (what it journaled is not repeated)."""
+    again = Invocation(
+        inv.run_id,
+        inv.executor_id,
+        [(message, list(sources)) for message, sources in data.messages],
+        [(request, answer) for request, answer in data.answers],
+        inv.state,
+        inv.executor_state,
+        inv.logs,
+        inv.wiring,
+        inv.kwargs,
+        inv.streaming,
+        inv.sink,
+        inv.cancellation_token,
+        inv.observed,
+        data.superstep,
+        inv.journal,
+    )
+    if inv.journal is None:
+        await _execute(executor, again, result, ask=False)
+        return
+    again.effects = InvocationEffects(inv.journal, inv.run_id, inv.executor_id, data.superstep)
+    token = effect_scope.set(again.effects)
+    try:
+        await _execute(executor, again, result, ask=False)
+    finally:
+        effect_scope.reset(token)
+
+
+def _person_needed(executor: Executor, inv: Invocation, exc: Exception) -> StepResult:
+    """The invocation failed with `NeedsPerson`: nothing of it is committed but a request
+    for input that, once answered, runs it again (see `NeedsPersonRequest`)."""
+    cause = _needs_person_in(exc)
+    data = NeedsPersonRequest(
+        inv.executor_id,
+        str(cause),
+        type(cause).__name__,
+        getattr(cause, "details", None),
+        inv.superstep,
+        list(inv.items),
+        list(inv.answers),
+    )
+    if not inv.items and len(inv.answers) == 1:
+        earlier = inv.answers[0][0].data
+        if type(earlier) is NeedsPersonRequest and not executor._takes_person_answers():
+            # asked again while running again: ask for the same work, not one around it
+            data.superstep, data.messages, data.answers = (
+                earlier.superstep,
+                earlier.messages,
+                earlier.answers,
+            )
+    rtype = executor._response_type_for(data) if executor._takes_person_answers() else str
+    request_id = new_id()
+    result = StepResult(executor.id)
+    result.requests = [PendingRequest(request_id, inv.executor_id, data, rtype)]
+    _log.warning(
+        "workflow run %r: executor %r needs a person (%s: %s); request %s waits for an answer",
+        inv.run_id,
+        inv.executor_id,
+        data.error_type,
+        data.error,
+        request_id,
+    )
+    inv.sink(RequestInfoEvent(inv.executor_id, request_id, data, rtype))
+    return result
+
+
+def _needs_person_in(exc: BaseException) -> BaseException:
+    """The `NeedsPerson` a failure stands for (itself, or the cause it wraps)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, NeedsPerson):
+            return current
+        current = current.__cause__
+    return exc
 
 
 def _invoked(

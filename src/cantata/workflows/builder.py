@@ -189,8 +189,10 @@ class WorkflowBuilder:
     ) -> WorkflowBuilder:
         """Retry the named executors (every one added so far when None) by `policy`: a
         failure of a class it retries (timeouts, rate limits, 5xx, resets by default) runs
-        the executor's invocation again within the superstep, after a jittered backoff;
-        effects it journaled are not repeated. Others fail the run as before."""
+        the executor's invocation again within the superstep, after a jittered backoff
+        (cancelling the run ends the wait at once); effects it journaled are not repeated.
+        A fatal failure fails the run with a `WorkflowError`; a `NeedsPerson` failure (with
+        or without a policy) stops the run with a `NeedsPersonRequest` pending."""
         if not isinstance(policy, RetryPolicy):
             raise ConfigurationError(
                 f"with_retry takes a cantata.core.retry.RetryPolicy, not {type(policy).__name__}"

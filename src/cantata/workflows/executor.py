@@ -10,17 +10,24 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, get_args, get_origin, overload
 
-from ..core import ConfigurationError, WorkflowError
+from ..core import ConfigurationError, WorkflowError, register
 from ..core.retry import RetryPolicy
 from ._typing import accepts_value, is_plain_class, resolve_hints, type_name
 
 if TYPE_CHECKING:
     from .context import WorkflowContext
 
-__all__ = ["Executor", "FunctionExecutor", "executor", "handler", "response_handler"]
+__all__ = [
+    "Executor",
+    "FunctionExecutor",
+    "NeedsPersonRequest",
+    "executor",
+    "handler",
+    "response_handler",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _ID = re.compile(r"^[A-Za-z0-9_.:\-]+$")
@@ -40,6 +47,36 @@ class _Handler:
     takes_ctx: bool
     is_async: bool
     response_type: Any = None  # set for response handlers: the answer's type
+
+
+@register(name="cantata.workflows.NeedsPersonRequest")
+@dataclass(slots=True)
+class NeedsPersonRequest:
+    """What a run asks a person when an executor failed with `NeedsPerson`.
+
+    The run stops idle with this request pending (a `RequestInfoEvent` whose data it is),
+    like one made with `WorkflowContext.request_info`, and it is kept in checkpoints. Answer
+    it with `send_responses` (or `resume(..., responses=)` in another process): by default
+    the answer is a ``str`` (a note of what the person did) and the executor is run again
+    on the same messages (and answers) it failed on, within the effect scope of the
+    superstep that failed, so effects it journaled then are not repeated. An executor that
+    declares a ``@response_handler`` for `NeedsPersonRequest` gets the answer there
+    instead (of the type that handler declares), and decides itself what follows.
+    """
+
+    executor_id: str
+    error: str
+    """The failure's message: what the person is asked to resolve."""
+    error_type: str
+    """The name of the failure's class (`NeedsPerson` or a subclass of it)."""
+    details: Any = None
+    """`NeedsPerson.details`: data the person may need (an order, an amount)."""
+    superstep: int = 0
+    """The superstep that failed: the run-again uses its effect journal."""
+    messages: list[tuple[Any, list[str]]] = field(default_factory=list)
+    """The messages that are handled again, with the ids of the executors that sent them."""
+    answers: list[tuple[Any, Any]] = field(default_factory=list)
+    """Answers to earlier requests (`PendingRequest`, answer) that are handled again."""
 
 
 def _context_types(annotation: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
@@ -156,7 +193,10 @@ class Executor:
 
     retry_policy: RetryPolicy | None = None
     """How a failed invocation is tried again within its superstep (None: it is not); set
-    it with `WorkflowBuilder.with_retry`."""
+    it with `WorkflowBuilder.with_retry`. A failure of the fatal class fails the run with a
+    `WorkflowError` naming the executor; a `NeedsPerson` failure becomes a
+    `NeedsPersonRequest` (unless the policy retries ``"needs_person"`` and has attempts
+    left)."""
 
     def __init__(self, id: str | None = None) -> None:
         ident = id if id is not None else type(self).__name__
@@ -233,6 +273,11 @@ class Executor:
         """Whether, as a terminal node, what this executor answers is a workflow output by
         default (an agent executor's response); plain executors yield explicitly."""
         return False
+
+    def _takes_person_answers(self) -> bool:
+        """Whether a response handler declares `NeedsPersonRequest` (it then gets the
+        answer, instead of the executor being run again)."""
+        return any(h.message_type is NeedsPersonRequest for h in self._responses)
 
     def _response_type_for(self, request: Any) -> Any:
         """The answer type declared by the response handler for this request, or None."""
