@@ -6,6 +6,13 @@ is one task: submitted, working, then completed with the answer (as the final st
 message and as an artifact) or failed with the error. For ``message/stream`` the
 answer's text goes out in artifact chunks as the agent produces it.
 
+A run that stops for a person (a tool needing approval, a workflow's request) leaves the
+task ``input-required`` with the requests in its status message; the next message on the
+task answers them and the run goes on (see `a2a_input`). An agent's approvals wait in the
+thread, in the store, so they survive a restart; a workflow's waiting run lives in this
+process (at most `MAX_WAITING` of them, the oldest dropped), so its task fails with a
+clear message if the server restarted before the answer came.
+
 Turns on one context run one at a time (a lock per context in this process), so two
 messages sent at once do not interleave in the thread. Each run is bounded by the
 server's request timeout, whatever the client does.
@@ -16,23 +23,31 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
+from collections import OrderedDict
+from collections.abc import Awaitable
+from typing import Any
 
-from a2a.helpers import new_task, new_text_part
+from a2a.helpers import get_data_parts, get_text_parts, new_task, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
-from a2a.types.a2a_pb2 import TaskState
+from a2a.types.a2a_pb2 import Message as A2AMessage
+from a2a.types.a2a_pb2 import Part, TaskState
 
-from ..agents import LocalThread, StateStoreMessageStore
+from ..agents import AgentResponse, LocalThread, StateStoreMessageStore
 from ..agents.remote_a2a import a2a_parts, cantata_messages
-from ..core import CantataError, new_id
+from ..core import CantataError, DataContent, Message, TextContent, new_id
 from ..stores import StateStore
+from .a2a_input import InputRequest, answer_messages, input_requests, read_answers, request_parts
+from .errors import RequestError
 from .served import Served
 
-__all__ = ["CONTEXT_LOG_PREFIX", "ServedAgentExecutor", "context_thread"]
+__all__ = ["CONTEXT_LOG_PREFIX", "MAX_WAITING", "ServedAgentExecutor", "context_thread"]
 
 CONTEXT_LOG_PREFIX = "a2a:ctx:"
 """The store log of an A2A context's thread is this prefix and the context id."""
+MAX_WAITING = 1000
+"""Contexts whose workflow run waits for a person, kept per served entry in this process."""
 
 _STREAMING = frozenset({"SendStreamingMessage", "message/stream"})
 _log = logging.getLogger("cantata.serve.a2a")
@@ -45,6 +60,20 @@ def context_thread(store: StateStore, context_id: str) -> LocalThread:
     )
 
 
+def _carried(message: Message) -> list[Part]:
+    """The A2A parts of what an answer says (text, data); requests go in the status."""
+    said = [c for c in message.contents if type(c) in (TextContent, DataContent)]
+    return a2a_parts(Message(message.role, said)) if said else []
+
+
+class _Refused(Exception):
+    """An answer the run itself refused (a workflow's type check): the task waits again."""
+
+    def __init__(self, requests: list[InputRequest], why: str) -> None:
+        super().__init__(why)
+        self.requests = requests
+
+
 class ServedAgentExecutor(AgentExecutor):
     """The a2a-sdk `AgentExecutor` for one served entry."""
 
@@ -53,6 +82,9 @@ class ServedAgentExecutor(AgentExecutor):
         self._store = store
         self._timeout = timeout
         self._turns: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        # a workflow agent keeps its waiting run with the thread object, so the object of a
+        # context whose run waits is kept until the answer comes
+        self._waiting: OrderedDict[str, LocalThread] = OrderedDict()
 
     def _turn(self, context_id: str) -> asyncio.Lock:
         lock = self._turns.get(context_id)
@@ -60,29 +92,90 @@ class ServedAgentExecutor(AgentExecutor):
             lock = self._turns[context_id] = asyncio.Lock()
         return lock
 
+    def _thread(self, context_id: str) -> LocalThread:
+        return self._waiting.pop(context_id, None) or context_thread(self._store, context_id)
+
+    async def waiting(self, context_id: str) -> list[InputRequest]:
+        """The requests the run on `context_id` waits for (read from its thread)."""
+        return input_requests(await context_thread(self._store, context_id).get_messages())
+
+    async def check_answers(
+        self, context_id: str, message: A2AMessage
+    ) -> tuple[list[InputRequest], dict[str, Any]]:
+        """What `context_id` waits for and `message`'s answers to it, or a `RequestError`
+        saying why they do not fit (the handler asks before the task runs)."""
+        requests = await self.waiting(context_id)
+        texts = "\n".join(get_text_parts(message.parts))
+        return requests, read_answers(requests, texts, get_data_parts(message.parts))
+
+    async def answers(self, context_id: str, message: A2AMessage) -> list[Message]:
+        """The messages answering what `context_id` waits for, or a `RequestError`."""
+        requests, answers = await self.check_answers(context_id, message)
+        if any(r.kind == "request_info" for r in requests) and context_id not in self._waiting:
+            raise CantataError(
+                f"the run of `{self._served.name}` that asked on context {context_id!r} is no "
+                "longer held by this server (it restarted, or more runs waited than it keeps); "
+                "send a new message to start again"
+            )
+        return answer_messages(requests, answers)
+
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        """One turn: the message in, the answer out as the task's final status."""
+        """One turn: the message in, the answer out as the task's final status (or, when
+        the run waits for a person, the task waits for the next message)."""
         task_id, context_id = context.task_id, context.context_id
         assert task_id and context_id and context.message is not None  # the SDK sets them
-        if context.current_task is None:
+        task = context.current_task
+        if task is None:
             await event_queue.enqueue_event(
                 new_task(task_id, context_id, TaskState.TASK_STATE_SUBMITTED, [], [context.message])
             )
+        answering = task is not None and task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         updater = TaskUpdater(event_queue, task_id, context_id)
         streaming = context.call_context.state.get("method") in _STREAMING
-        lock = self._turn(context_id)
-        async with lock:
+        async with self._turn(context_id):
             await updater.start_work()
             bound = asyncio.timeout(self._timeout)
             try:
                 async with bound:
-                    text = await self._run(context, updater, streaming)
+                    if answering:
+                        incoming = await self._answers(context_id, context.message)
+                    else:
+                        incoming = cantata_messages(context.message)
+                    thread = self._thread(context_id)
+                    response = await self._run(incoming, thread, updater, streaming, answering)
+            except _Refused as exc:
+                if not exc.requests:  # answered meanwhile by another message
+                    await updater.failed(updater.new_agent_message([new_text_part(str(exc))]))
+                    return
+                parts = request_parts(exc.requests, "", f"refused: {exc}")
+                await updater.requires_input(updater.new_agent_message(parts))
+                return
             except Exception as exc:
                 await updater.failed(
                     updater.new_agent_message([new_text_part(self._why(exc, bound))])
                 )
                 return
-        await updater.complete(updater.new_agent_message([new_text_part(text)]))
+            requests = input_requests(response.messages)
+            if requests:
+                self._hold(context_id, thread)
+                parts = request_parts(requests, response.text)
+                await updater.requires_input(updater.new_agent_message(parts))
+                return
+        await updater.complete(updater.new_agent_message([new_text_part(response.text)]))
+
+    async def _answers(self, context_id: str, message: A2AMessage) -> list[Message]:
+        """`answers`, a refused answer leaving the task waiting (the handler checks answers
+        before the SDK runs the task, so this is the rare race of two answers at once)."""
+        try:
+            return await self.answers(context_id, message)
+        except RequestError as exc:
+            raise _Refused(await self.waiting(context_id), str(exc)) from exc
+
+    def _hold(self, context_id: str, thread: LocalThread) -> None:
+        self._waiting[context_id] = thread
+        while len(self._waiting) > MAX_WAITING:
+            dropped, _ = self._waiting.popitem(last=False)
+            _log.warning("dropped the waiting run of context %s (over %s)", dropped, MAX_WAITING)
 
     def _why(self, exc: Exception, bound: asyncio.Timeout) -> str:
         """What the failed task says: the time limit, a cantata error's own words, or the
@@ -97,31 +190,60 @@ class ServedAgentExecutor(AgentExecutor):
         _log.error("A2A run of %s failed", self._served.name, exc_info=exc)
         return f"the run of `{self._served.name}` failed: {exc!r:.300}"
 
-    async def _run(self, context: RequestContext, updater: TaskUpdater, streaming: bool) -> str:
-        assert context.message is not None and context.context_id is not None
-        incoming = cantata_messages(context.message)
-        thread = context_thread(self._store, context.context_id)
+    async def _run(
+        self,
+        incoming: list[Message],
+        thread: LocalThread,
+        updater: TaskUpdater,
+        streaming: bool,
+        answering: bool,
+    ) -> AgentResponse:
         agent = self._served.agent
         artifact = new_id()
         if not streaming:
-            response = await agent.run(incoming, thread=thread)
-            parts = [p for m in response.messages for p in a2a_parts(m)] or [new_text_part("")]
+            response = await self._refusable(agent.run(incoming, thread=thread), thread, answering)
+            parts = [p for m in response.messages for p in _carried(m)] or [new_text_part("")]
             await updater.add_artifact(parts, artifact_id=artifact, name="answer", last_chunk=True)
-            return response.text
+            return response
         stream = agent.run_stream(incoming, thread=thread)
         first = True
-        async for update in stream:
-            piece = update.text
-            if piece:
-                await updater.add_artifact(
-                    [new_text_part(piece)],
-                    artifact_id=artifact,
-                    name="answer",
-                    append=not first,
-                    last_chunk=False,
-                )
-                first = False
-        return stream.response.text
+        try:
+            async for update in stream:
+                piece = update.text
+                if piece:
+                    await updater.add_artifact(
+                        [new_text_part(piece)],
+                        artifact_id=artifact,
+                        name="answer",
+                        append=not first,
+                        last_chunk=False,
+                    )
+                    first = False
+        except CantataError as exc:
+            await self._refused(exc, thread, answering, started=not first)
+            raise
+        return stream.response
+
+    async def _refusable(
+        self, running: Awaitable[AgentResponse], thread: LocalThread, answering: bool
+    ) -> AgentResponse:
+        try:
+            return await running
+        except CantataError as exc:
+            await self._refused(exc, thread, answering, started=False)
+            raise
+
+    async def _refused(
+        self, exc: CantataError, thread: LocalThread, answering: bool, *, started: bool
+    ) -> None:
+        """An answer the run refused before doing anything: the thread still waits, so the
+        task does too (raises `_Refused`); otherwise the failure stands."""
+        if not answering or started:
+            return
+        requests = input_requests(await thread.get_messages())
+        if requests:
+            self._hold(thread.id or "", thread)
+            raise _Refused(requests, str(exc)) from exc
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         """The SDK has cancelled `execute` already; record the task as canceled."""

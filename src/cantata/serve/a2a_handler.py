@@ -9,7 +9,9 @@ for ``returnImmediately`` gets its task id at once, and the task runs on (bounde
 executor's time limit) for ``tasks/get`` to find.
 
 Context and task ids become names in the server's store, so they are checked: 1 to 128
-letters, digits, ``-``, ``_``, ``.`` or ``:``.
+letters, digits, ``-``, ``_``, ``.`` or ``:``. A message that answers a task waiting for
+input is checked against what the task waits for before the SDK takes it, so a bad answer
+is a JSON-RPC ``InvalidParams`` error and the task goes on waiting, untouched.
 """
 
 from __future__ import annotations
@@ -20,17 +22,23 @@ import re
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from a2a.server.agent_execution import AgentExecutor, RequestContext, SimpleRequestContextBuilder
+from a2a.server.agent_execution import RequestContext, SimpleRequestContextBuilder
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandlerV2
 from a2a.server.tasks import TaskStore
-from a2a.types.a2a_pb2 import AgentCard, CancelTaskRequest, SendMessageRequest
+from a2a.types.a2a_pb2 import AgentCard, CancelTaskRequest, SendMessageRequest, TaskState
 from a2a.utils.errors import A2AError, InvalidParamsError
 
-__all__ = ["CANCEL_TIMEOUT", "ServedRequestHandler"]
+from .a2a_executor import ServedAgentExecutor
+from .errors import RequestError
+
+__all__ = ["CANCEL_TIMEOUT", "IDLE_RELEASE", "ServedRequestHandler"]
 
 CANCEL_TIMEOUT = 10.0
 """Seconds a cancellation after a disconnect may take before it is given up."""
+IDLE_RELEASE = 60.0
+"""Seconds a task waiting for input keeps its in-memory machinery; it stays in the store,
+and its answer starts the machinery again."""
 
 _ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _log = logging.getLogger("cantata.serve.a2a")
@@ -64,16 +72,35 @@ class _CheckedIds(SimpleRequestContextBuilder):
 class ServedRequestHandler(DefaultRequestHandlerV2):
     """`DefaultRequestHandlerV2` whose runs end with the request that started them."""
 
-    def __init__(self, executor: AgentExecutor, tasks: TaskStore, card: AgentCard) -> None:
+    def __init__(self, executor: ServedAgentExecutor, tasks: TaskStore, card: AgentCard) -> None:
         super().__init__(
             agent_executor=executor,
             task_store=tasks,
             agent_card=card,
             request_context_builder=_CheckedIds(should_populate_referred_tasks=False),
+            interrupted_task_timeout=IDLE_RELEASE,
         )
+        self._executor = executor
+        self._tasks = tasks
         self._cancelling: set[asyncio.Task[None]] = set()
 
+    async def _check_answer(self, params: SendMessageRequest, context: ServerCallContext) -> None:
+        """Refuse a message that answers a waiting task badly, before the SDK takes it."""
+        task_id = params.message.task_id
+        if not task_id or not _ID.fullmatch(task_id):
+            return  # a new task, or an id the context builder refuses
+        task = await self._tasks.get(task_id, context)
+        if task is None or task.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
+            return  # the SDK says what is wrong with it, or runs it
+        if params.message.context_id and params.message.context_id != task.context_id:
+            return  # the SDK refuses the mismatch
+        try:
+            await self._executor.check_answers(task.context_id, params.message)
+        except RequestError as exc:
+            raise InvalidParamsError(message=f"task {task_id} waits for input: {exc}") from None
+
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
+        await self._check_answer(params, context)
         try:
             result = await super().on_message_send(params, context)
         except asyncio.CancelledError:
@@ -87,6 +114,7 @@ class ServedRequestHandler(DefaultRequestHandlerV2):
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any, None]:
+        await self._check_answer(params, context)
         finished = False
         try:
             async for event in super().on_message_send_stream(params, context):

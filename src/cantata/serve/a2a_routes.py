@@ -11,7 +11,9 @@ For a served entry named ``echo``:
 
 ``GET /.well-known/agent-card.json`` is the card of the one served entry when there is
 only one. Tasks live in the server's store (``a2a:task:``), and each context's thread too
-(``a2a:ctx:``), so both survive a restart on a durable store.
+(``a2a:ctx:``), so both survive a restart on a durable store. A run that waits for a
+person (a tool's approval, a workflow's request) leaves its task ``input-required``; the
+next message on the task answers it (`a2a_input`).
 """
 
 from __future__ import annotations
