@@ -1,6 +1,7 @@
 """OpenTelemetry: off by default; once configured, a workflow run with a tool-calling
-agent makes one trace: workflow > superstep > executor > chat / execute_tool spans with
-GenAI attributes (model, token usage, tool name and call id)."""
+agent makes one trace: workflow > superstep > executor > invoke_agent > chat /
+execute_tool spans with GenAI attributes (agent, model, token usage, tool name and call
+id)."""
 
 from __future__ import annotations
 
@@ -52,14 +53,23 @@ async def test_a_run_is_one_trace_of_nested_spans(spans: InMemorySpanExporter) -
     found = {s.name: s for s in spans.get_finished_spans()}
     run, step = found["workflow sums"], found["superstep 1"]
     executor = found["executor adder"]
+    run_span = found["invoke_agent adder"]
     tool_span = found["execute_tool add"]
     chats = [s for s in spans.get_finished_spans() if s.name.startswith("chat")]
     assert len(chats) == 2
     assert len({s.context.trace_id for s in spans.get_finished_spans()}) == 1
     assert step.parent is not None and step.parent.span_id == run.context.span_id
     assert executor.parent is not None and executor.parent.span_id == step.context.span_id
+    assert run_span.parent is not None and run_span.parent.span_id == executor.context.span_id
     for child in [*chats, tool_span]:
-        assert child.parent is not None and child.parent.span_id == executor.context.span_id
+        assert child.parent is not None and child.parent.span_id == run_span.context.span_id
+    assert run_span.attributes is not None
+    assert run_span.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert run_span.attributes["gen_ai.agent.name"] == "adder"
+    assert run_span.attributes["gen_ai.agent.id"] == adder.id
+    # the run's two model calls, summed
+    assert run_span.attributes["gen_ai.usage.input_tokens"] == 24
+    assert run_span.attributes["gen_ai.usage.output_tokens"] == 6
     assert run.attributes is not None and run.attributes["cantata.run_id"] == result.run_id
     assert chats[0].attributes is not None
     assert chats[0].attributes["gen_ai.operation.name"] == "chat"

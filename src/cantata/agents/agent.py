@@ -8,10 +8,12 @@ that call. So one agent can serve many threads at once.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextvars import ContextVar
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeAlias, Unpack
 
@@ -22,6 +24,7 @@ from ..core import (
     ThreadError,
     UsageError,
     new_id,
+    tracing,
 )
 from ..models import ChatOptions
 from .as_tool import agent_as_tool
@@ -51,6 +54,177 @@ AGENT_ID_KEY = "agent_id"
 """The metadata key under which every message records the id of the agent it went through."""
 
 
+# -- tracing: an ``invoke_agent`` span around every run ------------------------------
+
+_TRACED = "_cantata_traced"
+# The agent whose run span is open in this context, and that span: a nested call of the
+# same agent's run under its own span (``super().run``, `run_stream` calling `run`) is
+# part of that run, not another one.
+_running: ContextVar[tuple[Agent, Any] | None] = ContextVar("cantata_agent_run", default=None)
+
+_RunFn = Callable[..., Awaitable["AgentResponse"]]
+_StreamFn = Callable[..., "AgentResponseStream"]
+
+
+def _in_own_span(agent: Agent) -> bool:
+    held = _running.get()
+    return held is not None and held[0] is agent and held[1] is tracing.current_span()
+
+
+def _start_run_span(agent: Agent, thread: Any) -> Any:
+    attributes = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": agent.name,
+        "gen_ai.agent.id": agent.id,
+        "gen_ai.agent.description": agent.description or None,
+        "gen_ai.conversation.id": _thread_id(thread),
+    }
+    return tracing.start_span(f"invoke_agent {agent.name}", attributes)
+
+
+def _thread_id(thread: Any) -> str | None:
+    try:
+        found = getattr(thread, "id", None)
+    except ThreadError:  # a deleted thread: the run will say so
+        return None
+    return found if isinstance(found, str) else None
+
+
+def _record_response(span: Any, response: AgentResponse) -> None:
+    thread_id = _thread_id(response.thread)
+    if thread_id is not None:
+        span.set_attribute("gen_ai.conversation.id", thread_id)
+    usage = response.usage
+    if usage is not None:
+        span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens or 0)
+        span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens or 0)
+    if response.finish_reason:
+        span.set_attribute("gen_ai.response.finish_reasons", [str(response.finish_reason)])
+    if response.response_id:
+        span.set_attribute("gen_ai.response.id", response.response_id)
+
+
+def _traced_run(run: _RunFn) -> _RunFn:
+    """`run` inside an ``invoke_agent`` span while tracing is on (one check while off)."""
+
+    @functools.wraps(run)
+    async def traced(self: Agent, *args: Any, **kwargs: Any) -> AgentResponse:
+        if not tracing.enabled() or _in_own_span(self):
+            return await run(self, *args, **kwargs)
+        span = _start_run_span(self, kwargs.get("thread"))
+        token = tracing.activate(span)
+        held = _running.set((self, span))
+        try:
+            response = await run(self, *args, **kwargs)
+        except BaseException as exc:
+            tracing.end_span(span, exc)
+            raise
+        finally:
+            _running.reset(held)
+            tracing.deactivate(token)
+        _record_response(span, response)
+        span.end()
+        return response
+
+    setattr(traced, _TRACED, True)
+    return traced
+
+
+def _traced_stream(run_stream: _StreamFn) -> _StreamFn:
+    """`run_stream` whose iteration runs inside an ``invoke_agent`` span while tracing is
+    on: opened at the first update, ended when the stream ends, fails or is closed."""
+
+    @functools.wraps(run_stream)
+    def traced(self: Agent, *args: Any, **kwargs: Any) -> AgentResponseStream:
+        stream = run_stream(self, *args, **kwargs)
+        if tracing.enabled() and not _in_own_span(self):
+            _TracedRun(self, stream, kwargs.get("thread"))
+        return stream
+
+    setattr(traced, _TRACED, True)
+    return traced
+
+
+class _TracedRun:
+    """Stands between a stream and its source: each step of the run happens with the run's
+    span current (the span is never current between steps, so it cannot leak into the
+    caller), and the span ends exactly once: at the response, a failure, `aclose`, or
+    when the stream is dropped unfinished."""
+
+    __slots__ = ("_agent", "_finalize", "_source", "_span", "_thread")
+
+    def __init__(self, agent: Agent, stream: AgentResponseStream, thread: Any) -> None:
+        self._agent = agent
+        self._thread = thread
+        self._span: Any = None
+        # the stream's own slots: this object takes the place of its source and finalizer
+        self._source = stream._source
+        self._finalize = stream._finalize
+        stream._source = self
+        stream._finalize = self._finish
+
+    def __aiter__(self) -> _TracedRun:
+        return self
+
+    async def __anext__(self) -> AgentResponseUpdate:
+        span = self._span
+        if span is None:
+            span = self._span = _start_run_span(self._agent, self._thread)
+            if span is None:  # tracing was turned off since the stream was made
+                span = self._span = False
+        if span is False:
+            return await self._source.__anext__()
+        token = tracing.activate(span)
+        held = _running.set((self._agent, span))
+        try:
+            return await self._source.__anext__()
+        except StopAsyncIteration:
+            raise  # the stream calls `_finish` now, which ends the span
+        except BaseException as exc:
+            self._end(exc)
+            raise
+        finally:
+            _running.reset(held)
+            tracing.deactivate(token)
+
+    def _finish(self) -> AgentResponse:
+        try:
+            response = self._finalize()
+        except BaseException as exc:
+            self._end(exc)
+            raise
+        if self._span:
+            _record_response(self._span, response)
+        self._end(None)
+        return response
+
+    async def aclose(self) -> None:
+        """Stop the run (its cleanup still inside the span), then end the span."""
+        span = self._span
+        close = getattr(self._source, "aclose", None)
+        try:
+            if close is not None:
+                if span:
+                    token = tracing.activate(span)
+                    try:
+                        await close()
+                    finally:
+                        tracing.deactivate(token)
+                else:
+                    await close()
+        finally:
+            self._end(None)
+
+    def _end(self, error: BaseException | None) -> None:
+        span, self._span = self._span, False
+        if span:
+            tracing.end_span(span, error)
+
+    def __del__(self) -> None:
+        if self._span:  # dropped unfinished and unclosed: the span still ends
+            self._end(None)
+
+
 class Agent(ABC):
     """Abstract agent: a named role that answers on a thread.
 
@@ -59,9 +233,26 @@ class Agent(ABC):
     thread kind they take in `thread_type`. Two helpers keep subclasses consistent:
     `_thread_for_run(thread)` checks the thread's kind (or creates one), and
     `_incoming(messages)` normalizes the input and tags it with the agent's id.
+
+    Every subclass's `run` and `run_stream` are traced without writing anything: while
+    tracing is on (`cantata.core.tracing`), each run is an ``invoke_agent {name}`` span,
+    parent of the run's model and tool spans (a subclass calling ``super().run`` or its
+    own `run` from `run_stream` makes one span, not two).
     """
 
     thread_type: ClassVar[type[AgentThread]] = LocalThread
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = vars(cls)
+        for name, wrap in (("run", _traced_run), ("run_stream", _traced_stream)):
+            fn = own.get(name)
+            if (
+                inspect.isfunction(fn)
+                and not getattr(fn, "__isabstractmethod__", False)
+                and not getattr(fn, _TRACED, False)
+            ):
+                setattr(cls, name, wrap(fn))
 
     def __init__(
         self,
@@ -146,6 +337,7 @@ class Agent(ABC):
         ``instructions_override`` replaces the agent's instructions for this call only
         (rendered with the same arguments; never stored on the agent)."""
 
+    @_traced_stream
     def run_stream(
         self,
         messages: AgentInput = None,
