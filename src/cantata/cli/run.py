@@ -1,4 +1,4 @@
-"""`cantata run spec.yaml "task"`: run an agent or team spec with its output streamed.
+"""`cantata run spec.yaml "task"`: run an agent, team or workflow spec, its output streamed.
 
 What each step does is shown as it happens: who speaks, tool calls and their results,
 routing decisions and why the run stopped. On a terminal Rich colours it; piped, it is
@@ -18,11 +18,24 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-__all__ = ["run_command"]
+__all__ = ["AllowOption", "SettingOption", "parse_settings", "run_command"]
+
+# The options that load a spec, shared by `cantata run` and `cantata serve spec.yaml`.
+SettingOption = Annotated[
+    list[str] | None,
+    typer.Option("--setting", help="key=value for ${Settings:key} placeholders."),
+]
+AllowOption = Annotated[
+    list[str] | None,
+    typer.Option("--allow", help="Import path whose functions the spec may use as tools."),
+]
 
 
 def run_command(
-    spec: Annotated[str, typer.Argument(help="The spec file (YAML) of an agent or a team.")],
+    spec: Annotated[
+        str,
+        typer.Argument(help="The spec file (.yaml, .yml or .json) of an agent, team or workflow."),
+    ],
     task: Annotated[str, typer.Argument(help="The task; '-' reads it from stdin.")] = "",
     as_json: Annotated[bool, typer.Option("--json", help="One JSON event per line.")] = False,
     resume: Annotated[
@@ -32,17 +45,12 @@ def run_command(
         str | None,
         typer.Option("--store", help="Checkpoint store URL (sqlite:///file.db, memory://, ...)."),
     ] = None,
-    setting: Annotated[
-        list[str] | None,
-        typer.Option("--setting", help="key=value for ${Settings:key} placeholders."),
-    ] = None,
-    allow: Annotated[
-        list[str] | None,
-        typer.Option("--allow", help="Import path whose functions the spec may use as tools."),
-    ] = None,
+    setting: SettingOption = None,
+    allow: AllowOption = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of failures.")] = False,
 ) -> None:
-    """Run an agent or team spec on a task, its steps streamed."""
+    """Run an agent, team or workflow spec on a task, its steps streamed
+    (`cantata serve spec.yaml` serves the same spec over HTTP)."""
     from .answer import quiet_loop_errors
     from .app import _read_stdin, _run
 
@@ -53,13 +61,14 @@ def run_command(
             quiet_loop_errors(runner.get_loop(), debug=debug)
             runner.run(
                 _main(spec, text, out, resume=resume, store_url=store,
-                      settings=_settings(setting or []), allow=allow or [])
+                      settings=parse_settings(setting or []), allow=allow or [])
             )  # fmt: skip
 
     _run(work, debug=debug, verbose=False)
 
 
-def _settings(pairs: list[str]) -> dict[str, str]:
+def parse_settings(pairs: list[str]) -> dict[str, str]:
+    """The ``--setting key=value`` pairs as settings for ``${Settings:key}``."""
     from ..core import UsageError
 
     out: dict[str, str] = {}

@@ -1,7 +1,11 @@
-"""`cantata serve module:object`: serve agents, workflows and teams over HTTP.
+"""`cantata serve spec.yaml` or `cantata serve module:object`: serve agents, workflows and
+teams over HTTP.
 
-Registered on the `cantata` app by one line in `app.py`. Heavy imports (Starlette,
-uvicorn, the served module) happen inside the command, so other commands start fast.
+A spec file (``.yaml``, ``.yml``, ``.json``) is loaded as `cantata run` loads it, with the
+same ``--setting`` and ``--allow`` options, and served exactly like an object named by
+module:object. Registered on the `cantata` app by one line in `app.py`. Heavy imports
+(Starlette, uvicorn, the served module) happen inside the command, so other commands start
+fast.
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ import sys
 from typing import Annotated
 
 import typer
+
+from .run import AllowOption, SettingOption, parse_settings
 
 __all__ = ["serve_command"]
 
@@ -20,8 +26,9 @@ def serve_command(
     target: Annotated[
         str,
         typer.Argument(
-            help="What to serve: module:object or path/file.py:object (an agent, workflow or "
-            "team, or a dict or list of them)."
+            help="What to serve: a spec file (.yaml, .yml, .json: an agent, team or workflow "
+            "spec, loaded as `cantata run` loads it), or module:object or path/file.py:object "
+            "(an agent, workflow or team, or a dict or list of them)."
         ),
     ],
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
@@ -52,14 +59,18 @@ def serve_command(
             "--log-level", help="Server log level: critical, error, warning, info (each request)."
         ),
     ] = "info",
+    setting: SettingOption = None,
+    allow: AllowOption = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of failures.")] = False,
 ) -> None:
-    """Serve agents, workflows and teams: OpenAI-compatible API and more, on one port."""
+    """Serve agents, workflows and teams (a spec file, or module:object): OpenAI-compatible
+    API and more, on one port."""
     from ..core import CantataError, UsageError
     from .app import _err
     from .failure import report
 
     try:
+        from ..declarative import SPEC_SUFFIXES, load
         from ..serve import DEFAULT_STORE_URL, Limits, ServedSet, check_bind, load_target, serve
 
         check_bind(host, token)  # before loading anything: a refusal is instant
@@ -67,7 +78,13 @@ def serve_command(
             raise UsageError(f"--log-level {log_level!r} is not one of {', '.join(_LEVELS)}")
         if "" not in sys.path:
             sys.path.insert(0, "")  # module:object names modules of the working directory
-        served = ServedSet(load_target(target))
+        if target.endswith(SPEC_SUFFIXES):
+            loaded = load(target, settings=parse_settings(setting or []), allow=allow or [])
+        elif setting or allow:
+            raise UsageError("--setting and --allow are for spec files (.yaml, .yml, .json)")
+        else:
+            loaded = load_target(target)
+        served = ServedSet(loaded)
         names = ", ".join(f"{n} ({e.kind})" for n, e in served.items())
         limits = Limits(max_body_bytes=max_body, request_timeout=timeout)
         _err().print(f"serving {names} on http://{host}:{port}/v1", highlight=False)

@@ -50,6 +50,7 @@ from .errors import (  # noqa: E402
 )
 from .loader import (  # noqa: E402
     MAX_SPEC_BYTES,
+    SPEC_SUFFIXES,
     AgentRef,
     SpecType,
     load,
@@ -72,6 +73,7 @@ from .spec_models import SPEC_VERSION, AgentSpec, TeamSpec, WorkflowSpec  # noqa
 
 __all__ = [
     "MAX_SPEC_BYTES",
+    "SPEC_SUFFIXES",
     "SPEC_VERSION",
     "AgentRef",
     "AgentSpec",

@@ -26,6 +26,7 @@ from .spec_models import SPEC_VERSION, AgentSpec, TeamSpec, WorkflowSpec
 
 __all__ = [
     "MAX_SPEC_BYTES",
+    "SPEC_SUFFIXES",
     "AgentRef",
     "SpecType",
     "load",
@@ -36,6 +37,9 @@ __all__ = [
 
 MAX_SPEC_BYTES = 1_000_000
 """Largest spec text read (a spec is a page, not a data set)."""
+
+SPEC_SUFFIXES = (".yaml", ".yml", ".json")
+"""The endings that make a string given to `load` (or `cantata serve`) a spec file's path."""
 
 
 @dataclass(frozen=True)
@@ -88,9 +92,7 @@ def _read(source: str | os.PathLike[str] | Mapping[str, Any]) -> Any:
     if isinstance(source, Mapping):
         return dict(source)
     if isinstance(source, os.PathLike) or (
-        isinstance(source, str)
-        and "\n" not in source
-        and source.endswith((".yaml", ".yml", ".json"))
+        isinstance(source, str) and "\n" not in source and source.endswith(SPEC_SUFFIXES)
     ):
         path = Path(source)
         try:
