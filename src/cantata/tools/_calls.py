@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -228,5 +229,6 @@ async def _journaled(
     found, value = await scope.lookup(key)
     if found:
         return value
-    result = await context.function.invoke(context.arguments, context=tool_context)
+    keyed = dataclasses.replace(tool_context, idempotency_key=key)  # one key for all attempts
+    result = await context.function.invoke(context.arguments, context=keyed)
     return await scope.record(key, jsonable(result))

@@ -21,6 +21,7 @@ from ..core import (
     tracing,
 )
 from ..core.durable import current_effects
+from ..core.retry import RetryPolicy
 from ..models import ChatClient, ChatOptions, ChatResponse, ChatResponseUpdate
 from ._approvals import insert_results, missing_call_message, pending_approvals
 from ._calls import CallOutcome, CallRunner, error_outcome
@@ -68,8 +69,11 @@ class FunctionLoopRun:
         on_message: Callable[[Message], Awaitable[None] | None] | None,
         tool_kwargs: Mapping[str, Any],
         streaming: bool,
+        retry_policy: RetryPolicy | None = None,
     ) -> None:
         self._client = client
+        self._retry_policy = retry_policy
+        self._sent = 0  # updates of model streams handed to the caller, for retries
         self._tools = tools
         self._approvals = pending_approvals(messages)
         self._conversation = views.view(
@@ -345,7 +349,7 @@ class FunctionLoopRun:
     async def _call_inner(self, context: ChatContext) -> None:
         scope = current_effects()
         if scope is None:
-            await self._call_model(context)
+            await self._retried(context)
             return
         # inside a durable run: the answer comes from the journal when it was journaled
         # (no second cost, no divergence), else it is journaled before the loop goes on
@@ -358,8 +362,27 @@ class FunctionLoopRun:
                     for update in _updates_of(message):
                         self._sink(update)
             return
-        await self._call_model(context)
+        await self._retried(context)
         context.response = await scope.record(key, _require_response(context))
+
+    async def _retried(self, context: ChatContext) -> None:
+        """The model call, tried again by the retry policy on a failure it retries, but
+        never once part of its stream reached the caller (who cannot take it back)."""
+        policy = self._retry_policy
+        if policy is None or policy.attempts == 1:
+            await self._call_model(context)
+            return
+        sent = self._sent
+
+        def nothing_sent(exc: BaseException) -> bool:
+            return self._sent == sent
+
+        await policy.call(
+            lambda: self._call_model(context),
+            what=f"model call to {_client_name(context.client)}",
+            token=context.cancellation_token,
+            retry_if=nothing_sent,
+        )
 
     async def _call_model(self, context: ChatContext) -> None:
         if not tracing.enabled():
@@ -398,6 +421,7 @@ class FunctionLoopRun:
                     update = dataclasses.replace(update, message_id=fallback_id)
                 updates.append(update)
                 if sink is not None:
+                    self._sent += 1
                     sink(update)
         # parsed here as every client's get_response does, so middleware sees the value
         # (and a misfit fails) the same way streamed or not
@@ -525,6 +549,11 @@ class closing(Generic[T]):  # lower case, like contextlib's closers
         close = getattr(self._stream, "aclose", None)
         if close is not None:
             await close()
+
+
+def _client_name(client: ChatClient) -> str:
+    model = getattr(client, "model", None)
+    return f"{type(client).__name__}({model!r})" if model else type(client).__name__
 
 
 def _cancelling() -> bool:

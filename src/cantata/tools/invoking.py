@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import Any
 
 from ..core import CancellationToken, ConfigurationError, Message
+from ..core.retry import RetryPolicy
 from ..models import ChatClient, ChatOptions, ChatResponse, ChatResponseUpdate
 from ._run import FunctionLoopRun, LimitName, LoopSettings, closing
 from ._view import ViewMemo
@@ -43,6 +44,14 @@ class FunctionInvokingChatClient:
     run), ``"tool_calls"`` (the model called a tool the caller declared in
     ``options.tools`` without a function: nothing of that turn ran, the caller handles it).
     A ``tool_choice`` of ``"required"`` or a tool name applies to the first request only.
+
+    Retries: with a ``retry_policy`` (`cantata.core.retry.RetryPolicy`; a call's
+    ``retry_policy=`` overrides it), a model call that fails with an error the policy
+    retries (a timeout, a 429 or 5xx, a dropped connection by default) is made again after
+    a jittered backoff (at least the server's ``Retry-After``, at most ``max_delay``), which
+    the run's cancellation ends at once. Never after part of a streamed answer reached the
+    caller: that failure is raised. Chat middleware sees one call; each attempt is a span
+    of its own when tracing. Tools retry by their own ``retry_policy``.
 
     Security: approvals cannot change what runs. A `FunctionApprovalResponseContent` is
     honoured only when an assistant message before it holds the
@@ -76,11 +85,13 @@ class FunctionInvokingChatClient:
         max_function_calls: int | None = None,
         max_consecutive_errors: int | None = 3,
         concurrent_calls: bool = True,
+        retry_policy: RetryPolicy | None = None,
     ) -> None:
         if not isinstance(client, ChatClient):
             raise ConfigurationError(
                 f"FunctionInvokingChatClient needs a ChatClient to wrap, got {client!r}"
             )
+        self._retry_policy = check_retry_policy(retry_policy, "FunctionInvokingChatClient")
         _check_limit("max_iterations", max_iterations, allow_none=False)
         _check_limit("max_function_calls", max_function_calls, allow_none=True)
         _check_limit("max_consecutive_errors", max_consecutive_errors, allow_none=True)
@@ -128,6 +139,11 @@ class FunctionInvokingChatClient:
         return self._tools
 
     @property
+    def retry_policy(self) -> RetryPolicy | None:
+        """How a failed model call is tried again (None: it is not)."""
+        return self._retry_policy
+
+    @property
     def middleware(self) -> tuple[ChatMiddleware | FunctionMiddleware, ...]:
         """The chat middleware, then the function middleware, each outermost first."""
         return (*self._chat_middleware, *self._function_middleware)
@@ -141,6 +157,7 @@ class FunctionInvokingChatClient:
         on_message: OnMessage | None,
         tool_kwargs: Mapping[str, Any] | None,
         streaming: bool,
+        retry_policy: RetryPolicy | None,
     ) -> FunctionLoopRun:
         return FunctionLoopRun(
             self._client,
@@ -155,6 +172,11 @@ class FunctionInvokingChatClient:
             on_message=on_message,
             tool_kwargs=tool_kwargs or {},
             streaming=streaming,
+            retry_policy=(
+                self._retry_policy
+                if retry_policy is None
+                else check_retry_policy(retry_policy, "get_response")
+            ),
         )
 
     async def get_response(
@@ -166,10 +188,18 @@ class FunctionInvokingChatClient:
         tools: Sequence[FunctionTool] | None = None,
         on_message: OnMessage | None = None,
         tool_kwargs: Mapping[str, Any] | None = None,
+        retry_policy: RetryPolicy | None = None,
     ) -> ChatResponse:
         """Run the loop to its end; ``.messages`` holds every message it produced, in order."""
         run = self._run(
-            messages, options, cancellation_token, tools, on_message, tool_kwargs, False
+            messages,
+            options,
+            cancellation_token,
+            tools,
+            on_message,
+            tool_kwargs,
+            False,
+            retry_policy,
         )
         await run.complete()
         return run.response()
@@ -183,11 +213,21 @@ class FunctionInvokingChatClient:
         tools: Sequence[FunctionTool] | None = None,
         on_message: OnMessage | None = None,
         tool_kwargs: Mapping[str, Any] | None = None,
+        retry_policy: RetryPolicy | None = None,
     ) -> AsyncIterator[ChatResponseUpdate]:
         """Run the loop, streaming: text as it comes, tool calls and results whole, each with
         the id of its message, so `ChatResponse.from_updates` rebuilds the messages.
         Message metadata (such as ``"cantata.limit"``) does not travel in updates."""
-        run = self._run(messages, options, cancellation_token, tools, on_message, tool_kwargs, True)
+        run = self._run(
+            messages,
+            options,
+            cancellation_token,
+            tools,
+            on_message,
+            tool_kwargs,
+            True,
+            retry_policy,
+        )
         async with closing(run.steps()) as updates:
             async for update in updates:
                 yield update
@@ -217,6 +257,16 @@ def merge_tools(
             )
         out[item.name] = item
     return out
+
+
+def check_retry_policy(policy: Any, owner: str) -> RetryPolicy | None:
+    """`policy` when it is a `RetryPolicy` or None; a `ConfigurationError` otherwise."""
+    if policy is not None and not isinstance(policy, RetryPolicy):
+        raise ConfigurationError(
+            f"{owner}: retry_policy must be a cantata.core.retry.RetryPolicy or None, got "
+            f"{type(policy).__name__}"
+        )
+    return policy
 
 
 def _check_limit(name: str, value: int | None, *, allow_none: bool) -> None:

@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeAlias, overload
 from pydantic import BaseModel, ValidationError
 
 from ..core import ConfigurationError, ToolError
+from ..core.retry import RetryPolicy
 from ..models import ToolSpec
 from ._signature import (
     Signature,
@@ -61,6 +62,13 @@ class FunctionTool:
     explicit ``parameters`` schema (a dict or a pydantic model class) the model is told that
     schema; arguments are still validated against the function's own typed parameters.
     Calling the tool object calls the function unchanged.
+
+    With a ``retry_policy`` (`cantata.core.retry.RetryPolicy`), `invoke` calls the function
+    again after a failure of a class the policy retries (a timeout, a dropped connection, a
+    5xx by default), after a jittered backoff that the run's cancellation ends at once; the
+    arguments are validated once. An effect tool inside a durable run is retried within its
+    one journal entry: every attempt gets the same `ToolContext.idempotency_key`, and only
+    the result of the attempt that succeeded is journaled.
     """
 
     __slots__ = (
@@ -73,6 +81,7 @@ class FunctionTool:
         "_name",
         "_parameters",
         "_required",
+        "_retry_policy",
         "_signature",
     )
 
@@ -85,6 +94,7 @@ class FunctionTool:
         parameters: dict[str, Any] | type[BaseModel] | None = None,
         approval_mode: ApprovalMode = "never_require",
         effect: bool = False,
+        retry_policy: RetryPolicy | None = None,
     ) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
             raise ConfigurationError(
@@ -98,6 +108,11 @@ class FunctionTool:
             )
         if not callable(func):
             raise ConfigurationError(f"tool {name!r}: func must be callable, got {func!r}")
+        if retry_policy is not None and not isinstance(retry_policy, RetryPolicy):
+            raise ConfigurationError(
+                f"tool {name!r}: retry_policy must be a cantata.core.retry.RetryPolicy or "
+                f"None, got {type(retry_policy).__name__}"
+            )
         if _is_generator_callable(func):
             raise ConfigurationError(
                 f"tool {name!r}: {func!r} is a generator function; calling it would not run "
@@ -108,6 +123,7 @@ class FunctionTool:
         self._func = func
         self._approval_mode: ApprovalMode = approval_mode
         self._effect = effect is True
+        self._retry_policy = retry_policy
         self._is_async = _is_async_callable(func)
         self._signature: Signature = build_signature(func, name)
         self._parameters, self._required = _parameters_schema(parameters, self._signature, name)
@@ -152,6 +168,11 @@ class FunctionTool:
         return self._effect
 
     @property
+    def retry_policy(self) -> RetryPolicy | None:
+        """How a failing call of the function is tried again (None: it is not)."""
+        return self._retry_policy
+
+    @property
     def requires_approval(self) -> bool:
         """True when every call stops the loop with an approval request first."""
         return self._approval_mode == "always_require"
@@ -193,7 +214,8 @@ class FunctionTool:
         (the function loop makes it JSON-able for the model).
 
         A sync function runs in a worker thread so it never blocks the event loop.
-        Raises `ToolArgumentsError` for bad arguments, and whatever the function raises.
+        Raises `ToolArgumentsError` for bad arguments, and whatever the function raises
+        (its last failure, when the tool's `retry_policy` tried it again).
         """
         if context is not None:
             context.cancellation_token.raise_if_cancelled()
@@ -202,6 +224,16 @@ class FunctionTool:
         if sig.context_param is not None:
             values[sig.context_param] = context or ToolContext(tool_name=self._name)
         args = [values.pop(name) for name in _positional_order(sig, values)]
+        policy = self._retry_policy
+        if policy is None or policy.attempts == 1:
+            return await self._call(args, values)
+        return await policy.call(
+            lambda: self._call(args, values),
+            what=f"tool {self._name!r}",
+            token=context.cancellation_token if context is not None else None,
+        )
+
+    async def _call(self, args: list[Any], values: dict[str, Any]) -> Any:
         if self._is_async:
             result = await self._func(*args, **values)
         else:
@@ -233,6 +265,7 @@ def tool(
     description: str | None = None,
     approval_mode: ApprovalMode = "never_require",
     effect: bool = False,
+    retry_policy: RetryPolicy | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -244,12 +277,14 @@ def tool(
     description: str | None = None,
     approval_mode: ApprovalMode = "never_require",
     effect: bool = False,
+    retry_policy: RetryPolicy | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a typed function a `FunctionTool`: ``@tool`` or ``@tool(name=..., ...)``.
 
     The name defaults to the function's name, the description to the first paragraph of
     its docstring; ``effect=True`` marks a side effect, journaled by call id inside a
-    durable workflow run; parameters annotated ``Annotated[T, "text"]`` or
+    durable workflow run; ``retry_policy=`` tries a failing call again (see `FunctionTool`);
+    parameters annotated ``Annotated[T, "text"]`` or
     ``Annotated[T, Field(description=...)]`` describe themselves to the model (otherwise
     a Google-style ``Args:`` section of the docstring does).
     """
@@ -263,10 +298,20 @@ def tool(
         text = description if description is not None else first_paragraph(target.__doc__)
         if _is_method_in_class_body(target):
             return ToolMethod(
-                tool_name, text, func=target, approval_mode=approval_mode, effect=effect
+                tool_name,
+                text,
+                func=target,
+                approval_mode=approval_mode,
+                effect=effect,
+                retry_policy=retry_policy,
             )
         return FunctionTool(
-            tool_name, text, func=target, approval_mode=approval_mode, effect=effect
+            tool_name,
+            text,
+            func=target,
+            approval_mode=approval_mode,
+            effect=effect,
+            retry_policy=retry_policy,
         )
 
     return make if func is None else make(func)
@@ -289,6 +334,7 @@ class ToolMethod(FunctionTool):
         func: Callable[..., Any],
         approval_mode: ApprovalMode = "never_require",
         effect: bool = False,
+        retry_policy: RetryPolicy | None = None,
     ) -> None:
         # a stand-in for ``self`` makes the signature the one a bound method has
         super().__init__(
@@ -297,6 +343,7 @@ class ToolMethod(FunctionTool):
             func=functools.partial(func, None),
             approval_mode=approval_mode,
             effect=effect,
+            retry_policy=retry_policy,
         )
         self._func = func
         self._attribute: str | None = None
@@ -334,6 +381,7 @@ _SHARED_SLOTS = (
     "_name",
     "_parameters",
     "_required",
+    "_retry_policy",
     "_signature",
 )
 
