@@ -483,6 +483,9 @@ class ExecutorTask:
     streaming: bool
     observed: bool = True
     """Whether the caller consumes events: when not, the actor publishes none."""
+    journal: str | None = None
+    """The run's journal endpoint (an AgentId string: a process-local subscriber of the
+    runner) when the run is durable: effects are journaled there before the handler goes on."""
 
 
 @register(name="cantata.workflows.PublishedEvent")
@@ -501,7 +504,9 @@ class PublishedEvent:
     event: Any
 
 
-def to_task(inv: Invocation, superstep: int, stream: str) -> ExecutorTask:
+def to_task(
+    inv: Invocation, superstep: int, stream: str, journal: str | None = None
+) -> ExecutorTask:
     """The values of an invocation (the logs cut to what its executor may read)."""
     own = inv.executor_id + "/"
     logs = {k: v for k, v in inv.logs.items() if k.startswith(own) or k.startswith("*/")}
@@ -518,6 +523,7 @@ def to_task(inv: Invocation, superstep: int, stream: str) -> ExecutorTask:
         dict(inv.kwargs),
         inv.streaming,
         inv.observed,
+        journal,
     )
 
 
@@ -600,6 +606,7 @@ async def execute_task(
     task: ExecutorTask,
     runtime: Any,
     token: CancellationToken,
+    journal: EffectJournal | None = None,
 ) -> StepResult:
     """Run an `ExecutorTask` with a publishing sink and the delivery's cancellation token.
 
@@ -621,6 +628,7 @@ async def execute_task(
             cancellation_token=token,
             observed=False,
             superstep=task.superstep,
+            journal=journal,
         )
         return await execute(executor, quiet)
     sink = Publisher(runtime, task.stream, task.executor_id, task.superstep)
@@ -638,6 +646,7 @@ async def execute_task(
         sink=sink,
         cancellation_token=token,
         superstep=task.superstep,
+        journal=journal,
     )
     try:
         result = await execute(executor, inv)
