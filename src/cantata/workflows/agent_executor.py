@@ -17,6 +17,7 @@ Logs are saved incrementally, so a checkpoint costs the same however long the ta
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
@@ -147,7 +148,7 @@ class AgentExecutor(Executor):
         self.emit_response = emit_response
         self.output_response = output_response
         if isinstance(thread, AgentThread):
-            self._thread_key = f"thread.{id_of(thread)}"
+            self._thread_key = f"thread.{id_of(thread, self.id)}"
             self._seed_thread: AgentThread | None = thread
         else:
             self._thread_key = f"thread.{thread}" if thread else f"thread.own.{self.id}"
@@ -345,10 +346,15 @@ class AgentExecutor(Executor):
         return response
 
 
-def id_of(thread: AgentThread) -> str:
-    """A key for a thread object: its id when it has one, else its identity."""
+_THREAD_KEYS: weakref.WeakKeyDictionary[AgentThread, str] = weakref.WeakKeyDictionary()
+
+
+def id_of(thread: AgentThread, first_user: str) -> str:
+    """A key for a thread object: its id when it has one, else the id of the first executor
+    given it. Not its identity: the key is written into checkpoints, and a process that
+    rebuilds the workflow (a resume elsewhere, a Ray worker) must find the same one."""
     try:
         ident = thread.id
     except Exception:  # a deleted thread, or one without an id yet
         ident = None
-    return ident or f"obj{id(thread)}"
+    return ident or _THREAD_KEYS.setdefault(thread, f"of.{first_user}")
