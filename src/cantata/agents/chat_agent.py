@@ -16,6 +16,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, M
 from typing import Any, TypeAlias, Unpack
 
 from ..core import CancellationToken, ConfigurationError, Message, UsageError
+from ..core.retry import RetryPolicy
 from ..models import ChatClient, ChatOptions, ChatResponse, ChatResponseUpdate
 from ..tools import (
     ChatContext,
@@ -61,6 +62,13 @@ class ChatAgent(Agent):
     `middleware` mixes `AgentMiddleware` (around each run) with the chat and function
     middleware of `cantata.tools` (around each model call and tool call).
 
+    ``retry_policy`` (a `cantata.core.retry.RetryPolicy`) retries a model call that failed
+    with an error of a class it retries (a timeout, a 429 or 5xx, a dropped connection by
+    default), after a jittered backoff that the run's cancellation ends at once; never once
+    part of a streamed answer was yielded to the caller (that failure is raised). Inside a
+    durable workflow run the answer that finally came is the one journaled. Tools retry by
+    their own policy (``@tool(retry_policy=...)``).
+
     Ownership: the client belongs to the caller (one client often serves many agents), so
     closing the agent leaves it open; with ``owns_client=True`` the agent closes it in
     `aclose` (``async with ChatAgent(LocalChatClient(), owns_client=True) as agent:``),
@@ -85,6 +93,7 @@ class ChatAgent(Agent):
         id: str | None = None,
         max_iterations: int = 10,
         owns_client: bool = False,
+        retry_policy: RetryPolicy | None = None,
     ) -> None:
         super().__init__(
             name=name,
@@ -98,6 +107,13 @@ class ChatAgent(Agent):
                 f"agent `{name}`: client {client!r} is not a ChatClient (it needs "
                 "get_response and get_streaming_response)"
             )
+        if retry_policy is not None and not isinstance(retry_policy, RetryPolicy):
+            raise ConfigurationError(
+                f"agent `{name}`: retry_policy must be a cantata.core.retry.RetryPolicy or "
+                f"None, got {type(retry_policy).__name__}"
+            )
+        self.retry_policy = retry_policy
+        """How a failed model call is tried again (None: as the client's loop does)."""
         self._tools: tuple[FunctionTool, ...] = tuple(_as_tools(tools, owner=name))
         # The reducer runs before every model call, inside the loop, as the innermost chat
         # middleware; a loop the caller built already is left alone and the reducer then
@@ -310,6 +326,7 @@ class ChatAgent(Agent):
                 tools=call_tools,
                 on_message=recorder.on_message,
                 tool_kwargs=ctx.kwargs,
+                retry_policy=self.retry_policy,
             )
             return await self._finish(recorder, thread, response)
         except BaseException as exc:
@@ -413,6 +430,7 @@ class ChatAgent(Agent):
                 tools=call_tools,
                 on_message=recorder.on_message,
                 tool_kwargs=ctx.kwargs,
+                retry_policy=self.retry_policy,
             )
             try:
                 async for update in stream:
