@@ -4,6 +4,10 @@ A handler gets a `MessageContext`: who sent the message, on which topic, its ids
 cancellation token. While a handler runs, its context is also in a contextvar, so a
 message it sends or publishes carries its message id as causation id and inherits its
 correlation id without the handler passing anything along.
+
+The envelope also carries the sender's trace context (`trace_context`, a W3C traceparent
+string set only while tracing is on), so a handler's ``process`` span joins the sender's
+trace on any runtime, in this process or across processes (see `cantata.core.tracing`).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 from contextvars import Context, ContextVar
 from typing import Any
 
-from ..core import CancellationToken
+from ..core import CancellationToken, tracing
 from .ids import AgentId, TopicId
 
 __all__ = ["MessageContext", "current_context"]
@@ -26,6 +30,8 @@ class MessageContext:
     - `topic_id`: the topic of a published message; None for a direct request.
     - `is_rpc`: True for `send_message` (the sender waits for the result).
     - `is_redelivery`: the recipient already handled this message id (within its window).
+    - `trace_context`: the W3C traceparent of the sender's ``send``/``publish`` span, or
+      None (tracing off at the sender): plain text, so any runtime's envelope carries it.
     """
 
     __slots__ = (
@@ -42,6 +48,7 @@ class MessageContext:
         "sender",
         "timestamp",
         "topic_id",
+        "trace_context",
     )
 
     def __init__(
@@ -58,6 +65,7 @@ class MessageContext:
         is_rpc: bool,
         is_redelivery: bool = False,
         caller: MessageContext | None = None,
+        trace_context: str | None = None,
     ) -> None:
         self.message_id = message_id
         self.correlation_id = correlation_id
@@ -69,6 +77,7 @@ class MessageContext:
         self.cancellation_token = cancellation_token
         self.is_rpc = is_rpc
         self.is_redelivery = is_redelivery
+        self.trace_context = trace_context
         # The context of the handler awaiting this direct request, if any: the runtime
         # walks this chain to let a call come back to an agent that is waiting on it.
         self._caller = caller
@@ -93,6 +102,7 @@ class MessageContext:
         copy.cancellation_token = self.cancellation_token
         copy.is_rpc = self.is_rpc
         copy.is_redelivery = False
+        copy.trace_context = self.trace_context
         copy._caller = None
         copy._context = self._context
         return copy
@@ -109,6 +119,7 @@ class MessageContext:
             "timestamp": self.timestamp,
             "is_rpc": self.is_rpc,
             "is_redelivery": self.is_redelivery,
+            "trace_context": self.trace_context,
         }
 
     def __repr__(self) -> str:
@@ -123,3 +134,60 @@ _current: ContextVar[MessageContext | None] = ContextVar("cantata_message_contex
 def current_context() -> MessageContext | None:
     """The context of the handler running in this task, or None outside any handler."""
     return _current.get()
+
+
+# -- spans of messages (used only while tracing is on) ---------------------------------
+
+
+def _message_attributes(ctx: MessageContext, message: Any, operation: str) -> dict[str, Any]:
+    """Messaging semantic-convention attributes plus cantata's ids (None values dropped)."""
+    return {
+        "messaging.system": "cantata",
+        "messaging.operation.name": operation,
+        "messaging.operation.type": "process" if operation == "process" else "send",
+        "messaging.destination.name": _destination(ctx),
+        "messaging.message.id": ctx.message_id,
+        "messaging.message.conversation_id": ctx.correlation_id,
+        "cantata.message.id": ctx.message_id,
+        "cantata.message.type": type(message).__qualname__,
+        "cantata.correlation_id": ctx.correlation_id,
+        "cantata.causation_id": ctx.causation_id,
+        "cantata.sender": None if ctx.sender is None else str(ctx.sender),
+        "cantata.recipient": None if ctx.recipient is None else str(ctx.recipient),
+        "cantata.topic": None if ctx.topic_id is None else str(ctx.topic_id),
+    }
+
+
+def _destination(ctx: MessageContext) -> str:
+    if ctx.topic_id is not None:
+        return ctx.topic_id.type
+    return "" if ctx.recipient is None else ctx.recipient.type
+
+
+def _start_send(ctx: MessageContext, message: Any) -> Any:
+    """Start the sender's span for `ctx` (``send {agent type}`` for a direct request,
+    ``publish {topic type}`` for an event; a child of the current span) and put its
+    traceparent in the envelope. None while tracing is off."""
+    publish = ctx.topic_id is not None and not ctx.is_rpc
+    operation = "publish" if publish else "send"
+    span = tracing.start_span(
+        f"{operation} {_destination(ctx)}",
+        _message_attributes(ctx, message, operation),
+        kind="producer",
+    )
+    ctx.trace_context = tracing.traceparent(span) if span is not None else None
+    return span
+
+
+def _start_process(ctx: MessageContext, message: Any) -> Any:
+    """Start the handler's ``process {agent type}`` span: a child of the sender's span
+    named in the envelope, and for a published event also linked to it (the messaging
+    conventions' link to the context the message was created in). None while off."""
+    carried = ctx.trace_context
+    return tracing.start_span(
+        f"process {'' if ctx.recipient is None else ctx.recipient.type}",
+        _message_attributes(ctx, message, "process"),
+        kind="consumer",
+        parent=carried,
+        links=() if ctx.is_rpc or carried is None else (carried,),
+    )

@@ -33,11 +33,12 @@ from ..core import (
     RuntimeStateError,
     TimeoutError,
     Undeliverable,
+    tracing,
 )
 from ..stores import StateStore
 from .agent import BaseAgent
 from .cell import Cell
-from .context import MessageContext, _current
+from .context import MessageContext, _current, _start_process
 from .events import AgentActivated, DeliveryFailed, RuntimeEvent
 from .ids import AgentId
 from .protocol import AgentFactory, AgentRuntime
@@ -315,9 +316,13 @@ class Engine:
         return CancelledError(f"{what} was cancelled through its CancellationToken{more}")
 
     async def _call(self, cell: Cell, message: Any, ctx: MessageContext) -> Any:
+        # A message sent while tracing was on carries its sender's span: its handler gets
+        # a span too. Without one, an attribute check is all tracing costs here.
         if cell.busy:
             turn = cell.turn
             if turn is not None and _within(ctx, turn):
+                if ctx.trace_context is not None:
+                    return await self._run_traced(cell, message, ctx)
                 return await self._run(cell, message, ctx)
             token = ctx.cancellation_token
             self._calls[token].arm(token)
@@ -326,9 +331,28 @@ class Engine:
             cell.busy = True
         cell.turn = ctx
         try:
+            if ctx.trace_context is not None:
+                return await self._run_traced(cell, message, ctx)
             return await self._run(cell, message, ctx)
         finally:
             self._release(cell)
+
+    async def _run_traced(self, cell: Cell, message: Any, ctx: MessageContext) -> Any:
+        """`_run` inside the handler's ``process`` span (current in the handler's context,
+        which `_run` copies from this one)."""
+        span = _start_process(ctx, message)
+        if span is None:  # tracing was turned off since the message was sent
+            return await self._run(cell, message, ctx)
+        token = tracing.activate(span)
+        try:
+            result = await self._run(cell, message, ctx)
+        except BaseException as exc:
+            tracing.end_span(span, exc)
+            raise
+        finally:
+            tracing.deactivate(token)
+        span.end()
+        return result
 
     async def _wait_turn(self, cell: Cell) -> None:
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -445,6 +469,9 @@ class Engine:
                 context = ctx._context
                 context = Context() if context is None else context.copy()
                 context.run(_current.set, ctx)
+                span = None if ctx.trace_context is None else _start_process(ctx, message)
+                if span is not None:
+                    tracing.activate(span, context)  # thrown away with the context
                 try:
                     coro: Any = agent._dispatch(message, ctx)
                     if type(coro) is not types.CoroutineType:
@@ -460,6 +487,9 @@ class Engine:
                         raise  # the drain is being cancelled (the runtime stops)
                     self._report(DeliveryFailed(agent_id, message, ctx, exc))  # raised itself
                 except Exception as exc:
+                    if span is not None:
+                        tracing.end_span(span, exc)
+                        span = None
                     self._report(DeliveryFailed(agent_id, message, ctx, exc))
                 else:
                     handled = cell.handled
@@ -468,6 +498,8 @@ class Engine:
                     elif window:
                         cell.remember(mid, window)
                 finally:
+                    if span is not None:
+                        span.end()
                     self._done_one()
         finally:
             self._release(cell)

@@ -24,17 +24,18 @@ from ..core import (
     loads,
     new_id,
     to_json,
+    tracing,
 )
 from ..stores import StateStore
 from .agent import BaseAgent
 from .cell import Cell
-from .context import MessageContext, _current
+from .context import MessageContext, _current, _start_send
 from .engine import State
 from .events import AgentEvicted, DeliveryFailed, MessageWasDropped, RuntimeEvent
 from .ids import _TYPE_RE, AgentId, TopicId, _check_type
 from .interventions import DROP, InterventionHandler
 from .lifecycle import DEFAULT_TIMEOUT, Lifecycle
-from .protocol import AgentFactory
+from .protocol import AgentFactory, _LocalSubscribers
 from .state import SCHEMA_VERSION, decode_runtime, encode_agent, restore
 from .subscriptions import Subscription, default_subscriptions
 
@@ -45,7 +46,7 @@ _TOPIC_CACHE_LIMIT = 4096
 _BACKLOG = 1000  # deliveries in flight beyond which a publish yields to the subscribers
 
 
-class LocalRuntime(Lifecycle):
+class LocalRuntime(_LocalSubscribers, Lifecycle):
     """Runs agents in this process: lazily created by type, one message at a time each.
 
     Options: `interventions` (see `InterventionHandler`), `on_error` (called with a
@@ -235,30 +236,42 @@ class LocalRuntime(Lifecycle):
             is_rpc=True,
             caller=parent,
         )
-        if self._interventions:
-            message = await self._intervene_send(message, ctx, recipient)
-            if self._state != "running":  # it stopped while the interventions ran
-                self._refuse(parent, f"send a {type(message).__name__} to {recipient}")
-        if self._serialize:
-            message = loads(dumps(message))
-        cell = self._cells.get(recipient)
-        if cell is None:
-            cell = self._activate(recipient)
-        self._pending += 1
+        # While tracing is on, the send span's traceparent rides in the envelope (the
+        # handler's span joins it there); off, this check is all a message pays.
+        span = _start_send(ctx, message) if tracing.enabled() else None
         try:
-            result = await self._guarded_call(
-                cell,
-                message,
-                ctx,
-                self._default_timeout if timeout is None else self._bound(timeout),
-                cancellation_token,
-                parent,
-            )
+            if self._interventions:
+                message = await self._intervene_send(message, ctx, recipient)
+                if self._state != "running":  # it stopped while the interventions ran
+                    self._refuse(parent, f"send a {type(message).__name__} to {recipient}")
+            if self._serialize:
+                message = loads(dumps(message))
+            cell = self._cells.get(recipient)
+            if cell is None:
+                cell = self._activate(recipient)
+            self._pending += 1
+            try:
+                result = await self._guarded_call(
+                    cell,
+                    message,
+                    ctx,
+                    self._default_timeout if timeout is None else self._bound(timeout),
+                    cancellation_token,
+                    parent,
+                )
+            finally:
+                self._done_one()
+            if self._interventions:
+                result = await self._intervene_response(result, ctx, recipient)
+            return loads(dumps(result)) if self._serialize else result
+        except BaseException as exc:
+            if span is not None:
+                tracing.end_span(span, exc)
+                span = None
+            raise
         finally:
-            self._done_one()
-        if self._interventions:
-            result = await self._intervene_response(result, ctx, recipient)
-        return loads(dumps(result)) if self._serialize else result
+            if span is not None:
+                span.end()
 
     async def publish_message(
         self,
@@ -298,40 +311,52 @@ class LocalRuntime(Lifecycle):
             cancellation_token=self._events_token,
             is_rpc=False,
         )
-        ctx._context = copy_context()
-        if self._interventions:
-            message = await self._intervene_publish(message, ctx)
-            if message is DROP:
-                return
-            if self._state != "running":  # it stopped while the interventions ran
-                self._refuse(parent, f"publish a {type(message).__name__} on {topic_id}")
-                return
-        recipients = self._topic_cache.get(topic_id)
-        if recipients is None:
-            recipients = self._recipients(topic_id)
-        ctx._message = message  # the publication every subscriber's mailbox shares
-        cells = self._cells
-        for agent_id in recipients:
-            if agent_id == sender:
-                continue
-            cell = cells.get(agent_id)
-            if cell is None:
-                try:
-                    cell = self._activate(agent_id)
-                except Exception as exc:  # no such type, or its factory failed
-                    self._report(DeliveryFailed(agent_id, message, ctx._copy_for(agent_id), exc))
+        span = _start_send(ctx, message) if tracing.enabled() else None
+        try:
+            ctx._context = copy_context()
+            if self._interventions:
+                message = await self._intervene_publish(message, ctx)
+                if message is DROP:
+                    return
+                if self._state != "running":  # it stopped while the interventions ran
+                    self._refuse(parent, f"publish a {type(message).__name__} on {topic_id}")
+                    return
+            recipients = self._topic_cache.get(topic_id)
+            if recipients is None:
+                recipients = self._recipients(topic_id)
+            ctx._message = message  # the publication every subscriber's mailbox shares
+            cells = self._cells
+            for agent_id in recipients:
+                if agent_id == sender:
                     continue
-            if self._serialize:  # each subscriber gets its own copy of the message
-                item = ctx._copy_for(agent_id)
-                item._message = loads(dumps(message))
-                self._enqueue(cell, item)
-            else:
-                self._enqueue(cell, ctx)
-        if self._pending > _BACKLOG:
-            # Backpressure: a publisher that never awaits anything else would queue
-            # without end; a backlog of live deliveries also makes every garbage
-            # collection slower. One step of the loop lets the subscribers drain it.
-            await asyncio.sleep(0)
+                cell = cells.get(agent_id)
+                if cell is None:
+                    try:
+                        cell = self._activate(agent_id)
+                    except Exception as exc:  # no such type, or its factory failed
+                        self._report(
+                            DeliveryFailed(agent_id, message, ctx._copy_for(agent_id), exc)
+                        )
+                        continue
+                if self._serialize:  # each subscriber gets its own copy of the message
+                    item = ctx._copy_for(agent_id)
+                    item._message = loads(dumps(message))
+                    self._enqueue(cell, item)
+                else:
+                    self._enqueue(cell, ctx)
+            if self._pending > _BACKLOG:
+                # Backpressure: a publisher that never awaits anything else would queue
+                # without end; a backlog of live deliveries also makes every garbage
+                # collection slower. One step of the loop lets the subscribers drain it.
+                await asyncio.sleep(0)
+        except BaseException as exc:
+            if span is not None:
+                tracing.end_span(span, exc)
+                span = None
+            raise
+        finally:
+            if span is not None:
+                span.end()
 
     def _recipients(self, topic_id: TopicId) -> tuple[AgentId, ...]:
         found = [s.map_to_agent(topic_id) for s in self._subs.values() if s.is_match(topic_id)]
