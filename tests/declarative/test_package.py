@@ -27,7 +27,12 @@ def test_every_kind_has_a_builtin_provider() -> None:
         "cantata.agents.TruncatingReducer", "cantata.teams.MaxMessage",
         "cantata.teams.RoundRobin", "cantata.teams.Selector", "cantata.teams.GroupChat",
         "cantata.teams.Handoff", "cantata.teams.Magentic", "cantata.workflows.Workflow",
-        "cantata.stores.SQLiteStore",
+        "cantata.stores.SQLiteStore", "cantata.stores.PostgresStore",
+        "cantata.stores.RedisStore", "cantata.workflows.StateStoreCheckpointStore",
+        "cantata.agents.ResponsesAgent", "cantata.agents.A2AAgent", "cantata.tools.MCPTools",
+        "cantata.teams.TeamAgent", "cantata.workflows.WorkflowAgent",
+        "cantata.teams.CodeRunnerAgent", "cantata.teams.Functional", "cantata.teams.External",
+        "cantata.teams.FunctionPolicy",
     ):  # fmt: skip
         assert needed in providers
 

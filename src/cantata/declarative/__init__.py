@@ -1,11 +1,15 @@
 """cantata.declarative: agents and teams from YAML specs, and component configs.
 
 Two views of one model of components: `to_config(obj)` / `from_config(data)` write and
-read ``{provider, component_type, version, config}`` JSON for every built-in component
-(model clients, tools, agents, reducers, termination conditions, speaker policies, teams,
-stores); `load(spec)` reads a spec, configs written for people with placeholders. Nothing
-in a text runs code: providers load from ``cantata.*`` and the caller's allow list only,
-tools from ``tools=`` or allowed import paths.
+read ``{provider, component_type, version, config}`` JSON for the built-in components
+(model clients, tools and MCP servers, agents local and remote, reducers, termination
+conditions, speaker policies, teams, workflows, stores, checkpoint stores; see
+`registered_providers()`); `load(spec)` reads a spec, configs written for people with
+placeholders. Nothing in a text runs code: providers load from ``cantata.*`` and the
+caller's allow list only, tools and functions from ``tools=`` or allowed import paths, and
+what starts a program (a stdio MCP server, a code runner) only when its provider is
+allowed. Secrets (API keys, tokens, passwords) are left out, or written as ``${Env:...}``
+placeholders with ``include_secrets=True``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ _BUILTINS = (
     "_builtin_workflows",
     "_builtin_stores",
     "_builtin_remote",
+    "_builtin_functions",
+    "_builtin_agent_views",
+    "_builtin_mcp",
 )
 
 
