@@ -15,9 +15,11 @@ Two placements, both through the runtime contract:
 
 With ``"executor"``, a runtime that copies messages (any but an in-process `LocalRuntime`
 that does not serialize them) gets only values: an `ExecutorTask` out, a `StepResult` back,
-the handler's events published live to ``TopicId(EVENTS_TOPIC, stream)``, where an events
-actor of this process hands them to the call's sink (see `actor.py`). In process, the
-`Invocation` itself goes, with the run's sink and token: nothing is copied.
+the handler's events published live to ``TopicId(EVENTS_TOPIC, stream)`` (a topic of the
+call's own), where a local subscriber of the runtime (its callback runs in this process,
+wherever the executors run) hands them to the call's sink (see `actor.py`). In process,
+the `Invocation` itself goes, with the run's sink and token: nothing is copied. Both go
+through one dispatch (`_dispatch`) and one execution path (`actor.execute`).
 
 Actors keep no state of their own: the run's committed state travels with the message, so
 a run can move to a fresh runtime between calls and a runtime may evict its actors freely.
@@ -32,10 +34,10 @@ import math
 import re
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from ..core import CancellationToken, WorkflowError, new_id, register
+from ..core import CancellationToken, WorkflowError, new_id
 from ..runtime import AgentId, AgentRuntime, BaseAgent, LocalRuntime, MessageContext, TopicId
 from ._eager import gather_eager
 from .actor import (
@@ -137,14 +139,25 @@ class RunEvents:
     """The receiving end of one call's events topic: puts each invocation's events in
     order and hands them to the call's sink as they come; the runner waits on `drained`."""
 
-    __slots__ = ("_closed", "_held", "_next", "_waiters", "run_id", "sink", "workflow")
+    __slots__ = (
+        "_closed",
+        "_held",
+        "_next",
+        "_waiters",
+        "run_id",
+        "sink",
+        "stream",
+        "workflow",
+    )
 
     def __init__(
-        self, sink: Callable[[WorkflowEvent], None], workflow: Workflow, run_id: str
+        self, sink: Callable[[WorkflowEvent], None], workflow: Workflow, run_id: str, stream: str
     ) -> None:
         self.sink = sink
         self.workflow = workflow
         self.run_id = run_id
+        self.stream = stream
+        """The source of the call's events topic: unique to the call."""
         self._next: dict[tuple[str, int], int] = {}
         self._held: dict[tuple[str, int, int], Any] = {}
         self._waiters: dict[tuple[str, int], tuple[int, asyncio.Future[None]]] = {}
@@ -210,49 +223,6 @@ class RunEvents:
         self._waiters.pop(key, None)
 
 
-_STREAMS: dict[str, RunEvents] = {}
-"""The calls of this process that receive published events, by stream (topic source)."""
-
-
-class EventsActor(BaseAgent):
-    """Receives a call's published events (in the process that drives the call)."""
-
-    __slots__ = ()
-
-    async def on_message(self, message: Any, ctx: MessageContext) -> None:
-        """Hand a `PublishedEvent` to its call, if that call is still listening."""
-        events = _STREAMS.get(message.stream)
-        if events is not None:
-            events.deliver(message)
-
-
-@register(name="cantata.workflows.RunEventsSubscription")
-@dataclass(frozen=True, slots=True)
-class RunEventsSubscription:
-    """Routes exactly ``TopicId(EVENTS_TOPIC, stream)`` to the events actor of `stream`."""
-
-    stream: str
-    agent_type: str
-    id: str = field(default="", compare=False)
-
-    def __post_init__(self) -> None:
-        if not self.id:
-            object.__setattr__(self, "id", f"{EVENTS_TOPIC}:{self.stream}->{self.agent_type}")
-
-    @property
-    def by_topic_type(self) -> bool:
-        """False: the match depends on the topic's source too."""
-        return False
-
-    def is_match(self, topic_id: TopicId) -> bool:
-        """True for this stream's events topic only."""
-        return topic_id[0] == EVENTS_TOPIC and topic_id[1] == self.stream
-
-    def map_to_agent(self, topic_id: TopicId) -> AgentId:
-        """The events actor of this stream."""
-        return AgentId(self.agent_type, self.stream)
-
-
 def actor_types(workflow: Workflow) -> dict[str, str]:
     """Actor types of a workflow: ``""`` for the run actor, executor ids for the others."""
     base = f"wf.{_SAFE.sub('_', workflow.name)[:40]}.{workflow.uid}"
@@ -269,16 +239,11 @@ async def _register_all(runtime: AgentRuntime, workflow: Workflow) -> None:
     for eid, agent_type in workflow._actor_types.items():
         if eid:
             await runtime.register_factory(agent_type, _factory(workflow, eid))
-    await runtime.register_factory(_events_type(workflow), EventsActor)
 
 
 def _factory(workflow: Workflow, eid: str) -> Callable[[], BaseAgent]:
     executor, wiring = workflow.executors[eid], workflow._wiring[eid]
     return lambda: ExecutorActor(executor, wiring)
-
-
-def _events_type(workflow: Workflow) -> str:
-    return workflow._actor_types[""].removesuffix(".run") + ".events"
 
 
 def _copies_messages(runtime: AgentRuntime) -> bool:
@@ -312,36 +277,23 @@ async def _register_once(runtime: AgentRuntime, workflow: Workflow) -> None:
     future.set_result(None)
 
 
-def _executor_dispatch(runtime: AgentRuntime, workflow: Workflow, run_id: str) -> Dispatch:
-    send = runtime.send_message
-    ids = {eid: AgentId(t, run_id) for eid, t in workflow._actor_types.items() if eid}
-
-    async def one(inv: Invocation) -> StepResult:
-        result: StepResult = await send(
-            inv, ids[inv.executor_id], cancellation_token=inv.cancellation_token
-        )
-        return result
-
-    async def each(invocations: list[Invocation]) -> list[Outcome]:
-        # like the run placement: a failure cancels the invocations still running
-        return await gather_eager([(one(inv), False) for inv in invocations])
-
-    return each
-
-
-def _wire_dispatch(
-    runtime: AgentRuntime, runner: Runner, stream: str, events: RunEvents
-) -> Dispatch:
-    """Dispatch as values: an `ExecutorTask` out, a `StepResult` back, events published."""
+def _dispatch(runtime: AgentRuntime, runner: Runner, events: RunEvents | None) -> Dispatch:
+    """Send each invocation to its executor's actor: the `Invocation` itself in process
+    (`events` None), else as values (an `ExecutorTask` out, a `StepResult` back, the
+    handler's events published to the call's topic and waited for before the boundary)."""
     send = runtime.send_message
     workflow, run = runner.workflow, runner.run
     ids = {eid: AgentId(t, run.run_id) for eid, t in workflow._actor_types.items() if eid}
 
     async def one(inv: Invocation) -> StepResult:
-        eid, step = inv.executor_id, run.superstep
+        eid, token = inv.executor_id, inv.cancellation_token
+        if events is None:
+            done: StepResult = await send(inv, ids[eid], cancellation_token=token)
+            return done
+        step = run.superstep
         try:
             result: StepResult = await send(
-                to_task(inv, step, stream), ids[eid], cancellation_token=inv.cancellation_token
+                to_task(inv, step, events.stream), ids[eid], cancellation_token=token
             )
         except BaseException as exc:
             count = getattr(exc, "__cantata_published__", None)
@@ -358,6 +310,7 @@ def _wire_dispatch(
         return result
 
     async def each(invocations: list[Invocation]) -> list[Outcome]:
+        # like the run placement: a failure cancels the invocations still running
         return await gather_eager([(one(inv), False) for inv in invocations])
 
     return each
@@ -369,25 +322,24 @@ async def _drive_executors(
     sink: Callable[[WorkflowEvent], None],
     resumed_from: str | None,
 ) -> RunStatus:
-    workflow = runner.workflow
-    run_id = runner.run.run_id
     if not _copies_messages(runtime):
-        runner.dispatch = _executor_dispatch(runtime, workflow, run_id)
+        runner.dispatch = _dispatch(runtime, runner, None)
         return await runner.drive(sink, resumed_from=resumed_from)
-    # The run id is the stream unless this process already drives that run (two resumes
-    # of one checkpoint, say): each call must get only its own events.
-    stream = run_id if run_id not in _STREAMS else f"{run_id}.{new_id()[:12]}"
-    events = _STREAMS[stream] = RunEvents(sink, workflow, run_id)
-    subscription = RunEventsSubscription(stream, _events_type(workflow))
+    # Each call listens on a topic of its own (two resumes of one checkpoint must each
+    # get only their own events), through a subscriber that lives in this process.
+    run_id = runner.run.run_id
+    events = RunEvents(sink, runner.workflow, run_id, f"{run_id}.{new_id()[:12]}")
+
+    def take(message: Any) -> None:
+        if type(message) is PublishedEvent:
+            events.deliver(message)
+
+    subscriber = await runtime.add_local_subscriber(TopicId(EVENTS_TOPIC, events.stream), take)
     try:
-        await runtime.add_subscription(subscription)
-        try:
-            runner.dispatch = _wire_dispatch(runtime, runner, stream, events)
-            return await runner.drive(sink, resumed_from=resumed_from)
-        finally:
-            await runtime.remove_subscription(subscription.id)
+        runner.dispatch = _dispatch(runtime, runner, events)
+        return await runner.drive(sink, resumed_from=resumed_from)
     finally:
-        del _STREAMS[stream]
+        await runtime.remove_local_subscriber(subscriber)
 
 
 async def _drive_on(

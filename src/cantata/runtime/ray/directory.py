@@ -6,11 +6,16 @@ whole cluster whoever asks first), and delivers events: each publication is numb
 publisher and subscriber, then handed to each subscriber's actor. An event whose actor
 dies before it answers is delivered again to a new actor with the same message id (at
 least once; the agent sees `ctx.is_redelivery` when it had recorded that id).
+
+Local subscribers (callbacks in a driver, which hosts no actor) have an inbox here per
+process (its router's origin): their events, and direct requests to them with a future for
+the answer, wait there until that process takes them (`take`, a bounded long poll).
 """
 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 from collections import OrderedDict
 from typing import Any
@@ -19,17 +24,33 @@ from ray.exceptions import ActorDiedError, RayActorError
 
 import ray
 
-from ...core import ConfigurationError, Undeliverable, from_json
+from ...core import ConfigurationError, TimeoutError, Undeliverable, from_json
 from ..ids import AgentId, TopicId
-from ..protocol import AgentFactory
+from ..protocol import LOCAL_TYPE, AgentFactory
 from ..subscriptions import Subscription
 from . import wire
 
 __all__: list[str] = []
 
 _log = logging.getLogger("cantata.runtime.ray")
+_LOCAL_PREFIX = LOCAL_TYPE + "/"
 _REDELIVERIES = 3
 _RETIRED_MEMORY = 4096
+
+
+class _Inbox:
+    """What waits for one process's local subscribers, and the wake-up of its poll."""
+
+    __slots__ = ("items", "wake")
+
+    def __init__(self) -> None:
+        self.items: list[dict[str, Any]] = []
+        self.wake: asyncio.Event | None = None
+
+    def put(self, item: dict[str, Any]) -> None:
+        self.items.append(item)
+        if self.wake is not None:
+            self.wake.set()
 
 
 def _remember(seen: OrderedDict[str, None], actor_id: str) -> None:
@@ -53,6 +74,9 @@ class Directory:
         self._seq: dict[str, dict[str, int]] = {}
         self._pending = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        self._locals: dict[str, str] = {}  # local subscriber key -> its process's origin
+        self._inboxes: dict[str, _Inbox] = {}
+        self._asks: dict[str, tuple[str, asyncio.Future[Any]]] = {}  # by message id
         # The actor bounds each handler by default_timeout; this is the wait for its answer.
         timeout = config["default_timeout"]
         self._bound = None if timeout is None else float(timeout) + float(config["stop_grace"]) + 5
@@ -156,6 +180,9 @@ class Directory:
             for agent_id in dict.fromkeys(str(a) for a in found):
                 if agent_id == sender:
                     continue
+                if agent_id.startswith(_LOCAL_PREFIX):
+                    self._to_local(agent_id, {"event": {**env, "recipient": agent_id}})
+                    continue
                 item = {**env, "recipient": agent_id, "stream": stream}
                 self._pending += 1
                 task = asyncio.get_running_loop().create_task(self._deliver(agent_id, item))
@@ -199,6 +226,86 @@ class Directory:
             _log.error("event %s to %s: its actor kept dying; given up", env["id"], agent_id)
         finally:
             self._pending -= 1
+
+    # -- local subscribers --------------------------------------------------------------
+
+    def open_local(self, origin: str, key: str) -> None:
+        """Route what is sent to local subscriber `key` to the inbox of process `origin`."""
+        self._locals[key] = origin
+        self._inboxes.setdefault(origin, _Inbox())
+
+    def close_local(self, key: str) -> None:
+        """Forget local subscriber `key`; what is sent to it from now on is refused, and
+        requests still waiting for it are answered with an error."""
+        self._locals.pop(key, None)
+        for mid, (recipient, future) in list(self._asks.items()):
+            if recipient == _LOCAL_PREFIX + key and not future.done():
+                gone = Undeliverable(
+                    f"local subscriber {recipient} was removed before it answered {mid}"
+                )
+                future.set_result(wire.failed(gone))
+
+    def close_inbox(self, origin: str) -> None:
+        """Forget a process's inbox and its subscribers (it is closing)."""
+        for key in [k for k, o in self._locals.items() if o == origin]:
+            self.close_local(key)
+        box = self._inboxes.pop(origin, None)
+        if box is not None and box.wake is not None:
+            box.wake.set()
+
+    def _to_local(self, agent_id: str, item: dict[str, Any]) -> bool:
+        origin = self._locals.get(agent_id[len(_LOCAL_PREFIX) :])
+        box = None if origin is None else self._inboxes.get(origin)
+        if box is None:
+            return False
+        box.put(item)
+        return True
+
+    async def take(self, origin: str, wait: float) -> list[dict[str, Any]]:
+        """What waits for process `origin`'s local subscribers; waits up to `wait` seconds
+        for something when nothing does."""
+        box = self._inboxes.setdefault(origin, _Inbox())
+        if not box.items:
+            box.wake = box.wake or asyncio.Event()
+            box.wake.clear()
+            try:
+                await asyncio.wait_for(box.wake.wait(), wait)
+            except builtins.TimeoutError:
+                return []
+        items, box.items = box.items, []
+        return items
+
+    async def ask(self, env: Any, wait: float | None) -> wire.Envelope:
+        """A direct request to a local subscriber: queued in its process's inbox; the
+        answer comes back through `answer` (within `wait` seconds, else a typed error)."""
+        try:
+            env = wire.check(env, "request")
+            recipient, mid = str(env["recipient"]), str(env["id"])
+            future = asyncio.get_running_loop().create_future()
+            self._asks[mid] = (recipient, future)
+            try:
+                if not self._to_local(recipient, {"ask": env}):
+                    raise Undeliverable(
+                        f"no local subscriber {recipient} (its process removed it or closed)"
+                    )
+                try:
+                    reply: wire.Envelope = await asyncio.wait_for(future, wait)
+                except builtins.TimeoutError:
+                    raise TimeoutError(
+                        f"local subscriber {recipient} did not answer {mid} within {wait}s "
+                        "(its process is gone or busy)"
+                    ) from None
+                return reply
+            finally:
+                self._asks.pop(mid, None)
+        except Exception as exc:
+            return wire.failed(exc)
+
+    def answer(self, mid: str, reply: wire.Envelope) -> None:
+        """The answer of a local subscriber to request `mid`."""
+        found = self._asks.get(mid)
+        if found is not None and not found[1].done():
+            found[1].set_result(reply)
 
     async def shutdown(self) -> None:
         """Close every agent's actor (each saves to the store when there is one)."""

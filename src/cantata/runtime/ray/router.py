@@ -10,6 +10,10 @@ into cantata errors:
   `AgentUnavailable`: the handler may have run, so it is not repeated (at most once).
   So does a request sent through a cached handle to an actor that had already died (Ray
   reports both alike); the next request finds the agent's new actor.
+
+A request to a local subscriber (an address of type `LOCAL_TYPE`: a callback in some
+process, see `AgentRuntime.add_local_subscriber`) goes through the directory, which queues
+it for that process and hands back its answer.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from ...core import (
 from ..context import MessageContext
 from ..ids import AgentId, TopicId
 from ..interventions import DROP, InterventionHandler
+from ..protocol import LOCAL_TYPE
 from ..subscriptions import Subscription
 from . import wire
 from .errors import AgentUnavailable
@@ -66,6 +71,11 @@ class Router:
         self._seq: dict[AgentId, dict[str, int]] = {}
         self._lookups: dict[AgentId, asyncio.Future[Any]] = {}
         self.pending = 0  # requests and publications from here not yet answered
+
+    @property
+    def origin(self) -> str:
+        """This process's name for the directory (its local subscribers' inbox)."""
+        return self._origin
 
     def forget(self, agent_id: AgentId) -> None:
         self._handles.pop(agent_id, None)
@@ -177,6 +187,8 @@ class Router:
         token: CancellationToken | None,
         parent: MessageContext | None,
     ) -> Any:
+        if recipient[0] == LOCAL_TYPE:
+            return await self._ask_local(env, what, deadline)
         while True:
             try:
                 handle = await self.handle_for(recipient, deadline)
@@ -206,6 +218,19 @@ class Router:
                 await asyncio.sleep(_RETRY_PAUSE)
                 continue
             return wire.result(reply, what)
+
+    async def _ask_local(self, env: wire.Envelope, what: str, deadline: float | None) -> Any:
+        wait = _remaining(deadline)
+        ref = self._directory.ask.remote(env, wait)
+        try:
+            reply = await asyncio.wait_for(_wait(ref), None if wait is None else wait + 5.0)
+        except builtins.TimeoutError:
+            raise TimeoutError(f"no reply to {what} from the local subscriber") from None
+        except RayActorError as exc:
+            raise AgentUnavailable(
+                f"the runtime's directory actor is gone (sending {what}): {exc}"
+            ) from None
+        return wire.result(reply, what)
 
     async def _retired(self, handle: Any, agent_id: AgentId) -> bool:
         actor = handle._actor_id.hex()

@@ -18,17 +18,24 @@ Failure semantics:
   re-created actor (at least once); the agent sees `ctx.is_redelivery` for an id in the
   handled window it restored;
 - a message to an evicted agent is sent on to its re-created actor (nothing ran).
+
+Local subscribers (`add_local_subscriber`) run in this process: one task takes what the
+directory queued for them (a long poll, `_TAKE_WAIT` seconds at most per call) and calls
+each callback in turn, answering direct requests through the directory.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
+import logging
 import math
 import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
+from ray.exceptions import RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 import ray
@@ -39,6 +46,8 @@ from ...core import (
     ConfigurationError,
     RuntimeStateError,
     TimeoutError,
+    loads,
+    new_id,
     to_json,
 )
 from ...stores import StateStore
@@ -48,7 +57,13 @@ from ..events import DeliveryFailed
 from ..ids import _TYPE_RE, AgentId, TopicId, _check_type
 from ..interventions import InterventionHandler
 from ..lifecycle import DEFAULT_TIMEOUT
-from ..protocol import AgentFactory
+from ..protocol import (
+    LOCAL_TYPE,
+    AgentFactory,
+    LocalCallback,
+    LocalSubscriber,
+    LocalTopicSubscription,
+)
 from ..state import SCHEMA_VERSION, decode_runtime, encode_agent
 from ..subscriptions import Subscription, default_subscriptions
 from . import wire
@@ -58,6 +73,8 @@ from .router import Router, _wait
 __all__ = ["RayRuntime"]
 
 _POLL = 0.01  # seconds between looks at the cluster while waiting for idle
+_TAKE_WAIT = 5.0  # seconds the directory holds a local subscribers' poll with nothing new
+_log = logging.getLogger("cantata.runtime.ray")
 
 
 class RayRuntime:
@@ -132,6 +149,9 @@ class RayRuntime:
         self._owns_ray = False
         self._directory: Any = None
         self._router: Router | None = None
+        self._origin = new_id()
+        self._locals: dict[str, LocalCallback] = {}
+        self._poller: asyncio.Task[None] | None = None
 
     # -- registration -----------------------------------------------------------------
 
@@ -188,6 +208,67 @@ class RayRuntime:
         if self._router is not None:
             await self._router.remove_subscription(subscription_id)
         del self._subs[subscription_id]
+
+    async def add_local_subscriber(
+        self, topic_id: TopicId, callback: LocalCallback
+    ) -> LocalSubscriber:
+        """Call `callback` here, in this process, for each event on `topic_id` published
+        anywhere on the cluster, and for each direct request to the subscriber's `agent_id`
+        (its return value answers). One at a time, in the order the directory took them."""
+        if not isinstance(topic_id, TopicId):
+            raise ConfigurationError(
+                f"topic {topic_id!r} is not a TopicId: use TopicId(type, source)"
+            )
+        if not callable(callback):
+            raise ConfigurationError(f"the local subscriber of {topic_id} is not callable")
+        self._running(f"add a local subscriber of {topic_id}")
+        key = new_id()
+        await _wait(self._directory.open_local.remote(self._origin, key))
+        self._locals[key] = callback
+        subscription = LocalTopicSubscription(topic_id[0], topic_id[1], key)
+        await self.add_subscription(subscription)
+        if self._poller is None or self._poller.done():
+            self._poller = asyncio.get_running_loop().create_task(self._poll())
+        return LocalSubscriber(subscription.id, AgentId(LOCAL_TYPE, key), topic_id)
+
+    async def remove_local_subscriber(self, subscriber: LocalSubscriber) -> None:
+        """Stop calling the subscriber's callback; requests to it are refused from now on."""
+        key = subscriber.agent_id.key
+        if subscriber.id in self._subs:
+            await self.remove_subscription(subscriber.id)
+        if self._locals.pop(key, None) is not None and self._directory is not None:
+            await _wait(self._directory.close_local.remote(key))
+
+    async def _poll(self) -> None:
+        """Take what waits for this process's local subscribers and call them, in order."""
+        directory = self._directory
+        while self._directory is directory:
+            try:
+                items = await _wait(directory.take.remote(self._origin, _TAKE_WAIT))
+            except RayActorError:
+                _log.warning("local subscribers: the directory actor is gone; they stop")
+                return
+            for item in items:
+                await self._call_local(directory, item)
+
+    async def _call_local(self, directory: Any, item: dict[str, Any]) -> None:
+        env = item.get("ask") or item["event"]
+        key = AgentId.parse(str(env["recipient"])).key
+        callback = self._locals.get(key)
+        try:
+            if callback is None:
+                raise ConfigurationError(f"local subscriber {env['recipient']} was removed")
+            result = callback(loads(env["msg"]))
+            if inspect.isawaitable(result):
+                result = await result
+            reply = wire.ok(result)
+        except Exception as exc:
+            if "ask" not in item:
+                _log.exception("local subscriber %s failed on event %s", key, env["id"])
+                return
+            reply = wire.failed(exc)
+        if "ask" in item:
+            directory.answer.remote(env["id"], reply)
 
     # -- messages ---------------------------------------------------------------------
 
@@ -288,7 +369,10 @@ class RayRuntime:
             for agent_type, factory in self._factories.items():
                 await _wait(self._directory.register.remote(agent_type, factory))
             self._router = Router(
-                self._directory, interventions=self._interventions, stop_grace=self._stop_grace
+                self._directory,
+                interventions=self._interventions,
+                stop_grace=self._stop_grace,
+                origin=self._origin,
             )
             for sub in self._subs.values():
                 reply = await _wait(self._directory.add_subscription.remote(to_json(sub)))
@@ -350,6 +434,10 @@ class RayRuntime:
         if self._state == "closed":
             return
         self._state = "closed"
+        poller, self._poller = self._poller, None
+        if poller is not None:
+            poller.cancel()
+        self._locals.clear()
         try:
             if self._directory is not None:
                 grace = self._stop_grace + 60.0

@@ -5,8 +5,10 @@ Wire versions (a worker refuses any other, with `SchemaVersionError` as its answ
 - 1: request/event ``{"v", "id", "corr", "cause", "sender", "recipient", "topic",
   "stream", "seq", "timeout", "msg"}`` where ``msg`` is the message through the core type
   registry (`cantata.core.dumps`); a reply ``{"v", "ok"}`` (the result, likewise),
-  ``{"v", "err": {"type", "text"}}`` or ``{"v", "gone": true}`` (the actor was evicted:
-  send again).
+  ``{"v", "err": {"type", "remote", "text", "attrs"}}`` or ``{"v", "gone": true}`` (the
+  actor was evicted: send again). ``attrs`` holds the error's ``__cantata_*__`` attributes
+  that are ints or strings (a workflow executor's count of events published before it
+  failed, say), set again on the rebuilt error.
 """
 
 from __future__ import annotations
@@ -50,9 +52,19 @@ def failed(exc: BaseException) -> Envelope:
         name = cls.__name__ if cls in known else ""
     else:
         name = cls.__name__ if getattr(builtins, cls.__name__, None) is cls else ""
+    attrs = {
+        k: v
+        for k, v in getattr(exc, "__dict__", {}).items()
+        if k.startswith("__cantata_") and type(v) in (int, str)
+    }
     return {
         "v": WIRE_VERSION,
-        "err": {"type": name, "remote": f"{cls.__module__}.{cls.__qualname__}", "text": str(exc)},
+        "err": {
+            "type": name,
+            "remote": f"{cls.__module__}.{cls.__qualname__}",
+            "text": str(exc),
+            "attrs": attrs,
+        },
     }
 
 
@@ -72,6 +84,16 @@ def result(reply: Any, what: str) -> Any:
 
 
 def rebuild(err: dict[str, Any]) -> Exception:
+    exc = _rebuild(err)
+    attrs = err.get("attrs")
+    if isinstance(attrs, dict):
+        for key, value in attrs.items():
+            if isinstance(key, str) and key.startswith("__cantata_") and type(value) in (int, str):
+                setattr(exc, key, value)
+    return exc
+
+
+def _rebuild(err: dict[str, Any]) -> Exception:
     name, text = str(err.get("type") or ""), str(err.get("text", ""))
     cls = getattr(_errors, name, None) or getattr(_own, name, None) or getattr(builtins, name, None)
     if isinstance(cls, type) and issubclass(cls, Exception):
