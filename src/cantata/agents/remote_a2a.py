@@ -23,11 +23,12 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar, Unpack
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ..core import (
     CancellationToken,
+    CantataError,
     ConfigurationError,
     Content,
     DataContent,
@@ -41,26 +42,24 @@ from ..core import (
     ThreadError,
     TimeoutError,
     UsageContent,
-    from_json,
     new_id,
     to_json,
 )
 from ..models import ChatOptions
-from ._remote import bounded
-from .agent import AGENT_ID_KEY, Agent, AgentInput, IntermediateCallback
+from ._remote import RemoteThread, answer_message, bounded, call, events, load_messages, mapped
+from .agent import Agent, AgentInput, IntermediateCallback
 from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
 from .run_options import ChatOptionKeywords
-from .thread import ServiceThread, load_thread_data
+from .thread import load_thread_data
 
 if TYPE_CHECKING:
     import httpx
     from a2a.client import Client
     from a2a.types.a2a_pb2 import Message as A2AMessage
-    from a2a.types.a2a_pb2 import Part, StreamResponse, Task
+    from a2a.types.a2a_pb2 import Part, Task
 
 __all__ = ["A2AAgent", "A2AThread", "a2a_parts", "cantata_messages"]
 
-T = TypeVar("T")
 _DEFAULT_TIMEOUT = 300.0
 _META = "cantata"
 _LOCAL_ONLY = (FunctionCallContent, FunctionResultContent, UsageContent)
@@ -140,7 +139,7 @@ def _text(parts: Iterable[Part]) -> str:
 # -- the thread ------------------------------------------------------------------------
 
 
-class A2AThread(ServiceThread):
+class A2AThread(RemoteThread):
     """A conversation on an A2A server, known here by its context id."""
 
     kind = "a2a"
@@ -157,12 +156,6 @@ class A2AThread(ServiceThread):
         self._history: list[Message] | None = list(history or []) if id is None else history
         self._pending: list[Message] = list(pending or [])
 
-    async def _create(self) -> None:
-        pass  # the server makes the context with the first message
-
-    async def _create_on_service(self) -> str:  # never called: see _create
-        raise ThreadError("an A2A context is created by its first message")
-
     async def _delete_on_service(self, thread_id: str) -> None:
         raise ThreadError(
             f"A2A has no way to delete context {thread_id!r}: it stays on the server with "
@@ -173,18 +166,15 @@ class A2AThread(ServiceThread):
         """Drop this thread here (the server keeps the context); it cannot be used again."""
         self._state = "deleted"
 
-    async def _on_new_messages(self, messages: list[Message]) -> None:
+    def _check_outgoing(self, messages: list[Message]) -> None:
         for m in messages:
-            a2a_parts(m)  # refuse now what could never be sent
-        self._pending.extend(messages)  # sent with the next run
+            a2a_parts(m)
 
-    async def _get_messages(self) -> list[Message]:
-        if self._history is None:
-            raise ThreadError(
-                f"thread {self._id!r} was restored from its A2A context id: its history is "
-                "on the A2A server (its tasks); read it there, or keep your own copy"
-            )
-        return [*self._history, *self._pending]
+    def _restored_hint(self) -> str:
+        return (
+            f"thread {self._id!r} was restored from its A2A context id: its history is "
+            "on the A2A server (its tasks); read it there, or keep your own copy"
+        )
 
     async def _serialize(self) -> dict[str, Any]:
         return {"pending": [to_json(m) for m in self._pending]}
@@ -196,12 +186,7 @@ class A2AThread(ServiceThread):
         thread_id = fields["id"]
         if thread_id is not None and (type(thread_id) is not str or not thread_id):
             raise SerializationError("a serialized A2A thread's 'id' must be a string")
-        pending = fields.get("pending")
-        if type(pending) is not list:
-            raise SerializationError("a serialized A2A thread needs a list 'pending'")
-        messages = [from_json(v) for v in pending]
-        if any(type(m) is not Message for m in messages):
-            raise SerializationError("'pending' of a serialized A2A thread must be messages")
+        messages = load_messages(fields.get("pending"), "pending", "A2A")
         thread = cls(id=thread_id, pending=messages, **kwargs)
         thread._state = fields["state"] if thread_id is not None else "new"
         return thread
@@ -280,7 +265,8 @@ class A2AAgent(Agent):
         if self._http is None:
             headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
             self._http = httpx.AsyncClient(timeout=self._timeout, headers=headers)
-        card = await _call(self, A2ACardResolver(self._http, self.url).get_agent_card())
+        resolver = A2ACardResolver(self._http, self.url)
+        card = await mapped(resolver.get_agent_card(), self._errors)
         for streaming in (False, True):
             config = ClientConfig(streaming=streaming, httpx_client=self._http)
             try:
@@ -331,17 +317,8 @@ class A2AAgent(Agent):
             )
         if not text:
             text = "".join(_text(a.parts) for a in task.artifacts)
-        answer = Message(
-            "assistant",
-            text,
-            author_name=self.name,
-            message_id=message_id,
-            metadata={AGENT_ID_KEY: self.id},
-        )
-        if thread._history is not None:
-            thread._history.extend([*thread._pending, *incoming, answer])
-        thread._set_id(task.context_id)
-        thread._pending = []
+        answer = answer_message(self, text, message_id)
+        thread._took_turn(incoming, answer, task.context_id)
         return AgentResponse(
             [answer], thread=thread, agent_id=self.id, finish_reason="stop", response_id=task.id
         )
@@ -367,18 +344,18 @@ class A2AAgent(Agent):
         client = await bounded(lambda: self._client(False), cancellation_token)
 
         async def send() -> Task:
-            events = client.send_message(request)
+            replies = client.send_message(request)
             try:
-                async for event in events:
+                async for event in replies:
                     if event.HasField("task"):
                         return event.task
                     if event.HasField("message"):
                         return _as_task(event.message, used.id)
             finally:
-                await events.aclose()  # type: ignore[attr-defined]
+                await replies.aclose()  # type: ignore[attr-defined]
             raise ModelError(f"the A2A agent at {self.url} answered nothing")
 
-        task = await bounded(lambda: _call(self, send()), cancellation_token)
+        task = await call(send, self._errors, cancellation_token)
         return self._finish(used, incoming, task, new_id())
 
     def run_stream(
@@ -406,7 +383,8 @@ class A2AAgent(Agent):
             client = await bounded(lambda: self._client(True), cancellation_token)
             message_id = new_id()
             task: Task | None = None
-            async for event in _guarded(self, client.send_message(request), cancellation_token):
+            stream = client.send_message(request)
+            async for event in events(stream, self._errors, cancellation_token):
                 if event.HasField("artifact_update"):
                     piece = _text(event.artifact_update.artifact.parts)
                     if piece:
@@ -427,6 +405,25 @@ class A2AAgent(Agent):
             final.append(self._finish(used, incoming, task, message_id))
 
         return AgentResponseStream(updates(), lambda: final[-1])
+
+    def _errors(self, exc: Exception) -> CantataError | None:
+        """The SDK's failures as cantata errors naming the agent and its URL."""
+        from a2a.client import A2AClientTimeoutError, AgentCardResolutionError
+        from a2a.utils.errors import A2AError
+
+        if isinstance(exc, A2AClientTimeoutError):
+            return TimeoutError(
+                f"the A2A agent at {self.url} did not answer within {self._timeout:g} s "
+                f"(agent `{self.name}`); raise timeout= or check the server"
+            )
+        if isinstance(exc, AgentCardResolutionError):
+            return ModelError(
+                f"cannot read the agent card of `{self.name}` at {self.url}: {exc}; check the "
+                "URL (for cantata serve: http://host:port/a2a/<name>) and that the server runs"
+            )
+        if isinstance(exc, A2AError):
+            return ModelError(f"the A2A agent at {self.url} failed the run of `{self.name}`: {exc}")
+        return None
 
     def _checked(
         self, thread: Any, chat_options: Mapping[str, Any], override: str | None
@@ -468,41 +465,3 @@ def _updated(task: Task | None, update: Any) -> Task:
     out.id, out.context_id = update.task_id, update.context_id
     out.status.CopyFrom(update.status)
     return out
-
-
-async def _call(agent: A2AAgent, request: Awaitable[T]) -> T:
-    """The request, its failures as cantata errors naming the agent and its URL."""
-    from a2a.client import A2AClientTimeoutError, AgentCardResolutionError
-    from a2a.utils.errors import A2AError
-
-    try:
-        return await request
-    except A2AClientTimeoutError:
-        raise TimeoutError(
-            f"the A2A agent at {agent.url} did not answer within {agent._timeout:g} s "
-            f"(agent `{agent.name}`); raise timeout= or check the server"
-        ) from None
-    except AgentCardResolutionError as exc:
-        raise ModelError(
-            f"cannot read the agent card of `{agent.name}` at {agent.url}: {exc}; check the "
-            "URL (for cantata serve: http://host:port/a2a/<name>) and that the server runs"
-        ) from None
-    except A2AError as exc:
-        raise ModelError(
-            f"the A2A agent at {agent.url} failed the run of `{agent.name}`: {exc}"
-        ) from None
-
-
-async def _guarded(
-    agent: A2AAgent, events: AsyncIterator[StreamResponse], token: CancellationToken | None
-) -> AsyncIterator[StreamResponse]:
-    """The stream's events, each bounded by the token, failures as cantata errors."""
-    try:
-        while True:
-            try:
-                event = await bounded(lambda: _call(agent, anext(events)), token)
-            except StopAsyncIteration:
-                return
-            yield event
-    finally:
-        await events.aclose()  # type: ignore[attr-defined]

@@ -17,11 +17,12 @@ Serialized threads (schema 1, kind ``"responses"``) add ``store`` (bool), ``hist
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar, Unpack
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ..core import (
     CancellationToken,
+    CantataError,
     ConfigurationError,
     Message,
     ModelError,
@@ -30,27 +31,25 @@ from ..core import (
     TextContent,
     ThreadError,
     Usage,
-    from_json,
     new_id,
     to_json,
 )
 from ..models import ChatOptions
-from ._remote import bounded
-from .agent import AGENT_ID_KEY, Agent, AgentInput, IntermediateCallback
+from ._remote import RemoteThread, answer_message, call, events, load_messages
+from .agent import Agent, AgentInput, IntermediateCallback
 from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
 from .run_options import ChatOptionKeywords
-from .thread import ServiceThread, load_thread_data
+from .thread import load_thread_data
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
 __all__ = ["ResponsesAgent", "ResponsesThread"]
 
-T = TypeVar("T")
 _DEFAULT_TIMEOUT = 300.0
 
 
-class ResponsesThread(ServiceThread):
+class ResponsesThread(RemoteThread):
     """A conversation on a Responses server, known here by its last response id."""
 
     kind = "responses"
@@ -73,12 +72,6 @@ class ResponsesThread(ServiceThread):
         self._pending: list[Message] = list(pending or [])
         self._client = client
 
-    async def _create(self) -> None:
-        pass  # the server makes the conversation with its first response
-
-    async def _create_on_service(self) -> str:  # never called: see _create
-        raise ThreadError("a Responses thread is created by its first response")
-
     async def _delete_on_service(self, thread_id: str) -> None:
         if self._client is None:
             raise ThreadError(
@@ -88,17 +81,12 @@ class ResponsesThread(ServiceThread):
         if self.store:
             await self._client.responses.delete(thread_id)
 
-    async def _on_new_messages(self, messages: list[Message]) -> None:
-        self._pending.extend(messages)  # sent with the next run
-
-    async def _get_messages(self) -> list[Message]:
-        if self._history is None:
-            raise ThreadError(
-                f"thread {self._id!r} was restored from its id: its history is on the "
-                "Responses server, which does not give it back; keep your own copy, or use "
-                "ResponsesAgent(store=False)"
-            )
-        return [*self._history, *self._pending]
+    def _restored_hint(self) -> str:
+        return (
+            f"thread {self._id!r} was restored from its id: its history is on the "
+            "Responses server, which does not give it back; keep your own copy, or use "
+            "ResponsesAgent(store=False)"
+        )
 
     async def _serialize(self) -> dict[str, Any]:
         kept = self._history if not self.store and self._history is not None else None
@@ -123,21 +111,12 @@ class ResponsesThread(ServiceThread):
         thread = cls(
             id=thread_id,
             store=store,
-            history=None if store else _messages(history, "history"),
-            pending=_messages(fields.get("pending"), "pending"),
+            history=None if store else load_messages(history, "history", "Responses"),
+            pending=load_messages(fields.get("pending"), "pending", "Responses"),
             **kwargs,
         )
         thread._state = fields["state"] if thread_id is not None else "new"
         return thread
-
-
-def _messages(value: Any, name: str) -> list[Message]:
-    if type(value) is not list:
-        raise SerializationError(f"a serialized Responses thread needs a list '{name}'")
-    out = [from_json(v) for v in value]
-    if any(type(m) is not Message for m in out):
-        raise SerializationError(f"'{name}' of a serialized Responses thread must be messages")
-    return out
 
 
 class ResponsesAgent(Agent):
@@ -228,10 +207,7 @@ class ResponsesAgent(Agent):
         answer: Message,
         usage: Usage,
     ) -> AgentResponse:
-        if thread._history is not None:
-            thread._history.extend([*thread._pending, *incoming, answer])
-        thread._set_id(response_id)
-        thread._pending = []
+        thread._took_turn(incoming, answer, response_id)
         return AgentResponse(
             [answer],
             thread=thread,
@@ -239,15 +215,6 @@ class ResponsesAgent(Agent):
             agent_id=self.id,
             finish_reason="stop",
             response_id=response_id,
-        )
-
-    def _answer(self, text: str, message_id: str) -> Message:
-        return Message(
-            "assistant",
-            text,
-            author_name=self.name,
-            message_id=message_id,
-            metadata={AGENT_ID_KEY: self.id},
         )
 
     async def run(
@@ -268,11 +235,10 @@ class ResponsesAgent(Agent):
         used = self._checked(thread)
         incoming = self._incoming(messages)
         request = self._request(used, incoming)
-        result = await bounded(
-            lambda: _call(self.name, self._client.responses.create(**request)),
-            cancellation_token,
+        result = await call(
+            lambda: self._client.responses.create(**request), self._errors, cancellation_token
         )
-        answer = self._answer(result.output_text, new_id())
+        answer = answer_message(self, result.output_text, new_id())
         return self._finish(used, incoming, result.id, answer, _usage(result.usage))
 
     def run_stream(
@@ -297,13 +263,14 @@ class ResponsesAgent(Agent):
             incoming = self._incoming(messages)
             request = self._request(used, incoming)
             message_id = new_id()
-            events = await bounded(
-                lambda: _call(self.name, self._client.responses.create(**request, stream=True)),
+            stream = await call(
+                lambda: self._client.responses.create(**request, stream=True),
+                self._errors,
                 cancellation_token,
             )
             done: Any = None
-            async with events:
-                async for event in _guarded(self.name, events, cancellation_token):
+            async with stream:
+                async for event in events(stream, self._errors, cancellation_token):
                     if event.type == "response.output_text.delta":
                         yield AgentResponseUpdate(
                             [TextContent(event.delta)],
@@ -322,10 +289,28 @@ class ResponsesAgent(Agent):
                 raise ModelError(
                     f"the Responses stream of `{self.name}` ended without response.completed"
                 )
-            answer = self._answer(done.output_text, message_id)
+            answer = answer_message(self, done.output_text, message_id)
             final.append(self._finish(used, incoming, done.id, answer, _usage(done.usage)))
 
         return AgentResponseStream(updates(), lambda: final[-1])
+
+    def _errors(self, exc: Exception) -> CantataError | None:
+        """The openai client's failures as cantata errors naming the agent."""
+        import openai
+
+        if isinstance(exc, openai.APIStatusError):
+            return ModelHTTPError(
+                f"the Responses server refused the run of `{self.name}` (HTTP "
+                f"{exc.status_code}): {exc.message}",
+                status_code=exc.status_code,
+                body=exc.body,
+            )
+        if isinstance(exc, openai.APIError):  # connection failures and timeouts
+            return ModelError(
+                f"cannot reach the Responses server for `{self.name}`: {exc}; check the base "
+                "URL and that the server runs"
+            )
+        return None
 
     def _checked(self, thread: Any) -> ResponsesThread:
         used = self._thread_for_run(thread)
@@ -357,35 +342,3 @@ def _usage(usage: Any) -> Usage:
     if usage is None:
         return Usage()
     return Usage(int(usage.input_tokens or 0), int(usage.output_tokens or 0))
-
-
-async def _call(name: str, request: Awaitable[T]) -> T:
-    """The request, its failures as cantata errors naming the agent."""
-    import openai
-
-    try:
-        return await request
-    except openai.APIStatusError as exc:
-        raise ModelHTTPError(
-            f"the Responses server refused the run of `{name}` (HTTP {exc.status_code}): "
-            f"{exc.message}",
-            status_code=exc.status_code,
-            body=exc.body,
-        ) from None
-    except openai.APIError as exc:  # connection failures and timeouts
-        raise ModelError(
-            f"cannot reach the Responses server for `{name}`: {exc}; check the base URL and "
-            "that the server runs"
-        ) from None
-
-
-async def _guarded(name: str, events: Any, token: CancellationToken | None) -> AsyncIterator[Any]:
-    """The stream's events, with transport failures as cantata errors."""
-    iterator = events.__aiter__()
-    next_event: Callable[[], Awaitable[Any]] = iterator.__anext__
-    while True:
-        try:
-            event = await bounded(lambda: _call(name, next_event()), token)
-        except StopAsyncIteration:
-            return
-        yield event
