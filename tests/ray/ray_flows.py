@@ -210,3 +210,30 @@ def spread(placement: str, width: int = 4) -> Workflow:
         .add_fan_in_edges(pids, gather)
         .build()
     )
+
+
+class Charge(Executor):
+    """Charges once (an effect that appends its idempotency key to a ledger file), then
+    fails until a marker file exists: a resume must not charge again."""
+
+    def __init__(self, id: str, ledger: str, marker: str) -> None:
+        super().__init__(id)
+        self.ledger, self.marker = ledger, marker
+
+    @handler
+    async def take(self, amount: int, ctx: WorkflowContext[None, str]) -> None:
+        def charge(idempotency_key: str) -> str:
+            with open(self.ledger, "a") as f:
+                f.write(idempotency_key + "\n")
+            return f"receipt {amount}"
+
+        receipt = await ctx.effect("charge", charge)
+        if not os.path.exists(self.marker):  # noqa: ASYNC240 (a test's flag)
+            raise RuntimeError("crashed after the effect")
+        await ctx.yield_output(receipt)
+
+
+def charged(placement: str, ledger: str, marker: str) -> Workflow:
+    first = Step(0, False)
+    pay = Charge("charge", ledger, marker)
+    return WorkflowBuilder(first, placement=placement).add_edge(first, pay).build()  # type: ignore[arg-type]

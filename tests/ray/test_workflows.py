@@ -1,9 +1,9 @@
 """Workflows on `RayRuntime` with no change to their code (issue 14, item 3).
 
-Each test runs a workflow of `ray_flows` with ``placement="executor"`` on a runtime of
-both kinds (an in-process `LocalRuntime`, and a `RayRuntime` on the tests' two-node
-cluster) and compares what comes out with the same workflow run in process with the
-default placement: outputs, status, and the events, in order.
+Each test runs a workflow of `ray_flows` with ``placement="executor"`` on each kind of
+runtime (an in-process `LocalRuntime`, one that copies every message as JSON, and a
+`RayRuntime` on the tests' two-node cluster) and compares what comes out with the same
+workflow run in process with the default placement: outputs, status, and the events.
 """
 
 from __future__ import annotations
@@ -20,25 +20,32 @@ import ray_flows as rf
 from cantata.core import CancellationToken, WorkflowError
 from cantata.runtime import AgentRuntime, LocalRuntime, TopicId
 from cantata.runtime.ray import RayRuntime
+from cantata.stores import MemoryStore
 from cantata.workflows import (
     AgentUpdateEvent,
     ExecutorFailedEvent,
     InMemoryCheckpointStore,
+    StateStoreCheckpointStore,
     SuperstepCompletedEvent,
     Workflow,
     WorkflowEvent,
 )
 
 
-@pytest.fixture(params=["local", "ray"])
+@pytest.fixture(params=["local", "copying", "ray"])
 async def runtime(request: pytest.FixtureRequest) -> AsyncIterator[AgentRuntime]:
-    if request.param == "local":
-        async with LocalRuntime() as local:
+    if request.param != "ray":
+        async with LocalRuntime(serialize_messages=request.param == "copying") as local:
             yield local
         return
     request.getfixturevalue("cluster")
     async with RayRuntime(name=f"w{uuid.uuid4().hex[:8]}", default_timeout=60) as ray_rt:
         yield ray_rt
+
+
+def _lines(path: str) -> list[str]:
+    with open(path) as f:
+        return f.read().split()
 
 
 def shape(events: list[WorkflowEvent]) -> dict[Any, list[str]]:
@@ -150,3 +157,20 @@ async def test_local_subscribers_get_events_and_answer_requests(runtime: AgentRu
     await runtime.publish_message("late", topic)
     await asyncio.sleep(0.2)
     assert "late" not in got
+
+
+async def test_effects_are_journaled_and_not_repeated_on_resume(
+    runtime: AgentRuntime, tmp_path: Any
+) -> None:
+    ledger, marker = str(tmp_path / "ledger"), str(tmp_path / "go")
+    store = StateStoreCheckpointStore(MemoryStore())
+    wf = rf.charged("executor", ledger, marker)
+    with pytest.raises(WorkflowError, match="crashed after the effect"):
+        await wf.run(5, runtime=runtime, checkpoint_store=store)
+    [key] = _lines(ledger)
+    assert key.endswith(":charge:2:charge")  # run:executor:superstep:key
+    [checkpoint] = [c for c in await store.list_checkpoints() if c.superstep == 1]
+    os.close(os.open(marker, os.O_CREAT | os.O_WRONLY))
+    done = await wf.resume(checkpoint.checkpoint_id, checkpoint_store=store, runtime=runtime)
+    assert done.outputs == ["receipt 5"]
+    assert _lines(ledger) == [key]  # charged once: the resume read the journal

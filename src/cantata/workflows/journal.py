@@ -16,18 +16,41 @@ An effect's idempotency key is ``"<run>:<executor>:<superstep>:<key>"`` (``"#2"`
 ... after `key` when one handler call uses the same key again). `fn` gets it as its
 ``idempotency_key`` keyword when it takes one. Without a checkpoint store nothing is
 durable: `fn` runs each time and only the key is given.
+
+Where the executor runs in another process than its run's runner (``placement="executor"``
+on Ray), it reaches the journal through the runtime: a `RemoteJournal` sends each lookup
+and record to the runner's local subscriber, which answers from the run's journal
+(`serve_journal`) once the write is done, so the guarantee above holds unchanged.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from ..core import CheckpointError, StoreError, WorkflowError, from_json, short_repr, to_json
+from ..core import (
+    CheckpointError,
+    StoreError,
+    WorkflowError,
+    from_json,
+    register,
+    short_repr,
+    to_json,
+)
+from ..runtime import AgentId
 from ..stores import StateStore, seal, unseal
 
-__all__ = ["EffectJournal", "InvocationEffects", "ReplayJournal", "effect_key"]
+__all__ = [
+    "EffectJournal",
+    "InvocationEffects",
+    "JournalCall",
+    "RemoteJournal",
+    "ReplayJournal",
+    "effect_key",
+    "serve_journal",
+]
 
 _PREFIX = "wf:fx:"
 
@@ -65,13 +88,7 @@ class EffectJournal:
 
     async def record(self, key: str, result: Any) -> Any:
         """Journal a result; returns it as a resume will see it (rebuilt from JSON)."""
-        try:
-            data = to_json(result)
-        except Exception as exc:
-            raise WorkflowError(
-                f"effect {short_repr(key)} returned a {type(result).__name__} that cannot be "
-                f"journaled ({exc}); return JSON data or a registered class"
-            ) from exc
+        data = _data(key, result)
         try:
             await self.store.put(_PREFIX + key, seal({"result": data}))
         except StoreError as exc:
@@ -82,6 +99,70 @@ class EffectJournal:
         """The idempotency keys journaled for one run, in key order."""
         prefix = f"{_PREFIX}{run_id}:"
         return [k[len(_PREFIX) :] for k in await self.store.keys(prefix)]
+
+
+def _data(key: str, result: Any) -> Any:
+    try:
+        return to_json(result)
+    except Exception as exc:
+        raise WorkflowError(
+            f"effect {short_repr(key)} returned a {type(result).__name__} that cannot be "
+            f"journaled ({exc}); return JSON data or a registered class"
+        ) from exc
+
+
+@register(name="cantata.workflows.JournalCall")
+@dataclass(slots=True)
+class JournalCall:
+    """One journal operation sent to the runner of a run: ``lookup`` or ``record`` of an
+    idempotency key (`data`: the result as JSON data), or the ``keys`` of run `key`."""
+
+    op: Literal["lookup", "record", "keys"]
+    key: str
+    data: Any = None
+
+
+class RemoteJournal(EffectJournal):
+    """The journal of a run whose runner is in another process, reached through the
+    runtime: each call is a direct request to the runner's local subscriber, answered
+    once the run's own journal has done it (a record is written before this returns)."""
+
+    __slots__ = ("_endpoint", "_runtime")
+
+    def __init__(self, runtime: Any, endpoint: AgentId) -> None:  # no store of its own
+        self._runtime = runtime
+        self._endpoint = endpoint
+
+    async def lookup(self, key: str) -> tuple[bool, Any]:
+        """The runner's answer: ``(True, result)`` when `key` was journaled."""
+        found, value = await self._runtime.send_message(JournalCall("lookup", key), self._endpoint)
+        return bool(found), value
+
+    async def record(self, key: str, result: Any) -> Any:
+        """Have the runner journal `result`; returns it as a resume will see it."""
+        data = _data(key, result)
+        await self._runtime.send_message(JournalCall("record", key, data), self._endpoint)
+        return from_json(data)
+
+    async def keys(self, run_id: str) -> list[str]:
+        """The idempotency keys the runner's journal has for `run_id`."""
+        return list(await self._runtime.send_message(JournalCall("keys", run_id), self._endpoint))
+
+
+async def serve_journal(journal: EffectJournal, call: JournalCall) -> Any:
+    """Answer a `RemoteJournal`'s call from the run's journal (in the runner's process)."""
+    if call.op == "lookup":
+        found, value = await journal.lookup(call.key)
+        return [found, value]
+    if call.op == "record":
+        await journal.record(call.key, from_json(call.data))
+        return None
+    if call.op == "keys":
+        return await journal.keys(call.key)
+    raise WorkflowError(
+        f"unknown journal operation {call.op!r}; this runner knows lookup, "
+        "record and keys: run the same cantata version on every node"
+    )
 
 
 class InvocationEffects:

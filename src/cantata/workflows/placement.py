@@ -53,6 +53,7 @@ from .actor import (
 from .context import StepResult
 from .events import ExecutorFailedEvent, RequestInfoEvent, RunStatus, WorkflowEvent
 from .executor import Executor
+from .journal import JournalCall, RemoteJournal, serve_journal
 
 if TYPE_CHECKING:
     from .runner import Runner
@@ -129,8 +130,12 @@ class ExecutorActor(BaseAgent):
     async def on_message(self, message: Any, ctx: MessageContext) -> StepResult:
         """Execute one `Invocation` (in process) or `ExecutorTask` (values only)."""
         if type(message) is ExecutorTask:
+            endpoint = message.journal
+            journal = (
+                None if endpoint is None else RemoteJournal(self.runtime, AgentId.parse(endpoint))
+            )
             return await execute_task(
-                self.executor, self.wiring, message, self.runtime, ctx.cancellation_token
+                self.executor, self.wiring, message, self.runtime, ctx.cancellation_token, journal
             )
         return await execute(self.executor, message)
 
@@ -277,10 +282,13 @@ async def _register_once(runtime: AgentRuntime, workflow: Workflow) -> None:
     future.set_result(None)
 
 
-def _dispatch(runtime: AgentRuntime, runner: Runner, events: RunEvents | None) -> Dispatch:
+def _dispatch(
+    runtime: AgentRuntime, runner: Runner, events: RunEvents | None, endpoint: str = ""
+) -> Dispatch:
     """Send each invocation to its executor's actor: the `Invocation` itself in process
     (`events` None), else as values (an `ExecutorTask` out, a `StepResult` back, the
-    handler's events published to the call's topic and waited for before the boundary)."""
+    handler's events published to the call's topic and waited for before the boundary;
+    effects journaled through `endpoint`, the call's local subscriber, in a durable run)."""
     send = runtime.send_message
     workflow, run = runner.workflow, runner.run
     ids = {eid: AgentId(t, run.run_id) for eid, t in workflow._actor_types.items() if eid}
@@ -291,10 +299,9 @@ def _dispatch(runtime: AgentRuntime, runner: Runner, events: RunEvents | None) -
             done: StepResult = await send(inv, ids[eid], cancellation_token=token)
             return done
         step = run.superstep
+        task = to_task(inv, step, events.stream, None if inv.journal is None else endpoint)
         try:
-            result: StepResult = await send(
-                to_task(inv, step, events.stream), ids[eid], cancellation_token=token
-            )
+            result: StepResult = await send(task, ids[eid], cancellation_token=token)
         except BaseException as exc:
             count = getattr(exc, "__cantata_published__", None)
             if count is None:  # cancelled, or lost on the way: its events may never come
@@ -330,13 +337,22 @@ async def _drive_executors(
     run_id = runner.run.run_id
     events = RunEvents(sink, runner.workflow, run_id, f"{run_id}.{new_id()[:12]}")
 
-    def take(message: Any) -> None:
+    journal = runner._journal
+
+    async def take(message: Any) -> Any:
         if type(message) is PublishedEvent:
             events.deliver(message)
+            return None
+        if type(message) is JournalCall and journal is not None:
+            return await serve_journal(journal, message)
+        raise WorkflowError(
+            f"run {run_id!r} got a {type(message).__name__} on its events topic; only "
+            "published events and journal calls go there"
+        )
 
     subscriber = await runtime.add_local_subscriber(TopicId(EVENTS_TOPIC, events.stream), take)
     try:
-        runner.dispatch = _dispatch(runtime, runner, events)
+        runner.dispatch = _dispatch(runtime, runner, events, str(subscriber.agent_id))
         return await runner.drive(sink, resumed_from=resumed_from)
     finally:
         await runtime.remove_local_subscriber(subscriber)
