@@ -88,3 +88,26 @@ async def test_without_configure_no_span_is_made() -> None:
     await WorkflowBuilder(agent()).build().run("2+3?")
     assert not tracing.enabled() and exporter.get_finished_spans() == ()
     provider.shutdown()
+
+
+async def test_a_workflow_calling_two_agents_is_one_trace(spans: InMemorySpanExporter) -> None:
+    first = agent()
+    second = ChatAgent(ScriptedChatClient(["checked"], usage=Usage(5, 1)), name="checker")
+    result = await WorkflowBuilder(first, name="pair").add_edge(first, second).build().run("2+3?")
+    assert [r.text for r in result.outputs] == ["checked"]
+    finished = spans.get_finished_spans()
+    assert len({s.context.trace_id for s in finished}) == 1
+    by_id = {s.context.span_id: s for s in finished}
+    run = next(s for s in finished if s.name == "workflow pair")
+    for name, executor in (
+        ("invoke_agent adder", "executor adder"),
+        ("invoke_agent checker", "executor checker"),
+    ):
+        agent_span = next(s for s in finished if s.name == name)
+        assert agent_span.parent is not None
+        executor_span = by_id[agent_span.parent.span_id]
+        assert executor_span.name == executor and executor_span.parent is not None
+        # up the chain from the executor: its superstep, then the workflow run
+        step = by_id[executor_span.parent.span_id]
+        assert step.name.startswith("superstep") and step.parent is not None
+        assert step.parent.span_id == run.context.span_id
