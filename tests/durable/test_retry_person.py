@@ -17,6 +17,7 @@ import pytest
 
 from cantata.core import CancellationToken, WorkflowError
 from cantata.core.retry import NeedsPerson, RetryPolicy
+from cantata.runtime import LocalRuntime
 from cantata.workflows import (
     InMemoryCheckpointStore,
     RequestInfoEvent,
@@ -29,7 +30,7 @@ from cantata.workflows import (
 from cantata.workflows.executor import Executor, NeedsPersonRequest
 
 
-def billing(tries: list[int], paid: list[int], refusals: int) -> Any:
+def billing(tries: list[int], paid: list[int], refusals: int, placement: str = "run") -> Any:
     """split -> charge (an effect, then NeedsPerson while refusals remain) -> total; a
     sibling `log` runs beside charge in the same superstep."""
 
@@ -59,7 +60,7 @@ def billing(tries: list[int], paid: list[int], refusals: int) -> Any:
         ctx.yield_output(f"charged {cents} ({ctx.get_state('charged')})")
 
     return (
-        WorkflowBuilder(split)
+        WorkflowBuilder(split, placement=placement)  # type: ignore[arg-type]
         .add_fan_out_edges(split, [charge, log])
         .add_edge(charge, total)
         .build()
@@ -91,6 +92,20 @@ async def test_a_needs_person_failure_becomes_a_typed_request_and_the_answer_run
     assert second.status == "idle"
     assert second.outputs == ["logged 7", "charged 700 (700)"]
     assert tries == [7, 7] and paid == [7]  # run again; the journaled payment is not repeated
+
+
+async def test_the_request_and_the_run_again_cross_a_runtime_that_moves_values() -> None:
+    tries: list[int] = []
+    paid: list[int] = []
+    wf = billing(tries, paid, refusals=1, placement="executor")
+    async with LocalRuntime(serialize_messages=True) as wire:
+        store = InMemoryCheckpointStore()
+        first = await wf.run(6, runtime=wire, checkpoint_store=store)
+        (request,) = first.pending_requests
+        assert isinstance(request.data, NeedsPersonRequest) and request.response_type is str
+        done = await first.run.send_responses({request.request_id: "ok"})
+    assert done.outputs == ["logged 6", "charged 600 (600)"]
+    assert tries == [6, 6] and paid == [6]
 
 
 async def test_asked_again_the_request_names_the_same_work() -> None:

@@ -91,7 +91,7 @@ class FunctionInvokingChatClient:
             raise ConfigurationError(
                 f"FunctionInvokingChatClient needs a ChatClient to wrap, got {client!r}"
             )
-        self._retry_policy = check_retry_policy(retry_policy, "FunctionInvokingChatClient")
+        self._retry_policy = _check_retry_policy(retry_policy, "FunctionInvokingChatClient")
         _check_limit("max_iterations", max_iterations, allow_none=False)
         _check_limit("max_function_calls", max_function_calls, allow_none=True)
         _check_limit("max_consecutive_errors", max_consecutive_errors, allow_none=True)
@@ -175,7 +175,7 @@ class FunctionInvokingChatClient:
             retry_policy=(
                 self._retry_policy
                 if retry_policy is None
-                else check_retry_policy(retry_policy, "get_response")
+                else _check_retry_policy(retry_policy, "get_response")
             ),
         )
 
@@ -259,7 +259,7 @@ def merge_tools(
     return out
 
 
-def check_retry_policy(policy: Any, owner: str) -> RetryPolicy | None:
+def _check_retry_policy(policy: Any, owner: str) -> RetryPolicy | None:
     """`policy` when it is a `RetryPolicy` or None; a `ConfigurationError` otherwise."""
     if policy is not None and not isinstance(policy, RetryPolicy):
         raise ConfigurationError(
