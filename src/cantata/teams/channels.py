@@ -39,6 +39,7 @@ from ..core import (
     TextContent,
     TimeoutError,
 )
+from ..models import ChatOptions
 
 __all__ = [
     "AgentChannel",
@@ -92,10 +93,13 @@ class AgentChannel(ABC):
         self,
         agent: Agent,
         *,
+        options: ChatOptions | None = None,
         on_update: UpdateSink | None = None,
         cancellation_token: CancellationToken | None = None,
     ) -> AgentResponse:
-        """Run `agent` on this channel's view of the history; the channel keeps the reply."""
+        """Run `agent` on this channel's view of the history, with `options` for this run
+        only (laid over the agent's own, as ``agent.run(options=...)`` does); the channel
+        keeps the reply."""
 
     @abstractmethod
     async def reset(self) -> None:
@@ -106,12 +110,13 @@ async def _call(
     agent: Agent,
     messages: list[Message] | None,
     thread: AgentThread,
+    options: ChatOptions | None,
     on_update: UpdateSink | None,
     token: CancellationToken | None,
 ) -> AgentResponse:
     if on_update is None:
-        return await agent.run(messages, thread=thread, cancellation_token=token)
-    stream = agent.run_stream(messages, thread=thread, cancellation_token=token)
+        return await agent.run(messages, thread=thread, options=options, cancellation_token=token)
+    stream = agent.run_stream(messages, thread=thread, options=options, cancellation_token=token)
     async for update in stream:
         on_update(update)
     return stream.response
@@ -151,6 +156,7 @@ class LocalChannel(AgentChannel):
         self,
         agent: Agent,
         *,
+        options: ChatOptions | None = None,
         on_update: UpdateSink | None = None,
         cancellation_token: CancellationToken | None = None,
     ) -> AgentResponse:
@@ -162,9 +168,10 @@ class LocalChannel(AgentChannel):
         if new:
             await thread.on_new_message(new)
         self._seen[name] = len(self._mirror)  # delivered, even if the run is cancelled
-        response = await _call(agent, None, thread, on_update, cancellation_token)
-        self._mirror.extend((name, m) for m in response.messages)
-        self._seen[name] = len(self._mirror)  # its own reply is in its thread already
+        response = await _call(agent, None, thread, options, on_update, cancellation_token)
+        mirror = self._mirror
+        mirror.extend([(name, m) for m in response.messages])
+        self._seen[name] = len(mirror)  # its own reply is in its thread already
         return response
 
     async def reset(self) -> None:
@@ -247,12 +254,15 @@ class ServiceChannel(AgentChannel):
         self,
         agent: Agent,
         *,
+        options: ChatOptions | None = None,
         on_update: UpdateSink | None = None,
         cancellation_token: CancellationToken | None = None,
     ) -> AgentResponse:
         unsent, self._unsent = self._unsent, []
         try:
-            return await _call(agent, unsent or None, self.thread, on_update, cancellation_token)
+            return await _call(
+                agent, unsent or None, self.thread, options, on_update, cancellation_token
+            )
         except BaseException:
             self._unsent = unsent + self._unsent  # not delivered: keep it for the next run
             raise
@@ -340,6 +350,11 @@ class ChannelSet:
         """The channel with this key, if it was made."""
         entry = self._entries.get(key)
         return None if entry is None else entry.channel
+
+    def _reaches_others(self, key: str) -> bool:
+        """Whether a channel other than `key` was made (one a broadcast would reach)."""
+        entries = self._entries
+        return len(entries) > 1 or (len(entries) == 1 and key not in entries)
 
     def broadcast(self, messages: Sequence[tuple[str, Message]], *, exclude: str = "") -> None:
         """Queue messages for every channel but `exclude`, and return at once."""

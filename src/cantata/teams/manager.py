@@ -70,6 +70,10 @@ class ManagerState:
             self.transcript_start,
         )
 
+    def _private(self) -> ManagerState:
+        """The copy a handler may change (what `__deepcopy__` makes, without its memo)."""
+        return self.__deepcopy__({})
+
 
 def channels_of(ctx: WorkflowContext[Any, Any]) -> ChannelSet:
     """The session's channel set, handed to the run as a keyword argument."""
@@ -166,7 +170,7 @@ class TeamManager(Executor):
             for m in shown:
                 ctx.add_event(TeamMessageEvent(m, m.author_name or source))
         channels = ctx.kwargs.get(CHANNELS_KEY)
-        if isinstance(channels, ChannelSet):
+        if isinstance(channels, ChannelSet) and channels._reaches_others(channel):
             channels.broadcast(sourced(messages), exclude=channel)
 
     def speak(
@@ -218,9 +222,12 @@ class TeamManager(Executor):
     def state_of(self, ctx: WorkflowContext[Any, Any]) -> ManagerState:
         """This run's manager state, a copy of its own (give it back through `speak`,
         `stop`, or ``ctx.set_executor_state``): for response handlers of team types."""
-        state = ctx.get_executor_state()
+        state = ctx._committed_executor_state()
         if state is None:
             return ManagerState()
+        if type(state) is ManagerState:  # the usual case: copied here, not by deepcopy
+            return state._private() if ctx._state_is_committed() else state
+        state = ctx.get_executor_state()
         if not isinstance(state, ManagerState):
             raise ConfigurationError(
                 f"manager {self.id!r} found executor state of type {type(state).__name__}"

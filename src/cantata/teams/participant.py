@@ -1,9 +1,10 @@
 """`ParticipantExecutor`: one team member as a node of the team's workflow.
 
 On the turn token it brings its channel up to date (waiting for deliveries under way, and
-raising one that failed), runs its agent on the channel's view of the history, streaming
-the agent's chunks as workflow events in a streamed run, and hands the turn's messages
-back to the manager.
+raising one that failed), runs its agent on the channel's view of the history (with the
+participant's run options, if it has any: a handoff's transfer tools, say), streaming the
+agent's chunks as workflow events in a streamed run, and hands the turn's messages back to
+the manager.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from ..agents import Agent, AgentResponseUpdate
 from ..core import Message, Usage
+from ..models import ChatOptions
 from ..workflows import AgentUpdateEvent, Executor, WorkflowContext, handler
 from .channels import channel_key
 from .manager import channels_of, sourced
@@ -21,12 +23,15 @@ __all__ = ["ParticipantExecutor"]
 
 
 class ParticipantExecutor(Executor):
-    """Runs `agent` when it gets the turn token; its id is the agent's name."""
+    """Runs `agent` when it gets the turn token; its id is the agent's name. `options`
+    are laid over the agent's own for each of its turns (its own options stay as they
+    are, so the agent can serve elsewhere unchanged)."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Agent, *, options: ChatOptions | None = None) -> None:
         super().__init__(agent.name)
         self.agent = agent
         self.channel_key = channel_key(agent)
+        self.options = options
 
     @handler(output=TurnDone)
     async def take_turn(self, turn: SpeakTurn, ctx: WorkflowContext[Any, Any]) -> None:
@@ -43,9 +48,17 @@ class ParticipantExecutor(Executor):
             def on_update(update: AgentResponseUpdate) -> None:
                 ctx.add_event(AgentUpdateEvent(self.id, update))
 
-        response = await channel.invoke(
-            self.agent, on_update=on_update, cancellation_token=ctx.cancellation_token
-        )
+        if self.options is None:  # a channel written before options= still serves
+            response = await channel.invoke(
+                self.agent, on_update=on_update, cancellation_token=ctx.cancellation_token
+            )
+        else:
+            response = await channel.invoke(
+                self.agent,
+                options=self.options,
+                on_update=on_update,
+                cancellation_token=ctx.cancellation_token,
+            )
         name = self.agent.name
         messages = [m if m.author_name else m.copy(author_name=name) for m in response.messages]
         ctx.send_message(TurnDone(name, messages, response.usage or Usage(), self.channel_key))

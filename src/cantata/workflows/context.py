@@ -309,6 +309,11 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
             return self._result.executor_state
         return self._initial_executor_state
 
+    def _state_is_committed(self) -> bool:
+        """Whether `_committed_executor_state` is the committed value (to be copied before
+        a change), not one this handler set."""
+        return self._result.executor_state is UNSET
+
     def set_executor_state(self, value: Any) -> None:
         """Replace this executor's state in this run; it must be JSON through the registry."""
         self._result.executor_state = value

@@ -220,19 +220,27 @@ class Runner:
         run = self.run
         run.superstep += 1
         batches: dict[str, Invocation] = {}
-        for request, answer in run.answers:
-            self._invocation(batches, request.executor_id, sink).answers.append((request, answer))
-        get = batches.get
-        for d in run.pending:  # one per delivery: a fan-out of a hundred makes a hundred
-            inv = get(d.target)
-            if inv is None:
-                inv = self._invocation(batches, d.target, sink)
+        pending = run.pending
+        if len(pending) == 1 and not run.answers:  # a chain or a turn token: one executor
+            d = pending[0]
+            inv = self._invocation(batches, d.target, sink)
             inv.items.append((d.message, d.sources))
-        run.answers = []
+        else:
+            for request, answer in run.answers:
+                inv = self._invocation(batches, request.executor_id, sink)
+                inv.answers.append((request, answer))
+            get = batches.get
+            for d in pending:  # one per delivery: a fan-out of a hundred makes a hundred
+                found = get(d.target)
+                if found is None:
+                    found = self._invocation(batches, d.target, sink)
+                found.items.append((d.message, d.sources))
+            run.answers = []
         run.pending = []
         if self._observed:
             sink(SuperstepStartedEvent(run.superstep, list(batches)))
-        if _log.isEnabledFor(logging.DEBUG):
+        debug = _log.isEnabledFor(logging.DEBUG)
+        if debug:
             _log.debug(
                 "workflow run %r: superstep %d starts, executors %s",
                 run.run_id,
@@ -272,13 +280,14 @@ class Runner:
             checkpoint_id = await save_checkpoint(self.workflow, run, self._store)
         if self._observed:
             sink(SuperstepCompletedEvent(run.superstep, checkpoint_id))
-        _log.debug(
-            "workflow run %r: superstep %d committed (%d deliveries next, checkpoint %s)",
-            run.run_id,
-            run.superstep,
-            len(run.pending),
-            checkpoint_id,
-        )
+        if debug:
+            _log.debug(
+                "workflow run %r: superstep %d committed (%d deliveries next, checkpoint %s)",
+                run.run_id,
+                run.superstep,
+                len(run.pending),
+                checkpoint_id,
+            )
 
     def _invocation(self, batches: dict[str, Invocation], target: str, sink: Sink) -> Invocation:
         inv = batches.get(target)
@@ -363,7 +372,10 @@ class Runner:
             return
         delivered = False
         for group in groups:
-            if group.kind == "fan_in":
+            kind = group.kind
+            if kind == "single" and target_id is not None and target_id != group.targets[0]:
+                continue  # what `route` answers, without the call (a star sends one of many)
+            if kind == "fan_in":
                 if target_id is None or target_id == group.targets[0]:
                     buffered.append((group.id, source, message))
                     delivered = True
@@ -379,7 +391,8 @@ class Runner:
                     "was committed: fix the function (it must return for every message)"
                 ) from exc
             for target in targets:
-                if wf._by_id[target].can_handle(message):
+                ex = wf._by_id[target]
+                if type(message) in ex._exact or ex.can_handle(message):
                     routed.append(Delivery(target, message, [source]))
                     delivered = True
         if not delivered:
