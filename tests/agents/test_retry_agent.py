@@ -246,3 +246,25 @@ async def test_a_stream_cut_after_its_first_chunk_is_not_retried() -> None:
             async for update in http_agent(server).run_stream("hi"):
                 seen.append(update.text)
     assert "".join(seen) == "Hel" and server.requests == 1
+
+
+async def test_in_a_durable_run_only_the_answer_that_came_is_journaled() -> None:
+    from cantata.stores import MemoryStore
+    from cantata.workflows import (
+        AgentExecutor,
+        EffectJournal,
+        StateStoreCheckpointStore,
+        WorkflowBuilder,
+    )
+
+    client = ScriptedChatClient([http(503), "journaled"])
+    agent = ChatAgent(client, name="writer", retry_policy=QUICK)
+    store = StateStoreCheckpointStore(MemoryStore())
+    wf = WorkflowBuilder(AgentExecutor(agent)).build()
+    result = await wf.run("write", checkpoint_store=store, run_id="run-a")
+    assert [str(o) for o in result.outputs] == ["journaled"] and len(client.calls) == 2
+    journal = EffectJournal(store.store)
+    keys = [k for k in await journal.keys("run-a") if k.endswith(":model")]
+    assert keys == ["run-a:writer:1:model"]
+    found, answer = await journal.lookup(keys[0])
+    assert found and answer.text == "journaled"
