@@ -7,6 +7,9 @@ keep-alive connections in this process, as a real client would be. The compariso
 process") is the same agent called directly: the ratio says how much of the request's
 cost is the agent itself. Rows: latency of one request after another (and the latency
 added to the in-process call), and requests per second with 16 clients at once.
+
+The harness (the served agent, the subprocess server, the in-process peer, the concurrent
+rate) is shared with ``bench_serve_a2a.py``, which imports it from here.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -34,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CONCURRENCY = 16
 _START_TIMEOUT = 30.0
 _COMMAND = (sys.executable, "-m", "cantata.cli", "serve", "benchmarks/bench_serve.py:agent")
+NOTE = "scripted agent; server in a subprocess"
 
 
 def _answer(messages: list[Message], options: ChatOptions) -> str:
@@ -53,7 +57,9 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _server() -> Iterator[str]:
+def served_server() -> Iterator[str]:
+    """`cantata serve` of `agent` in a subprocess (in-memory store, access log off), ready
+    to answer; yields its base URL and stops it afterwards."""
     port = _free_port()
     proc = subprocess.Popen(
         [*_COMMAND, "--port", str(port), "--store", "memory://", "--log-level", "warning"],
@@ -87,7 +93,8 @@ def _server() -> Iterator[str]:
             proc.wait(10)
 
 
-async def _in_process_latency(n: int) -> list[float]:
+async def in_process_latency(n: int) -> list[float]:
+    """Seconds of each of `n` calls of `agent` in this process, one after another."""
     times = []
     for _ in range(n):
         start = time.perf_counter()
@@ -109,42 +116,31 @@ async def _served_latency(http: httpx.AsyncClient, url: str, n: int, **extra: An
     return times
 
 
-async def _rate(http: httpx.AsyncClient, url: str, total: int) -> float:
+async def rate(one_after_another: Callable[[int], Awaitable[object]], total: int) -> float:
+    """Calls per second when `CONCURRENCY` clients each make their share of `total` calls
+    one after another (`one_after_another(n)` makes n)."""
     per_client = total // CONCURRENCY
     start = time.perf_counter()
-    await asyncio.gather(*(_served_latency(http, url, per_client) for _ in range(CONCURRENCY)))
+    await asyncio.gather(*(one_after_another(per_client) for _ in range(CONCURRENCY)))
     return per_client * CONCURRENCY / (time.perf_counter() - start)
 
 
-async def _in_process_rate(total: int) -> float:
-    per_client = total // CONCURRENCY
-    start = time.perf_counter()
-    await asyncio.gather(*(_in_process_latency(per_client) for _ in range(CONCURRENCY)))
-    return per_client * CONCURRENCY / (time.perf_counter() - start)
-
-
-def _ms(values: list[float]) -> float:
+def median_ms(values: list[float]) -> float:
+    """The median of `values` (seconds) in milliseconds."""
     return statistics.median(values) * 1000
 
 
-async def collect(quick: bool) -> list[Row]:
-    n = 200 if quick else 1000
-    total = 800 if quick else 4000
-    local = _ms(await _in_process_latency(n))
-    local_rate = await _in_process_rate(total)
-    limits = httpx.Limits(max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY)
-    with _server() as url:
-        async with httpx.AsyncClient(timeout=30, limits=limits) as http:
-            await _served_latency(http, url, 50)  # warm-up: connections, first imports
-            served = _ms(await _served_latency(http, url, n))
-            streamed = _ms(await _served_latency(http, url, n, stream=True))
-            rate = await _rate(http, url, total)
-    note = "scripted agent; server in a subprocess, httpx keep-alive client"
+def rows(
+    label: str, streamed_label: str, rate_label: str, figures: dict[str, float], note: str
+) -> list[Row]:
+    """The four rows of a serving benchmark from its figures (``served``, ``streamed``,
+    ``local``, ``rate``, ``local_rate``)."""
+    local = figures["local"]
     return [
         Row(
-            "serve: chat completion, one at a time",
+            f"serve: {label}, one at a time",
             "ms",
-            served,
+            figures["served"],
             peer=local,
             peer_name="in process",
             higher_is_better=False,
@@ -152,28 +148,56 @@ async def collect(quick: bool) -> list[Row]:
             headline=True,
         ),
         Row(
-            "serve: chat completion, added latency",
+            f"serve: {label}, added latency",
             "ms",
-            served - local,
+            figures["served"] - local,
             higher_is_better=False,
             note="median served minus median in-process call",
         ),
         Row(
-            "serve: chat completion streamed, one at a time",
+            f"serve: {streamed_label}, one at a time",
             "ms",
-            streamed,
+            figures["streamed"],
             peer=local,
             peer_name="in process",
             higher_is_better=False,
             note=note,
         ),
         Row(
-            f"serve: chat completions, {CONCURRENCY} clients",
+            f"serve: {rate_label}, {CONCURRENCY} clients",
             "requests/s",
-            rate,
-            peer=local_rate,
+            figures["rate"],
+            peer=figures["local_rate"],
             peer_name="in process",
             note=note,
             headline=True,
         ),
     ]
+
+
+async def in_process_figures(n: int, total: int) -> dict[str, float]:
+    """The in-process peer: median latency of `n` calls, and the rate over `total`."""
+    return {
+        "local": median_ms(await in_process_latency(n)),
+        "local_rate": await rate(in_process_latency, total),
+    }
+
+
+async def collect(quick: bool) -> list[Row]:
+    n = 200 if quick else 1000
+    total = 800 if quick else 4000
+    figures = await in_process_figures(n, total)
+    limits = httpx.Limits(max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY)
+    with served_server() as url:
+        async with httpx.AsyncClient(timeout=30, limits=limits) as http:
+            await _served_latency(http, url, 50)  # warm-up: connections, first imports
+            figures["served"] = median_ms(await _served_latency(http, url, n))
+            figures["streamed"] = median_ms(await _served_latency(http, url, n, stream=True))
+            figures["rate"] = await rate(lambda k: _served_latency(http, url, k), total)
+    return rows(
+        "chat completion",
+        "chat completion streamed",
+        "chat completions",
+        figures,
+        f"{NOTE}, httpx keep-alive client",
+    )
