@@ -18,7 +18,7 @@ from cantata.core import (
     TextContent,
     TimeoutError,
 )
-from cantata.models import ScriptedChatClient, tool_call
+from cantata.models import ChatOptions, ScriptedChatClient, tool_call
 from cantata.teams import (
     ChannelSet,
     ChannelSyncError,
@@ -340,3 +340,44 @@ async def test_a_turn_ending_in_a_tool_result_shows_it_in_the_transcript() -> No
     result = await team.create_session().run("q")
     shown = [(m.author_name, m.role) for m in result.messages]
     assert shown == [("user", "user"), ("tools", "tool"), ("b", "assistant")]
+
+
+class OptionsSeen(ServerAgent):
+    """Remembers the run options of each of its runs (on the server thread kind)."""
+
+    def __init__(self, server: ChatServer, *, name: str) -> None:
+        super().__init__(server, name=name)
+        self.seen: list[ChatOptions | None] = []
+
+    async def run(self, messages: object = None, **kwargs: object) -> AgentResponse:  # type: ignore[override]
+        options = kwargs.get("options")
+        self.seen.append(options if isinstance(options, ChatOptions) else None)
+        return await super().run(messages, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_run_options_reach_a_local_agent_for_that_run_only(streamed: bool) -> None:
+    client = ScriptedChatClient(["one", "two"])
+    agent = ChatAgent(client, name="a", options=ChatOptions(temperature=0.5))
+    channel = LocalChannel("local")
+    await channel.receive(_src(Message("user", "q")))
+    updates: list[object] = []
+    on_update = updates.append if streamed else None
+    first = await channel.invoke(agent, options=ChatOptions(max_tokens=7), on_update=on_update)
+    second = await channel.invoke(agent, on_update=on_update)
+    assert [first.text, second.text] == ["one", "two"]
+    assert [c.options.max_tokens for c in client.calls] == [7, None]  # that run only
+    assert [c.options.temperature for c in client.calls] == [0.5, 0.5]  # laid over its own
+    assert agent.options.max_tokens is None
+    assert bool(updates) is streamed
+
+
+async def test_run_options_reach_an_agent_on_a_service_channel() -> None:
+    server = ChatServer()
+    agent = OptionsSeen(server, name="ra")
+    channels = ChannelSet(factories_for([agent]))
+    channel = await channels.sync(channel_key(agent), agent, list)
+    assert isinstance(channel, ServiceChannel)
+    await channel.invoke(agent, options=ChatOptions(temperature=0.1))
+    await channel.invoke(agent)
+    assert [o.temperature if o else None for o in agent.seen] == [0.1, None]

@@ -10,6 +10,7 @@ import pytest
 from cantata.agents import ChatAgent
 from cantata.core import ConfigurationError, Message
 from cantata.models import ChatOptions, ScriptedChatClient, tool_call
+from cantata.teams import channel_key
 from cantata.teams.events import RoutingEvent
 from cantata.teams.handoff import USER, Handoff, Swarm, handoff_of
 from cantata.teams.termination import Handoff as HandoffTermination
@@ -211,3 +212,27 @@ def test_bad_definitions_are_refused_with_the_names_involved() -> None:
     with pytest.raises(ConfigurationError, match="participant named 'user'"):
         Handoff([a, agent("user", [])])
     assert Swarm is Handoff
+
+
+async def test_participants_read_the_history_through_the_session_channels() -> None:
+    a = agent("a", [transfer("b", "over to b"), "a again"])
+    b = agent("b", [transfer("a", "back to a")])
+    team = Handoff([a, b])
+    session = team.create_session()
+    result = await session.run("task")
+    assert result.messages[-1].text == "a again"
+    # one channel for the local thread kind, not a fresh thread per turn
+    assert session.channels.keys == [channel_key(a)]
+    # back on its channel, `a` sees its own call with its result and note as they are,
+    # b's handoff note as a user message, and none of b's tool traffic; its transfer
+    # tools came as run options on both turns
+    seen = [(m.role, m.author_name, m.text) for m in a.client.calls[1].messages]  # type: ignore[attr-defined]
+    assert seen == [
+        ("user", "user", "task"),
+        ("assistant", "a", ""),
+        ("tool", "a", ""),
+        ("assistant", "a", "a handed the conversation to b: over to b"),
+        ("user", "b", "b handed the conversation to a: back to a"),
+    ]
+    assert offered(a, 0) == offered(a, 1) == ["transfer_to_b"]
+    assert a.options.tools is None  # the agent's own options are untouched

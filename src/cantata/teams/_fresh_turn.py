@@ -1,14 +1,15 @@
 """A participant that speaks on a fresh thread built from a slice of the team's history.
 
-The group chat's participants read the history through the session's channels, which
-mirror it once per thread kind. Some team types need a participant to see something else:
-only the previous agent's reply (a sequential chain), the history as it stood before its
-siblings answered (a concurrent fan-out, whose members run in one superstep), or its own
-tools for one run (the transfer tools of a handoff). `FreshTurnParticipant` builds a new
-thread of the agent's kind for each turn from the messages its `select` picks, shown as
-the local channel shows them (its own messages as they are, others' replies as user
-messages), and runs the agent there with per-turn options. The history itself stays the
-manager's, so a checkpoint and a resume see the same thing.
+The group chat's and the handoff's participants read the history through the session's
+channels, which mirror it once per thread kind (a handoff's transfer tools are the
+participant's run options there). Some team types need a participant to see something
+else: only the previous agent's reply (a sequential chain), or the history as it stood
+before its siblings answered (a concurrent fan-out, whose members run in one superstep, so
+a shared channel would show one sibling's answer to the next). `FreshTurnParticipant`
+builds a new thread of the agent's kind for each turn from the messages its `select`
+picks, shown as the local channel shows them (its own messages as they are, others'
+replies as user messages), and runs the agent there with per-turn options. The history
+itself stays the manager's, so a checkpoint and a resume see the same thing.
 """
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ from ..core import (
 )
 from ..models import ChatOptions, ToolSpec
 from ..workflows import Workflow, WorkflowContext
-from ._fresh_turn import FreshTurnParticipant
 from .manager import ManagerState, TeamManager
+from .participant import ParticipantExecutor
 from .result import StopMessage
 from .team import Team
 from .termination import TerminationCondition
@@ -300,8 +300,10 @@ class Handoff(Team):
             termination=self.termination,
             max_turns=self.max_turns,
         )
+        # The shared history through the channels (each agent's thread is handed only what
+        # is new), with each agent's transfer tools as its run options.
         executors = [
-            FreshTurnParticipant(a, options_for=_fixed(self.tools_for(a.name)))
+            ParticipantExecutor(a, options=_transfer_options(self.tools_for(a.name)))
             for a in self.participants
         ]
         steps = 2 * self.max_turns + 8 if self.max_turns is not None else 10_000
@@ -312,13 +314,8 @@ Swarm = Handoff
 """AutoGen's name for the same team."""
 
 
-def _fixed(specs: list[ToolSpec]) -> Any:
-    options = ChatOptions(tools=specs) if specs else None
-
-    def options_for(history: list[Message]) -> ChatOptions | None:
-        return options
-
-    return options_for
+def _transfer_options(specs: list[ToolSpec]) -> ChatOptions | None:
+    return ChatOptions(tools=specs) if specs else None
 
 
 def _targets(
