@@ -127,6 +127,15 @@ async def test_selector_reads_plain_text_naming_one_candidate() -> None:
     assert both.fallback_used  # naming two is not an answer
 
 
+async def test_a_name_inside_another_word_is_not_a_mention() -> None:
+    # "decoder" holds "coder" but does not name it; a name standing as a word of its
+    # own, punctuation around it, does
+    inside = await Selector(_answers("the decoder"), max_attempts=1).select(_state("planner"))
+    assert inside.fallback_used
+    word = await Selector(_answers("next: coder!")).select(_state("planner"))
+    assert word.speaker == "coder" and not word.fallback_used
+
+
 async def test_selector_survives_model_output_errors() -> None:
     client = ScriptedChatClient([ModelOutputError("bad json"), json.dumps({"speaker": "coder"})])
     choice = await Selector(client, structured=True).select(_state("planner"))

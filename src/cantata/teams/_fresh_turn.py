@@ -18,11 +18,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..agents import Agent, AgentResponse, AgentResponseUpdate
-from ..core import Message, Usage
+from ..core import Message, Usage, tracing
 from ..models import ChatOptions
 from ..workflows import AgentUpdateEvent, Executor, WorkflowContext, handler
 from .channels import LocalChannel
-from .manager import sourced
+from .manager import sourced, turn_span
 from .turns import HISTORY_LOG, SpeakTurn, TurnDone
 
 __all__ = ["FreshTurnParticipant", "HistorySelector", "OptionsFor", "view_for"]
@@ -63,7 +63,12 @@ class FreshTurnParticipant(Executor):
         history: list[Message] = list(ctx.log(HISTORY_LOG, shared=True).entries)
         shown = self._select(history) if self._select is not None else history
         options = self._options_for(history) if self._options_for is not None else None
-        response = await self._run(await view_for(self.agent, shown), options, ctx)
+        view = await view_for(self.agent, shown)
+        if tracing.enabled():
+            with turn_span(ctx, turn, self.agent.name):
+                response = await self._run(view, options, ctx)
+        else:
+            response = await self._run(view, options, ctx)
         name = self.agent.name
         messages = [m if m.author_name else m.copy(author_name=name) for m in response.messages]
         ctx.send_message(TurnDone(name, messages, response.usage or Usage(), ""))

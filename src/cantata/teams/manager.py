@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core import ConfigurationError, DataContent, Message, Usage, new_id, register
+from ..core import ConfigurationError, DataContent, Message, Usage, new_id, register, tracing
 from ..workflows import Executor, WorkflowContext, handler, response_handler
 from .channels import ChannelSet
 from .events import RoutingEvent, TeamMessageEvent, TeamStoppedEvent
@@ -25,7 +25,17 @@ from .result import StopMessage, TaskResult
 from .termination import Observation, TerminationCondition
 from .turns import HISTORY_LOG, AwaitingTask, SpeakTurn, TeamTask, TurnDone
 
-__all__ = ["CHANNELS_KEY", "MANAGER_ID", "ManagerState", "TeamManager", "channels_of", "visible"]
+__all__ = [
+    "CHANNELS_KEY",
+    "MANAGER_ID",
+    "TEAM_KEY",
+    "ManagerState",
+    "TeamManager",
+    "channels_of",
+    "team_name_of",
+    "turn_span",
+    "visible",
+]
 
 TRANSCRIPT_LOG = "team.transcript"
 """The run's shared log of the visible transcript (what `TaskResult.messages` shows)."""
@@ -33,6 +43,8 @@ MANAGER_ID = "team.manager"
 """Executor id of a team's manager (agent names cannot contain a dot, so it never clashes)."""
 CHANNELS_KEY = "cantata.teams.channels"
 """The run keyword argument that carries the session's `ChannelSet` to the executors."""
+TEAM_KEY = "cantata.teams.team"
+"""The run keyword argument that carries the team's name (for its spans)."""
 
 
 @register(name="cantata.teams.ManagerState")
@@ -84,6 +96,27 @@ def channels_of(ctx: WorkflowContext[Any, Any]) -> ChannelSet:
             "through team.run(), team.create_session() or team.resume(), not its workflow"
         )
     return channels
+
+
+def team_name_of(ctx: WorkflowContext[Any, Any]) -> str:
+    """The name of the team whose run this is (a session hands it to the run)."""
+    name = ctx.kwargs.get(TEAM_KEY)
+    return name if isinstance(name, str) else "team"
+
+
+def turn_span(ctx: WorkflowContext[Any, Any], turn: SpeakTurn, speaker: str) -> Any:
+    """The ``team_turn {team}`` span around one participant's turn (its agent's span nests
+    inside); a no-op context manager while tracing is off."""
+    team = team_name_of(ctx)
+    return tracing.span(
+        f"team_turn {team}",
+        {
+            "cantata.team.name": team,
+            "cantata.team.turn": turn.turn,
+            "cantata.team.speaker": speaker,
+            "cantata.correlation_id": turn.correlation_id,
+        },
+    )
 
 
 def visible(turn: Sequence[Message]) -> list[Message]:
@@ -194,6 +227,19 @@ class TeamManager(Executor):
         state.last_speaker = speaker
         state.turn += 1
         ctx.set_executor_state(state)
+        if tracing.enabled():
+            team = team_name_of(ctx)
+            attributes = {
+                "cantata.route.candidates": list(
+                    candidates if candidates is not None else self.participants
+                ),
+                "cantata.route.choice": speaker,
+                "cantata.route.reason": reason,
+                "cantata.route.fallback": fallback_used,
+                "cantata.correlation_id": state.correlation_id,
+            }
+            with tracing.span(f"route {team}", attributes):
+                pass  # the decision is made: the span records it
         if ctx.streaming:
             ctx.add_event(
                 RoutingEvent(

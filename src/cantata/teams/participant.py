@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..agents import Agent, AgentResponseUpdate
-from ..core import Message, Usage
+from ..core import Message, Usage, tracing
 from ..models import ChatOptions
 from ..workflows import AgentUpdateEvent, Executor, WorkflowContext, handler
 from .channels import channel_key
-from .manager import channels_of, sourced
+from .manager import channels_of, sourced, turn_span
 from .turns import HISTORY_LOG, SpeakTurn, TurnDone
 
 __all__ = ["ParticipantExecutor"]
@@ -36,6 +36,13 @@ class ParticipantExecutor(Executor):
     @handler(output=TurnDone)
     async def take_turn(self, turn: SpeakTurn, ctx: WorkflowContext[Any, Any]) -> None:
         """Speak: run the agent on the shared history, then give the turn back."""
+        if tracing.enabled():
+            with turn_span(ctx, turn, self.agent.name):
+                await self._speak(ctx)
+        else:
+            await self._speak(ctx)
+
+    async def _speak(self, ctx: WorkflowContext[Any, Any]) -> None:
         channels = channels_of(ctx)
 
         def history() -> list[tuple[str, Message]]:

@@ -33,7 +33,7 @@ from ..workflows import (
 )
 from .channels import ChannelSet
 from .events import TeamEvent
-from .manager import CHANNELS_KEY
+from .manager import CHANNELS_KEY, TEAM_KEY
 from .result import StopMessage, TaskResult
 from .turns import AwaitingTask, TeamTask
 
@@ -173,7 +173,7 @@ class TeamSession:
         return None
 
     def _kwargs(self) -> dict[str, Any]:
-        return {CHANNELS_KEY: self._channels}
+        return {CHANNELS_KEY: self._channels, TEAM_KEY: self.team.name}
 
     async def _drive(
         self, messages: list[Message], token: CancellationToken | None

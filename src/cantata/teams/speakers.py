@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -346,5 +347,7 @@ def _parse(text: str, value: Any, names: list[str]) -> str | None:
     stripped = text.strip().strip("\"'.").strip()
     if stripped in names:
         return stripped
-    mentioned = [n for n in names if n in text]
+    # a name mentioned as a word of its own (as AutoGen's selector reads mentions), so
+    # "nobody" does not name an agent called "b"
+    mentioned = [n for n in names if re.search(rf"(?<!\w){re.escape(n)}(?!\w)", text)]
     return mentioned[0] if len(mentioned) == 1 else None
