@@ -74,7 +74,9 @@ async def test_a2a_agent_round_trip_talks_to_the_server(server: str) -> None:
     ("provider", "config", "match"),
     [
         ("cantata.agents.ResponsesAgent", {"base_url": "http://h/v1"}, "missing field"),
-        ("cantata.agents.ResponsesAgent", {"base_url": "x", "model": ""}, "needs model="),
+        ("cantata.agents.ResponsesAgent", {"base_url": "http://h", "model": ""}, "model="),
+        ("cantata.agents.ResponsesAgent", {"base_url": "x", "model": "m"}, "not an http"),
+        ("cantata.agents.ResponsesAgent", {"base_url": "http://[::1", "model": "m"}, "IPv6"),
         ("cantata.agents.ResponsesAgent", {"base_url": "x", "model": "m", "store": 1}, "bool"),
         ("cantata.agents.ResponsesAgent", {"base_url": "x", "model": "m", "k": 1}, "unknown"),
         ("cantata.agents.A2AAgent", {"url": "ftp://h"}, "http"),

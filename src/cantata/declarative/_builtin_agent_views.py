@@ -13,6 +13,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from ..core import CantataError
 from ..teams import CodeRunnerAgent, LocalCodeExecutor, Team, TeamAgent
 from ..workflows import Workflow, WorkflowAgent
 from ._builtin_models import _fields, _typed
@@ -78,9 +79,13 @@ def _build_code_runner(config: Mapping[str, Any], ctx: ConfigContext) -> CodeRun
     args = _fields(config, names, where)
     _typed(args, {"name": str, "description": str, "run_bare_text": bool}, where)
     _typed(args, {"timeout": float, "max_output": int, "work_dir": str}, where)
-    executor = LocalCodeExecutor(
-        **{k: args.pop(k) for k in ("timeout", "max_output", "work_dir") if k in args}
-    )
+    settings = {k: args.pop(k) for k in ("timeout", "max_output", "work_dir") if k in args}
+    try:
+        executor = LocalCodeExecutor(**settings)
+    except CantataError:
+        raise
+    except (ValueError, OSError) as exc:  # a work_dir the system cannot even look up
+        raise SpecError(f"{where}: work_dir {settings.get('work_dir')!r:.120}: {exc}") from exc
     return CodeRunnerAgent(executor, **{k: v for k, v in args.items() if v is not None})
 
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..agents import A2AAgent, ResponsesAgent
+from ..core import CantataError
 from ._builtin_models import _fields, _typed
+from .errors import SpecError
 from .registry import ComponentAdapter, ConfigContext, register_component
 
 __all__: list[str] = []
@@ -49,7 +52,20 @@ def _build_responses(config: Mapping[str, Any], ctx: ConfigContext) -> Responses
     _typed(args, {"base_url": str, "model": str, "name": str, "description": str}, _RESPONSES)
     _typed(args, {"instructions": str, "store": bool, "api_key": str}, _RESPONSES)
     _typed(args, {"timeout": float}, _RESPONSES)
-    return ResponsesAgent(args.pop("base_url"), **{k: v for k, v in args.items() if v is not None})
+    base_url = args.pop("base_url")
+    bad = f"{_RESPONSES}: base_url {base_url!r:.120} is not an http(s) URL"
+    try:
+        host = urlsplit(base_url).hostname
+    except ValueError as exc:
+        raise SpecError(f"{bad}: {exc}") from exc
+    if not base_url.startswith(("http://", "https://")) or not host:
+        raise SpecError(bad)
+    try:
+        return ResponsesAgent(base_url, **{k: v for k, v in args.items() if v is not None})
+    except CantataError:
+        raise
+    except Exception as exc:  # the client's own URL parser and its own error classes
+        raise SpecError(f"{bad}: {exc}") from exc
 
 
 def _dump_a2a(agent: A2AAgent, ctx: ConfigContext) -> dict[str, Any]:

@@ -91,9 +91,13 @@ def _build_postgres(config: Mapping[str, Any], ctx: ConfigContext) -> Any:
     cls = _installed("postgres", "PostgresStore")
     password = args.pop("password", None)
     if password is not None:
+        import psycopg
         from psycopg.conninfo import make_conninfo
 
-        args["dsn"] = make_conninfo(args["dsn"], password=password)
+        try:
+            args["dsn"] = make_conninfo(args["dsn"], password=password)
+        except psycopg.ProgrammingError as exc:
+            raise SpecError(f"{_PG}: 'dsn' is not a PostgreSQL DSN: {exc}") from exc
     return cls(**args)
 
 
@@ -117,7 +121,10 @@ def _build_redis(config: Mapping[str, Any], ctx: ConfigContext) -> Any:
     cls = _installed("redis", "RedisStore")
     password = args.pop("password", None)
     if password is not None:
-        args["url"] = _url_with_password(_url_without_password(args["url"])[0], password)
+        try:
+            args["url"] = _url_with_password(_url_without_password(args["url"])[0], password)
+        except ValueError as exc:  # urllib: a malformed host or port
+            raise SpecError(f"{_REDIS}: 'url' is not a Redis URL: {exc}") from exc
     return cls(**args)
 
 
