@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,7 +17,7 @@ from cantata.agents import ChatAgent
 from cantata.models import ScriptedChatClient
 from cantata.serve import ServedSet
 from cantata.serve.devui_graph import graph_of
-from cantata.stores import MemoryStore
+from cantata.stores import MemoryStore, SQLiteStore
 from cantata.teams import GroupChat, RoundRobin
 from cantata.workflows import (
     Executor,
@@ -289,15 +290,85 @@ async def test_events_reconnect_from_last_event_id(url: str) -> None:
         assert res.status_code == 400 and "'x'" in res.json()["error"]["message"]
 
 
-def test_registry_drops_the_oldest_stopped_runs() -> None:
-    from cantata.serve.devui_runs import _MAX_RUNS, DevRun, RunRegistry
+async def test_registry_drops_the_oldest_stopped_runs() -> None:
+    from cantata.serve.devui_runs import MAX_KEPT_RUNS, DevRun, RunRegistry
     from cantata.workflows import InMemoryCheckpointStore
 
     registry = RunRegistry()
     entry = next(iter(ServedSet(served()).values()))
-    runs = [registry.add(DevRun(entry, InMemoryCheckpointStore())) for _ in range(_MAX_RUNS + 5)]
+    runs = [
+        await registry.add(DevRun(entry, InMemoryCheckpointStore()))
+        for _ in range(MAX_KEPT_RUNS + 5)
+    ]
     kept = registry.all()
-    assert len(kept) == _MAX_RUNS and kept[-1] is runs[-1] and kept[0] is runs[5]
+    assert len(kept) == MAX_KEPT_RUNS and kept[-1] is runs[-1] and kept[0] is runs[5]
+
+
+async def test_the_store_keeps_a_bounded_number_of_runs() -> None:
+    from cantata.serve.devui_runs import MAX_KEPT_RUNS, DevRun, RunRegistry
+    from cantata.workflows import InMemoryCheckpointStore
+
+    entry = ServedSet(served())["review"]
+    async with MemoryStore() as store:
+        registry = RunRegistry(store)
+        runs = [
+            await registry.add(DevRun(entry, InMemoryCheckpointStore(), state=store))
+            for _ in range(MAX_KEPT_RUNS + 3)
+        ]
+        stored = await store.keys("devui:run:")
+        assert len(stored) == MAX_KEPT_RUNS
+        assert f"devui:run:{runs[2].id}" not in stored and f"devui:run:{runs[3].id}" in stored
+        listed = await registry.summaries()
+        assert [r["id"] for r in listed] == [r.id for r in runs[3:]]
+
+
+async def test_past_runs_survive_a_restart_and_resume_from_their_checkpoints(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "serve.db"
+    async with (
+        SQLiteStore(path) as store,
+        serving(served(), store=store) as base,
+        httpx.AsyncClient(base_url=base, timeout=TIMEOUT) as client,
+    ):
+        run = (await client.post("/devui/api/runs/review", json={"input": "note"})).json()
+        events = await run_to_stop(client, run["id"])
+        assert events[-1]["status"] == "idle_with_pending_requests"
+    async with (
+        SQLiteStore(path) as store,
+        serving(served(), store=store) as base,
+        httpx.AsyncClient(base_url=base, timeout=TIMEOUT) as client,
+    ):
+        (listed,) = (await client.get("/devui/api/runs")).json()["runs"]
+        assert listed["id"] == run["id"] and listed["restored"]
+        assert listed["events"] == len(events) - 1  # the stream's closing summary is not one
+        again = await run_to_stop(client, run["id"])
+        assert again[:-1] == events[:-1]
+        end = again[-1]
+        assert end["restored"] and end["status"] == "idle_with_pending_requests"
+        (request,) = end["pending"]
+        refused = await client.post(
+            f"/devui/api/run/{run['id']}/answers", json={"answers": {request["request_id"]: "y"}}
+        )
+        assert refused.status_code == 409
+        assert "resume it from one of its checkpoints" in refused.json()["error"]["message"]
+        cps = (await client.get(f"/devui/api/run/{run['id']}/checkpoints")).json()["checkpoints"]
+        waiting = [c for c in cps if c["pending"]]
+        resumed = await client.post(
+            f"/devui/api/run/{run['id']}/resume",
+            json={"checkpoint_id": waiting[0]["checkpoint_id"]},
+        )
+        assert resumed.status_code == 201, resumed.text
+        new = resumed.json()["id"]
+        later = await run_to_stop(client, new)
+        (pending,) = later[-1]["pending"]
+        answered = await client.post(
+            f"/devui/api/run/{new}/answers", json={"answers": {pending["request_id"]: "yes"}}
+        )
+        assert answered.status_code == 200, answered.text
+        done = await run_to_stop(client, new, after=len(later) - 2)
+        outputs = [e["data"] for e in done if e.get("type") == "OutputEvent"]
+        assert outputs == ["published facts(NOTE) + tone(NOTE) (yes)"]
 
 
 def test_cantata_serve_offers_the_page() -> None:

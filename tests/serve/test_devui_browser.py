@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 
 from cantata.serve import TOKEN_COOKIE, Limits
-from cantata.stores import MemoryStore
+from cantata.stores import MemoryStore, SQLiteStore
 from cantata.workflows import WorkflowBuilder, WorkflowContext, executor
 
 from ..conftest import IN_CI
 from ._servers import serving
-from .test_devui_api import served
+from .test_devui_api import TIMEOUT, run_to_stop, served
 
 CHROMIUM = os.environ.get("CANTATA_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = (
@@ -65,7 +65,11 @@ def _need_browser() -> tuple[Any, str]:
 
 @asynccontextmanager
 async def open_page(
-    *, token: str | None = None, entries: Any = None, limits: Limits | None = None
+    *,
+    token: str | None = None,
+    entries: Any = None,
+    limits: Limits | None = None,
+    store_path: Path | None = None,
 ) -> AsyncIterator[Any]:
     """A page of a fresh headless Chromium on the dev UI (with the token's cookie when the
     server wants one); fails on any page error or console error."""
@@ -74,7 +78,7 @@ async def open_page(
     print(f"dev UI screenshots: {ARTIFACTS}")
     errors: list[str] = []
     async with (
-        MemoryStore() as store,
+        SQLiteStore(store_path) if store_path else MemoryStore() as store,
         serving(entries or served(), store=store, token=token, limits=limits) as url,
         async_playwright() as pw,
     ):
@@ -172,6 +176,40 @@ async def test_workflow_run_graph_timeline_answer_and_resume(page: Any) -> None:
     await page.locator("#run-status", has_text="idle_with_pending_requests").wait_for()
     await page.locator("#pending .req").wait_for()
     await shot(page, "workflow-resumed")
+
+
+async def test_a_past_run_opens_after_a_restart_and_resumes(tmp_path: Path) -> None:
+    import httpx
+
+    path = tmp_path / "serve.db"
+    async with (
+        SQLiteStore(path) as store,
+        serving(served(), store=store) as url,
+        httpx.AsyncClient(base_url=url, timeout=TIMEOUT) as client,
+    ):
+        run = (await client.post("/devui/api/runs/review", json={"input": "note"})).json()
+        await run_to_stop(client, run["id"])
+    async with open_page(store_path=path) as page:
+        await page.click("#entries button[data-name=review]")
+        await page.click("#past summary")
+        await page.click(f"#past-runs button[data-run='{run['id']}']")
+        await page.locator("#run-status", has_text="idle_with_pending_requests").wait_for()
+        await page.locator("#run-meta", has_text="earlier server process").wait_for()
+        await page.locator("#timeline li", has_text="RequestInfo").wait_for()
+        assert await page.locator("#timeline li").count() >= 10
+        assert await page.locator("#pending .req input").count() == 0  # resume to answer
+        await shot(page, "past-run")
+        waiting = page.locator("#checkpoints li", has_text="1 pending").first
+        await waiting.locator("button").click()
+        await page.locator("#timeline li", has_text="resumed_from=").wait_for()
+        await page.locator("#run-status", has_text="idle_with_pending_requests").wait_for()
+        request = page.locator("#pending .req")
+        await request.locator("input").fill("yes")
+        await request.locator("button").click()
+        output = page.locator("#timeline li", has=page.locator(".t", has_text="Output"))
+        await output.filter(has_text="published facts(NOTE) + tone(NOTE) (yes)").wait_for()
+        assert await page.locator("#past-runs button").count() == 2
+        await shot(page, "past-run-resumed")
 
 
 async def test_team_run_shows_routing_decisions(page: Any) -> None:

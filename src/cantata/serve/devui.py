@@ -9,6 +9,10 @@ and the run's checkpoints to resume from.
 API (all under ``/devui/api``): ``GET entries``; ``POST chat/{name}`` (SSE); ``POST
 runs/{name}``; ``GET runs``; ``GET run/{id}``; ``GET run/{id}/events`` (SSE);
 ``POST run/{id}/answers``; ``GET run/{id}/checkpoints``; ``POST run/{id}/resume``.
+
+Chats and runs live in the server's store (``--store``), so on a durable store they are
+still there after a restart: a chat goes on, and a past run shows its events and
+checkpoints and resumes from them (see `devui_runs` for what is kept and its bounds).
 """
 
 from __future__ import annotations
@@ -111,8 +115,17 @@ class _DevUI:
 
     def __init__(self, ctx: ServeContext) -> None:
         self.ctx = ctx
-        self.runs = RunRegistry()
+        self.runs = RunRegistry(ctx.store, self._restore)
         self._store = StateStoreCheckpointStore(ctx.store)
+
+    def _restore(self, record: dict[str, Any], events: list[Any]) -> DevRun | None:
+        entry = self.ctx.served.get(str(record.get("name")))
+        if entry is None or entry.kind == "agent":
+            return None  # no longer served here
+        return DevRun.restore(entry, self._checkpoints_of(entry), self.ctx.store, record, events)
+
+    def _new_run(self, entry: Served, store: CheckpointStore) -> DevRun:
+        return DevRun(entry, store, state=self.ctx.store)
 
     def _entry(self, name: str, *, runnable: bool = False) -> Served:
         entry = self.ctx.served.get(name)
@@ -186,15 +199,15 @@ class _DevUI:
 
     @_guarded
     async def list_runs(self, request: Request) -> Response:
-        """The runs kept in this process."""
-        return JSONResponse({"runs": [r.summary() for r in self.runs.all()]})
+        """The runs kept (live ones, and past ones from the store), oldest first."""
+        return JSONResponse({"runs": await self.runs.summaries()})
 
     @_guarded
     async def start_run(self, request: Request) -> Response:
         """Start a run of a workflow or team on the text given; follow it at its events."""
         entry = self._entry(request.path_params["name"], runnable=True)
         text = _text(await _body(request), "input")
-        run = self.runs.add(DevRun(entry, self._checkpoints_of(entry)))
+        run = await self.runs.add(self._new_run(entry, self._checkpoints_of(entry)))
         if entry.kind == "workflow":
             run.start(
                 lambda r: _workflow_stream(
@@ -209,12 +222,13 @@ class _DevUI:
     @_guarded
     async def get_run(self, request: Request) -> Response:
         """One run's summary (status, pending requests)."""
-        return JSONResponse(self.runs.get(request.path_params["run_id"]).summary())
+        run = await self.runs.get(request.path_params["run_id"])
+        return JSONResponse(run.summary())
 
     @_guarded
     async def run_events(self, request: Request) -> Response:
         """The run's events as server-sent events, from ``Last-Event-ID`` (or ``after``)."""
-        run = self.runs.get(request.path_params["run_id"])
+        run = await self.runs.get(request.path_params["run_id"])
         last = request.headers.get("last-event-id") or request.query_params.get("after")
         try:
             after = int(last) + 1 if last is not None else 0
@@ -232,10 +246,11 @@ class _DevUI:
     @_guarded
     async def answer(self, request: Request) -> Response:
         """Answer pending requests for input (``{"answers": {request_id: text}}``)."""
-        run = self.runs.get(request.path_params["run_id"])
+        run = await self.runs.get(request.path_params["run_id"])
         answers = (await _body(request)).get("answers")
         if not isinstance(answers, dict) or not answers:
             raise RequestError("'answers' must map request ids to answers", param="answers")
+        run.check_live()
         pending = {r.request_id: r for r in run.pending}
         unknown = sorted(set(answers) - set(pending))
         if unknown or run.busy:
@@ -260,7 +275,7 @@ class _DevUI:
     @_guarded
     async def checkpoints(self, request: Request) -> Response:
         """The checkpoints of the run (in superstep order)."""
-        run = self.runs.get(request.path_params["run_id"])
+        run = await self.runs.get(request.path_params["run_id"])
         if run.run_id is None:
             return JSONResponse({"checkpoints": []})
         found = await run.store.list_checkpoints(run_id=run.run_id)
@@ -282,7 +297,7 @@ class _DevUI:
     @_guarded
     async def resume(self, request: Request) -> Response:
         """A new dev UI run continuing the run from one of its checkpoints."""
-        old = self.runs.get(request.path_params["run_id"])
+        old = await self.runs.get(request.path_params["run_id"])
         checkpoint_id = _text(await _body(request), "checkpoint_id")
         known = [c.checkpoint_id for c in await old.store.list_checkpoints(run_id=old.run_id)]
         if old.run_id is None or checkpoint_id not in known:
@@ -292,7 +307,7 @@ class _DevUI:
                 param="checkpoint_id",
             )
         entry = old.served
-        run = self.runs.add(DevRun(entry, old.store))
+        run = await self.runs.add(self._new_run(entry, old.store))
         if entry.kind == "workflow":
             workflow = entry.target
             run.start(

@@ -1,10 +1,19 @@
-"""Runs started from the dev UI: their events kept in order for any number of watchers.
+"""Runs started from the dev UI: their events kept in order for any number of watchers,
+and in the server's store, so past runs are still there after a restart.
 
 A run of a workflow or team goes on in a task of its own; its events (as JSON) are
 appended to a `DevRun`'s log, and each server-sent-events watcher reads the log from where
 it stands, so a page that reconnects (``Last-Event-ID``) misses nothing. Answers to
 requests for input and resumes from a checkpoint continue the same log. The registry
 cancels what is still running when the app stops.
+
+In the store (the server's ``--store``; memory unless it is durable): each run's record,
+``devui:run:<id>`` (schema 1: id, name, kind, status, run_id, pending), its events in the
+log of the same name (the first `MAX_KEPT_EVENTS`), and the ids in start order,
+``devui:runs``; past `MAX_KEPT_RUNS` the oldest stopped runs are deleted. A run read back
+after a restart shows its events and checkpoints and resumes from them, but a run that was
+waiting for an answer cannot take it: the waiting run lived in the stopped process (resume
+from its checkpoint instead). One store serves one server's dev UI at a time.
 """
 
 from __future__ import annotations
@@ -12,19 +21,39 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
+import re
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from ..core import new_id
+from ..core import StoreError, new_id
+from ..stores import StateStore, StoreCorruptionError
 from ..workflows import CheckpointStore, RequestInfoEvent, WorkflowEvent
 from .errors import RequestError
 from .served import Served
 
-__all__ = ["DevRun", "RunRegistry", "event_json"]
+__all__ = [
+    "DEVUI_RUN_SCHEMA_VERSION",
+    "MAX_KEPT_EVENTS",
+    "MAX_KEPT_RUNS",
+    "DevRun",
+    "RunRegistry",
+    "event_json",
+]
+
+DEVUI_RUN_SCHEMA_VERSION = 1
+MAX_KEPT_RUNS = 200
+"""Runs the dev UI keeps (in memory and in the store); the oldest stopped ones go first."""
+MAX_KEPT_EVENTS = 5000
+"""Events of one run written to the store; a run's later events live in memory only."""
 
 _MAX_TEXT = 2000
-_MAX_RUNS = 200
-_DONE = frozenset({"idle", "idle_with_pending_requests", "failed", "cancelled"})
+_MAX_RUNS = MAX_KEPT_RUNS
+_DONE = frozenset({"idle", "idle_with_pending_requests", "failed", "cancelled", "interrupted"})
+_PREFIX = "devui:run:"
+_INDEX = "devui:runs"
+_RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_log = logging.getLogger("cantata.serve.devui")
 
 
 def _plain(value: Any, depth: int = 0) -> Any:
@@ -72,7 +101,9 @@ class DevRun:
     """One run of a served workflow or team as the page sees it: an ordered event log,
     its status, pending requests, and what is needed to continue it."""
 
-    def __init__(self, served: Served, store: CheckpointStore) -> None:
+    def __init__(
+        self, served: Served, store: CheckpointStore, *, state: StateStore | None = None
+    ) -> None:
         self.id = new_id()[:16]
         self.served = served
         self.store = store
@@ -88,6 +119,11 @@ class DevRun:
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
         self._running = False
+        self._state = state
+        self._kept = 0
+        self.restored = False
+        """Read back from the store: its waiting run (if any) did not survive."""
+        self._restored_pending: list[Any] = []
 
     @property
     def busy(self) -> bool:
@@ -103,7 +139,9 @@ class DevRun:
             "status": self.status,
             "run_id": self.run_id,
             "events": len(self.events),
-            "pending": [
+            "pending": self._restored_pending
+            if self.restored
+            else [
                 {
                     "request_id": r.request_id,
                     "executor_id": r.executor_id,
@@ -112,7 +150,52 @@ class DevRun:
                 }
                 for r in self.pending
             ],
+            "restored": self.restored,
         }
+
+    def record(self) -> dict[str, Any]:
+        """What the store keeps of the run besides its events."""
+        summary = self.summary()
+        return {
+            "schema_version": DEVUI_RUN_SCHEMA_VERSION,
+            **{k: summary[k] for k in ("id", "name", "kind", "status", "run_id", "pending")},
+        }
+
+    @classmethod
+    def restore(
+        cls,
+        served: Served,
+        store: CheckpointStore,
+        state: StateStore,
+        record: dict[str, Any],
+        events: list[Any],
+    ) -> DevRun:
+        """A run of an earlier server process, read back from its record and events."""
+        run = cls(served, store, state=state)
+        run.id, run.run_id, run.restored = record["id"], record.get("run_id"), True
+        status = record.get("status")
+        run.status = status if status in _DONE else "interrupted"
+        pending = record.get("pending")
+        run._restored_pending = pending if type(pending) is list else []
+        run.events = [e for e in events if type(e) is dict]
+        run._kept = len(events)
+        return run
+
+    async def save(self) -> None:
+        """Write the run's record to the store (when it has one)."""
+        if self._state is not None:
+            await self._state.put(_PREFIX + self.id, self.record())
+
+    async def _keep(self, data: dict[str, Any]) -> None:
+        if self._state is None or self._kept > MAX_KEPT_EVENTS:
+            return
+        if self._kept == MAX_KEPT_EVENTS:
+            data = {"type": "Note", "note": f"events past {MAX_KEPT_EVENTS} are not stored"}
+        try:
+            await self._state.append(_PREFIX + self.id, [data])
+        except StoreError:  # not JSON the store takes (a NaN): keep its type
+            await self._state.append(_PREFIX + self.id, [{"type": data.get("type", "?")}])
+        self._kept += 1
 
     async def _add(self, item: Any) -> None:
         data = event_json(item)
@@ -123,6 +206,7 @@ class DevRun:
         async with self._changed:
             self.events.append(data)
             self._changed.notify_all()
+        await self._keep(data)
 
     def start(self, work: Callable[[DevRun], Any]) -> None:
         """Run `work(self)` (an async generator of events) in a task of its own."""
@@ -132,9 +216,20 @@ class DevRun:
                 "before answering or resuming it",
                 status=409,
             )
+        self.check_live()
         self.status = "in_progress"
         self._running = True
         self._task = asyncio.create_task(self._drive(work), name=f"devui-run-{self.id}")
+
+    def check_live(self) -> None:
+        """Refuse to continue a run read back from the store (a 409 saying what to do)."""
+        if self.restored:
+            raise RequestError(
+                f"run {self.id!r} of {self.served.name!r} was started by an earlier server "
+                "process, and what it was doing did not survive the restart: resume it from "
+                "one of its checkpoints",
+                status=409,
+            )
 
     async def _drive(self, work: Callable[[DevRun], Any]) -> None:
         try:
@@ -150,6 +245,10 @@ class DevRun:
             await self._add({"type": "Error", "error": f"{type(exc).__name__}: {exc}"})
         finally:
             self._running = False
+            try:
+                await self.save()
+            except Exception as exc:  # the store closed under a stopping server
+                _log.warning("dev UI run %s: its record was not saved: %s", self.id, exc)
             async with self._changed:
                 self._changed.notify_all()
 
@@ -180,36 +279,113 @@ class DevRun:
             await asyncio.wait([task], timeout=5)
 
 
+Restorer = Callable[[dict[str, Any], list[Any]], DevRun | None]
+"""Makes a stored run's `DevRun` (None: what it ran is no longer served)."""
+
+
 class RunRegistry:
-    """The dev UI's runs in this process, by id (the oldest stopped ones are dropped past
-    a bound)."""
+    """The dev UI's runs by id: live ones in this process, past ones in the store (with
+    `state`; the oldest stopped runs are dropped past `MAX_KEPT_RUNS`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, state: StateStore | None = None, restore: Restorer | None = None) -> None:
         self._runs: dict[str, DevRun] = {}
+        self._state = state
+        self._restore = restore
+        self._lock = asyncio.Lock()
 
-    def add(self, run: DevRun) -> DevRun:
-        """Keep `run`, dropping the oldest stopped runs past the bound."""
-        self._runs[run.id] = run
-        for rid in [r.id for r in self._runs.values() if not r.busy and r is not run]:
-            if len(self._runs) <= _MAX_RUNS:
-                break
-            del self._runs[rid]
+    async def add(self, run: DevRun) -> DevRun:
+        """Keep `run` (its record in the store too), dropping the oldest stopped runs past
+        the bound."""
+        async with self._lock:
+            self._runs[run.id] = run
+            if self._state is None:
+                order = list(self._runs)
+            else:
+                order = [*(i for i in await self._index() if i != run.id), run.id]
+            stopped = [rid for rid in order if rid != run.id and not self._busy(rid)]
+            gone = set(stopped[: max(0, len(order) - _MAX_RUNS)])
+            for rid in gone:
+                self._runs.pop(rid, None)
+            if self._state is not None:
+                for rid in gone:
+                    await self._state.delete(_PREFIX + rid)
+                    await self._state.delete_log(_PREFIX + rid)
+                await self._state.put(_INDEX, [rid for rid in order if rid not in gone])
+                await run.save()
         return run
 
-    def get(self, run_id: str) -> DevRun:
-        """The run, or a 404 naming it."""
+    def _busy(self, run_id: str) -> bool:
         run = self._runs.get(run_id)
+        return run is not None and run.busy
+
+    async def _index(self) -> list[str]:
+        assert self._state is not None
+        order = await self._state.get(_INDEX)
+        if order is None:
+            return []
+        if type(order) is not list or any(type(i) is not str for i in order):
+            raise StoreCorruptionError(f"the dev UI's run index {_INDEX!r} is damaged")
+        return list(order)
+
+    async def get(self, run_id: str) -> DevRun:
+        """The run (read back from the store if an earlier process ran it), or a 404."""
+        run = self._runs.get(run_id)
+        if run is None and self._state is not None and _RUN_ID.fullmatch(run_id):
+            run = await self._load(run_id)
         if run is None:
             raise RequestError(
-                f"no dev UI run {run_id!r} on this server (runs live in the server process; "
-                "start one from the page)",
+                f"no dev UI run {run_id!r} on this server (start one from the page; past "
+                f"runs are kept in the server's store, the latest {_MAX_RUNS})",
                 status=404,
                 param="run_id",
             )
         return run
 
+    async def _load(self, run_id: str) -> DevRun | None:
+        assert self._state is not None
+        record = await self._state.get(_PREFIX + run_id)
+        if record is None or self._restore is None:
+            return None
+        if (
+            type(record) is not dict
+            or record.get("schema_version") != DEVUI_RUN_SCHEMA_VERSION
+            or record.get("id") != run_id
+        ):
+            raise StoreCorruptionError(
+                f"the stored dev UI run {run_id!r} is damaged or of an unknown schema version "
+                f"(this server reads version {DEVUI_RUN_SCHEMA_VERSION})"
+            )
+        events = await self._state.read(_PREFIX + run_id)
+        run = self._restore(record, events)
+        if run is not None:
+            self._runs.setdefault(run_id, run)
+        return self._runs.get(run_id)
+
+    async def summaries(self) -> list[dict[str, Any]]:
+        """Every run kept, oldest first: live ones as they stand, past ones as stored."""
+        if self._state is None:
+            return [r.summary() for r in self._runs.values()]
+        out = []
+        for rid in await self._index():
+            run = self._runs.get(rid)
+            if run is not None:
+                out.append(run.summary())
+                continue
+            record = await self._state.get(_PREFIX + rid)
+            if type(record) is dict and record.get("schema_version") == DEVUI_RUN_SCHEMA_VERSION:
+                status = record.get("status")
+                out.append(
+                    {
+                        **{k: v for k, v in record.items() if k != "schema_version"},
+                        "status": status if status in _DONE else "interrupted",
+                        "events": await self._state.length(_PREFIX + rid),
+                        "restored": True,
+                    }
+                )
+        return out
+
     def all(self) -> list[DevRun]:
-        """Every run kept, newest last."""
+        """Every run in this process, oldest first."""
         return list(self._runs.values())
 
     async def close(self) -> None:

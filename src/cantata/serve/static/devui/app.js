@@ -73,6 +73,7 @@
     $("run-view").hidden = which !== "run";
     $("tab-chat").classList.toggle("on", which === "chat");
     $("tab-run").classList.toggle("on", which === "run");
+    if (which === "run") loadPastRuns().catch((e) => showError(e.message));
   }
 
   // -- chat -----------------------------------------------------------------------------
@@ -201,7 +202,8 @@
   function summary(s) {
     state.run = s;
     $("run-status").textContent = s.status; $("run-status").className = "status " + s.status;
-    $("run-meta").textContent = `run ${s.id}` + (s.run_id ? ` · workflow run ${s.run_id}` : "") + ` · ${s.events} events`;
+    $("run-meta").textContent = `run ${s.id}` + (s.run_id ? ` · workflow run ${s.run_id}` : "") + ` · ${s.events} events` +
+      (s.restored ? " · from an earlier server process: resume it from a checkpoint" : "");
     const pending = $("pending");
     pending.textContent = "";
     for (const r of s.pending) {
@@ -210,7 +212,8 @@
       form.addEventListener("submit", (ev) => { ev.preventDefault(); answer(r.request_id, input.value).catch((e) => showError(e.message)); });
       pending.append(el("div", { class: "req" },
         el("b", {}, "Input requested"), ` by ${r.executor_id}: `,
-        el("code", {}, typeof r.data === "string" ? r.data : JSON.stringify(r.data)), form));
+        el("code", {}, typeof r.data === "string" ? r.data : JSON.stringify(r.data)),
+        s.restored ? el("p", { class: "muted" }, "to answer, resume from the checkpoint that waits for it") : form));
     }
   }
 
@@ -255,7 +258,28 @@
     const src = new EventSource(`${api}/run/${run.id}/events?after=${state.last}`);
     state.source = src;
     src.onmessage = (m) => onEvent(JSON.parse(m.data), Number(m.lastEventId));
-    src.addEventListener("end", (m) => { src.close(); summary(JSON.parse(m.data)); loadCheckpoints(); });
+    src.addEventListener("end", (m) => { src.close(); summary(JSON.parse(m.data)); loadCheckpoints(); loadPastRuns(); });
+  }
+
+  // Runs are kept in the server's store, so the runs of an earlier server process are here too.
+  async function loadPastRuns() {
+    const name = state.current && state.current.name;
+    const { runs } = await call("GET", "/runs");
+    const list = $("past-runs");
+    list.textContent = "";
+    for (const r of runs.filter((x) => x.name === name).reverse().slice(0, 20)) {
+      const btn = el("button", { "data-run": r.id }, `${r.id} · ${r.status} · ${r.events} events`);
+      btn.addEventListener("click", () => openRun(r.id).catch((e) => showError(e.message)));
+      list.append(el("li", {}, btn));
+    }
+    if (!list.children.length) list.append(el("li", { class: "muted" }, "no runs yet"));
+  }
+
+  async function openRun(runId) {
+    showError(""); resetRun();
+    if (state.current.graph) drawGraph(state.current.graph);
+    const s = await call("GET", `/run/${runId}`);
+    summary(s); follow(s);
   }
 
   async function startRun(input) {
