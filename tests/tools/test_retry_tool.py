@@ -1,6 +1,8 @@
 """Tool retries: ``@tool(retry_policy=...)`` calls a failing function again on retryable
 errors only, validates arguments once, stops its backoff at once on cancellation; an effect
-tool inside a durable run keeps one journal entry and one idempotency key for all attempts."""
+tool inside a durable run keeps one journal entry and one idempotency key for all attempts.
+A tool that needs a person ends the agent's run with that error (in a workflow: a request
+whose answer calls the tool again)."""
 
 from __future__ import annotations
 
@@ -16,9 +18,10 @@ from cantata.core import (
     CancellationToken,
     CancelledError,
     ConfigurationError,
+    FunctionResultContent,
     Message,
 )
-from cantata.core.retry import RetryPolicy
+from cantata.core.retry import NeedsPerson, RetryPolicy
 from cantata.models import ScriptedChatClient, tool_call
 from cantata.stores import MemoryStore
 from cantata.tools import FunctionTool, ToolArgumentsError, ToolContext, tool
@@ -141,9 +144,7 @@ async def test_an_effect_tool_retried_in_a_durable_run_is_journaled_once_with_on
         return f"receipt-{len(charged)}"
 
     def answer(messages: list[Message], options: Any) -> Any:
-        results = [
-            c for m in messages for c in m.contents if type(c).__name__ == "FunctionResultContent"
-        ]
+        results = [c for m in messages for c in m.contents if isinstance(c, FunctionResultContent)]
         if not results:
             return Message("assistant", [tool_call("charge", {"cents": 500})])
         return f"done: {results[0].result}"
@@ -170,3 +171,45 @@ async def test_outside_a_durable_run_an_effect_tool_gets_no_key() -> None:
         return "ok"
 
     assert await charge.invoke({"cents": 1}, context=ToolContext()) == "ok" and seen == [None]
+
+
+def refusing_agent(refusals: list[bool], charged: list[int]) -> tuple[ChatAgent, Any]:
+    @tool
+    def charge(cents: int) -> str:
+        """Charge the card."""
+        if refusals and refusals.pop(0):
+            raise NeedsPerson("the card was refused; update it", details={"cents": cents})
+        charged.append(cents)
+        return f"receipt-{len(charged)}"
+
+    def answer(messages: list[Message], options: Any) -> Any:
+        results = [c for m in messages for c in m.contents if isinstance(c, FunctionResultContent)]
+        if not results:
+            return Message("assistant", [tool_call("charge", {"cents": 300})])
+        return f"done: {results[0].result}"
+
+    client = ScriptedChatClient(answer)
+    return ChatAgent(client, name="biller", tools=[charge]), client
+
+
+async def test_a_tool_that_needs_a_person_ends_the_agent_s_run_with_that_error() -> None:
+    agent, _ = refusing_agent([True], [])
+    thread = agent.create_thread()
+    with pytest.raises(NeedsPerson, match="card was refused"):
+        await agent.run("charge 3 dollars", thread=thread)
+    # the call never got a result: the thread holds no call without one
+    assert [m.role for m in await thread.get_messages()] == ["user"]
+
+
+async def test_in_a_workflow_it_becomes_a_request_and_the_answer_calls_the_tool_again() -> None:
+    charged: list[int] = []
+    agent, client = refusing_agent([True], charged)
+    wf = WorkflowBuilder(AgentExecutor(agent)).build()
+    store = StateStoreCheckpointStore(MemoryStore())
+    first = await wf.run("charge 3 dollars", checkpoint_store=store)
+    (request,) = first.pending_requests
+    assert request.data.error == "the card was refused; update it"
+    assert request.data.details == {"cents": 300}
+    done = await first.run.send_responses({request.request_id: "card updated"})
+    assert [str(o) for o in done.outputs] == ["done: receipt-1"] and charged == [300]
+    assert len(client.calls) == 2  # the tool-calling answer came from the journal

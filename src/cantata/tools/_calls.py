@@ -1,4 +1,9 @@
-"""Running the tool calls of one model turn: lookup, argument parsing, approval, middleware."""
+"""Running the tool calls of one model turn: lookup, argument parsing, approval, middleware.
+
+A failing call becomes an error result the model reads, except a `NeedsPerson` failure:
+only a person can resolve it, so it ends the loop and reaches the caller (in a workflow, the
+agent executor's run stops with a request for input, and the answer runs it again).
+"""
 
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from ..core import (
     tracing,
 )
 from ..core.durable import EffectScope, current_effects
+from ..core.retry import NeedsPerson
 from ._depth import TOO_DEEP_TEXT, TOOL_JSON_DEPTH, too_deep
 from ._results import error_text, jsonable, unknown_tool_text
 from .context import ToolContext
@@ -51,7 +57,7 @@ def error_outcome(call: FunctionCallContent, text: str) -> CallOutcome:
 
 class CallRunner:
     """Runs calls for one run of the loop; never raises for a failing call, only for
-    cancellation (which must reach the caller)."""
+    cancellation (which must reach the caller) and for `NeedsPerson`."""
 
     def __init__(
         self,
@@ -103,7 +109,7 @@ class CallRunner:
     async def _run_one(self, call: FunctionCallContent, approved: bool) -> CallOutcome:
         try:
             return await self._run_checked(call, approved)
-        except CancelledError:
+        except (CancelledError, NeedsPerson):
             raise
         except Exception as exc:  # e.g. arguments nested too deep to parse: still a result
             _log.debug("call %r to tool %r failed", call.call_id, call.name, exc_info=exc)
@@ -142,6 +148,8 @@ class CallRunner:
 
     def _outcome(self, context: FunctionInvocationContext) -> CallOutcome:
         call, error = context.call, context.error
+        if isinstance(error, NeedsPerson):
+            raise error
         if isinstance(error, ApprovalRequired):
             if not context.approved:
                 return CallOutcome(call, None, context.terminate)
