@@ -67,7 +67,9 @@ class ChatAgent(Agent):
     default), after a jittered backoff that the run's cancellation ends at once; never once
     part of a streamed answer was yielded to the caller (that failure is raised). Inside a
     durable workflow run the answer that finally came is the one journaled. Tools retry by
-    their own policy (``@tool(retry_policy=...)``).
+    their own policy (``@tool(retry_policy=...)``); a tool that raises
+    `cantata.core.retry.NeedsPerson` ends the run with that error (in a workflow, the agent
+    executor's run then stops with a request for input).
 
     Ownership: the client belongs to the caller (one client often serves many agents), so
     closing the agent leaves it open; with ``owns_client=True`` the agent closes it in

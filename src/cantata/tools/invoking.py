@@ -51,7 +51,9 @@ class FunctionInvokingChatClient:
     a jittered backoff (at least the server's ``Retry-After``, at most ``max_delay``), which
     the run's cancellation ends at once. Never after part of a streamed answer reached the
     caller: that failure is raised. Chat middleware sees one call; each attempt is a span
-    of its own when tracing. Tools retry by their own ``retry_policy``.
+    of its own when tracing. Tools retry by their own ``retry_policy``. A tool that raises
+    `cantata.core.retry.NeedsPerson` ends the run with that error (the model cannot resolve
+    it); other tool failures are results the model reads.
 
     Security: approvals cannot change what runs. A `FunctionApprovalResponseContent` is
     honoured only when an assistant message before it holds the
