@@ -29,7 +29,8 @@ _PROVIDERS = st.sampled_from(registered_providers() + _FOREIGN) | st.text(max_si
 _KEYS = st.sampled_from(
     ["name", "type", "version", "model", "tools", "instructions", "inputs", "participants",
      "termination", "speaker", "options", "connection", "api", "id", "script", "max_turns",
-     "start", "executors", "edges", "handoffs", "manager"]
+     "start", "executors", "edges", "handoffs", "manager", "protocol", "url", "token",
+     "store", "timeout"]
 )  # fmt: skip
 _PLACEHOLDERS = st.sampled_from(["${Env:NOPE}", "${Settings:x}", "${Foo:bar}", "${Env:HOME}"])
 
@@ -68,7 +69,18 @@ edges:
 """
 
 
-@given(st.data(), st.sampled_from([AGENT, ROUND_ROBIN, WORKFLOW]))
+REMOTE = """
+version: 1
+type: remote_agent
+name: far
+protocol: responses
+url: http://127.0.0.1:9/v1
+model: echo
+token: ${Env:HOME}
+"""
+
+
+@given(st.data(), st.sampled_from([AGENT, ROUND_ROBIN, WORKFLOW, REMOTE]))
 def test_mutated_specs(data: st.DataObject, base: str) -> None:
     spec = _mutate(yaml.safe_load(base), data)
     _loads_quietly(spec, tools=[len], settings={"x": 1})

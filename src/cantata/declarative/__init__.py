@@ -76,7 +76,13 @@ from .registry import (  # noqa: E402
     to_config,
 )
 from .schema import spec_schema  # noqa: E402
-from .spec_models import SPEC_VERSION, AgentSpec, TeamSpec, WorkflowSpec  # noqa: E402
+from .spec_models import (  # noqa: E402
+    SPEC_VERSION,
+    AgentSpec,
+    RemoteAgentSpec,
+    TeamSpec,
+    WorkflowSpec,
+)
 
 __all__ = [
     "MAX_SPEC_BYTES",
@@ -86,6 +92,7 @@ __all__ = [
     "AgentSpec",
     "ComponentAdapter",
     "ConfigContext",
+    "RemoteAgentSpec",
     "SpecError",
     "SpecType",
     "TeamSpec",

@@ -1,4 +1,4 @@
-"""`load`: a spec (a file, YAML text or a dict) into an agent or a team.
+"""`load`: a spec (a file, YAML text or a dict) into an agent, a team or a workflow.
 
 The text is parsed once (YAML ``safe_load``: no tags that build objects) to read its
 ``version`` and ``type``; the type's spec class then resolves the placeholders and the
@@ -21,8 +21,8 @@ from ..core import SchemaVersionError
 from .errors import SpecError
 from .placeholders import MAX_DEPTH, resolve_placeholders
 from .registry import ComponentAdapter, ConfigContext, build, make_context, register_component
-from .spec_configs import agent_config, team_config, workflow_config
-from .spec_models import SPEC_VERSION, AgentSpec, TeamSpec, WorkflowSpec
+from .spec_configs import agent_config, remote_agent_config, team_config, workflow_config
+from .spec_models import SPEC_VERSION, AgentSpec, RemoteAgentSpec, TeamSpec, WorkflowSpec
 
 __all__ = [
     "MAX_SPEC_BYTES",
@@ -213,6 +213,7 @@ def load(
 
 def _register_builtin_specs() -> None:
     register_spec_type(SpecType("chat_agent", AgentSpec, agent_config))
+    register_spec_type(SpecType("remote_agent", RemoteAgentSpec, remote_agent_config))
     for kind in ("group_chat", "sequential", "concurrent", "handoff", "magentic"):
         register_spec_type(SpecType(kind, TeamSpec, team_config))
     register_spec_type(SpecType("workflow", WorkflowSpec, workflow_config))

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from .spec_models import AgentSpec, TeamSpec, WorkflowSpec
+from .spec_models import AgentSpec, RemoteAgentSpec, TeamSpec, WorkflowSpec
 
 __all__ = ["SCHEMA_FILE", "generate_schema", "spec_schema"]
 
@@ -19,7 +19,7 @@ SCHEMA_FILE = "spec.schema.json"
 
 def generate_schema() -> dict[str, Any]:
     """The schema the spec model generates (what the shipped file must equal)."""
-    schema = TypeAdapter(AgentSpec | TeamSpec | WorkflowSpec).json_schema()
+    schema = TypeAdapter(AgentSpec | RemoteAgentSpec | TeamSpec | WorkflowSpec).json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "cantata spec"
     return schema

@@ -9,6 +9,7 @@ from .errors import SpecError
 from .spec_models import (
     AgentSpec,
     ModelSpec,
+    RemoteAgentSpec,
     SpeakerSpec,
     TeamSpec,
     TerminationSpec,
@@ -19,6 +20,7 @@ from .spec_models import (
 __all__ = [
     "agent_config",
     "model_config",
+    "remote_agent_config",
     "team_config",
     "termination_config",
     "workflow_config",
@@ -86,6 +88,33 @@ def agent_config(spec: AgentSpec) -> dict[str, Any]:
     if spec.max_iterations is not None:
         config["max_iterations"] = spec.max_iterations
     return _component("cantata.agents.ChatAgent", "agent", config)
+
+
+def remote_agent_config(spec: RemoteAgentSpec) -> dict[str, Any]:
+    """The `ResponsesAgent` or `A2AAgent` config of a remote agent spec."""
+    where = f"remote agent {spec.name!r}"
+    config: dict[str, Any] = {"name": spec.name, "description": spec.description}
+    if spec.timeout is not None:
+        config["timeout"] = spec.timeout
+    if spec.protocol == "a2a":
+        for key in ("model", "instructions", "store"):
+            if getattr(spec, key) is not None:
+                raise SpecError(f"{where}: {key!r} is for protocol responses only")
+        config.update(url=spec.url, token=spec.token)
+        return _component("cantata.agents.A2AAgent", "agent", config)
+    if not spec.model:
+        raise SpecError(f"{where}: protocol responses needs model: (the served object's name)")
+    config.update(base_url=spec.url, model=spec.model, api_key=spec.token)
+    config.update(instructions=spec.instructions, store=spec.store)
+    return _component("cantata.agents.ResponsesAgent", "agent", config)
+
+
+def _participant(spec: AgentSpec | RemoteAgentSpec | str) -> dict[str, Any]:
+    if isinstance(spec, str):
+        return _component("cantata.declarative.AgentRef", "agent", {"name": spec})
+    if isinstance(spec, RemoteAgentSpec):
+        return remote_agent_config(spec)
+    return agent_config(spec)
 
 
 _SIMPLE = {
@@ -163,12 +192,7 @@ def _kind_fields(spec: TeamSpec, config: dict[str, Any], where: str) -> None:
 def team_config(spec: TeamSpec) -> dict[str, Any]:
     """The team config of a team spec; a participant given by name is a reference."""
     where = f"team {spec.name!r}"
-    participants = [
-        _component("cantata.declarative.AgentRef", "agent", {"name": p})
-        if isinstance(p, str)
-        else agent_config(p)
-        for p in spec.participants
-    ]
+    participants = [_participant(p) for p in spec.participants]
     config: dict[str, Any] = {
         "name": spec.name,
         "description": spec.description,

@@ -14,6 +14,7 @@ __all__ = [
     "ConnectionSpec",
     "InputSpec",
     "ModelSpec",
+    "RemoteAgentSpec",
     "SpeakerSpec",
     "StepSpec",
     "TeamSpec",
@@ -23,7 +24,8 @@ __all__ = [
 ]
 
 SPEC_VERSION = 1
-"""Version 1: agents (chat_agent), teams (group_chat, sequential, concurrent), workflow."""
+"""Version 1: agents (chat_agent, remote_agent), teams (group_chat, sequential, concurrent,
+handoff, magentic), workflow."""
 
 
 class _Strict(BaseModel):
@@ -94,6 +96,26 @@ class AgentSpec(_Strict):
     max_iterations: int | None = None
 
 
+class RemoteAgentSpec(_Strict):
+    """An agent on another server, used like a local one: `protocol` ``responses`` (the
+    Responses API at `url`, e.g. ``http://host:8000/v1``, serving the object `model`) or
+    ``a2a`` (`url` is the agent's A2A base URL, e.g. ``http://host:8000/a2a/name``)."""
+
+    version: Literal[1] = 1
+    type: Literal["remote_agent"]
+    name: str
+    description: str = ""
+    protocol: Literal["responses", "a2a"]
+    url: str
+    model: str | None = Field(None, description="responses: the served object's name.")
+    instructions: str | None = Field(None, description="responses: sent with each run.")
+    store: bool | None = Field(None, description="responses: the server keeps the thread.")
+    token: str | None = Field(
+        None, description="The server's key or token: write it as ${Env:NAME}, never itself."
+    )
+    timeout: float | None = Field(None, description="Seconds one request may take.")
+
+
 class TerminationSpec(_Strict):
     """One condition, or `any` / `all` of several (OR / AND)."""
 
@@ -120,13 +142,14 @@ class SpeakerSpec(_Strict):
 
 
 class TeamSpec(_Strict):
-    """A team: participants are inline agent specs or names of agents passed in agents=."""
+    """A team: participants are inline agent specs (chat or remote) or names of agents
+    passed in agents=."""
 
     version: Literal[1] = 1
     type: Literal["group_chat", "sequential", "concurrent", "handoff", "magentic"]
     name: str
     description: str = ""
-    participants: list[AgentSpec | str] = Field(min_length=1)
+    participants: list[AgentSpec | RemoteAgentSpec | str] = Field(min_length=1)
     speaker: SpeakerSpec | None = None
     termination: TerminationSpec | None = None
     max_turns: int | None = None
