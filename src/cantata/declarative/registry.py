@@ -90,9 +90,9 @@ def provider_of(obj: Any) -> ComponentAdapter:
 
 
 def to_config(obj: Any, *, include_secrets: bool = False) -> dict[str, Any]:
-    """`obj` as a component config (JSON). API keys are left out; with
-    ``include_secrets=True`` they are written as ``${Env:...}`` placeholders, never as
-    their values."""
+    """`obj` as a component config (JSON). Secrets (API keys, tokens, passwords, MCP
+    headers and server environments) are left out; with ``include_secrets=True`` they are
+    written as ``${Env:...}`` placeholders, never as their values."""
     return _dump(obj, ConfigContext(include_secrets=include_secrets))
 
 
@@ -125,8 +125,10 @@ def from_config(
     env: Mapping[str, str] | None = None,
 ) -> Any:
     """The component a config describes. Placeholders are resolved first (`env` defaults
-    to the process environment); tools resolve only against `tools` or the import paths in
-    `allow`, which also lets providers outside ``cantata.*`` load."""
+    to the process environment); tools and functions resolve only against `tools` or the
+    import paths in `allow`, which also lets providers outside ``cantata.*`` load, and
+    lets the built-in providers that start programs load (``cantata.tools.MCPTools`` for a
+    stdio server, ``cantata.teams.CodeRunnerAgent``)."""
     ctx = make_context(tools=tools, agents=agents, allow=allow, settings=settings)
     resolved = resolve_placeholders(
         data, env=os.environ if env is None else env, settings=ctx.settings
