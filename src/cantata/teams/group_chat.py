@@ -22,7 +22,14 @@ from ..core import ConfigurationError
 from ..workflows import Workflow, WorkflowContext
 from .channels import ChannelFactory
 from .manager import ManagerState, TeamManager, sourced
-from .speakers import ChatState, RoundRobin, SpeakerFunction, SpeakerPolicy, as_policy
+from .speakers import (
+    ChatState,
+    RoundRobin,
+    SpeakerChoice,
+    SpeakerFunction,
+    SpeakerPolicy,
+    as_policy,
+)
 from .team import Team
 from .termination import TerminationCondition
 from .turns import TurnDone
@@ -47,6 +54,8 @@ class GroupChatManager(TeamManager):
         self.speaker = speaker
         self.descriptions = dict(descriptions)
         self.history_reducer = history_reducer
+        self._plain_round_robin = type(speaker) is RoundRobin
+        """The built-in round robin, not a subclass: its choice needs no view of the chat."""
 
     async def on_start(self, state: ManagerState, ctx: WorkflowContext[Any, Any]) -> None:
         await self._next(state, ctx)
@@ -56,6 +65,10 @@ class GroupChatManager(TeamManager):
     ) -> None:
         if self.history_reducer is not None:
             await self._reduce(ctx)
+        if self._plain_round_robin:  # decided here: no state view, no coroutine
+            choice = RoundRobin.next_of(state.last_speaker, self.participants)
+            self._route(state, choice, ctx)
+            return
         await self._next(state, ctx)
 
     async def _next(self, state: ManagerState, ctx: WorkflowContext[Any, Any]) -> None:
@@ -69,6 +82,11 @@ class GroupChatManager(TeamManager):
             state.correlation_id,
         )
         choice = await self.speaker.select(view, cancellation_token=ctx.cancellation_token)
+        self._route(state, choice, ctx)
+
+    def _route(
+        self, state: ManagerState, choice: SpeakerChoice, ctx: WorkflowContext[Any, Any]
+    ) -> None:
         self.speak(
             state,
             choice.speaker,

@@ -93,7 +93,12 @@ class RoundRobin(SpeakerPolicy):
     async def select(
         self, state: ChatState, *, cancellation_token: CancellationToken | None = None
     ) -> SpeakerChoice:
-        return SpeakerChoice(_after(state.last_speaker, state.participants), "round robin")
+        return self.next_of(state.last_speaker, state.participants)
+
+    @staticmethod
+    def next_of(last: str | None, participants: Sequence[str]) -> SpeakerChoice:
+        """The round robin's choice after `last` (the first participant when None)."""
+        return SpeakerChoice(_after(last, participants), "round robin")
 
     def __repr__(self) -> str:
         return "RoundRobin()"

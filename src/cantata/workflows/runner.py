@@ -252,9 +252,10 @@ class Runner:
         assert self.dispatch is not None, "the placement sets dispatch before driving"
         try:
             outcomes = await self.dispatch(invocations)
-            failure = _first_failure(invocations, outcomes)
-            if failure is not None:
-                raise failure
+            if len(outcomes) != 1 or isinstance(outcomes[0], BaseException):
+                failure = _first_failure(invocations, outcomes)
+                if failure is not None:
+                    raise failure
             results.extend(outcomes)  # type: ignore[arg-type]  # no exception among them
             self._commit(results, sink)
         except BaseException:
@@ -347,7 +348,8 @@ class Runner:
         for warning in warnings:
             _log.warning("workflow run %r: %s", run.run_id, warning.message)
             sink(warning)
-        self._fire_fan_ins(sink)
+        if self.workflow._fan_ins:
+            self._fire_fan_ins(sink)
 
     def _route(
         self,
