@@ -192,19 +192,26 @@ class Executor:
     """
 
     retry_policy: RetryPolicy | None = None
-    """How a failed invocation is tried again within its superstep (None: it is not); set
-    it with `WorkflowBuilder.with_retry`. A failure of the fatal class fails the run with a
-    `WorkflowError` naming the executor; a `NeedsPerson` failure becomes a
-    `NeedsPersonRequest` (unless the policy retries ``"needs_person"`` and has attempts
-    left)."""
+    """How a failed invocation is tried again within its superstep (None: it is not); give
+    it as ``retry_policy=`` or with `WorkflowBuilder.with_retry`. A failure of the fatal
+    class fails the run with a `WorkflowError` naming the executor; a `NeedsPerson` failure
+    becomes a `NeedsPersonRequest` (unless the policy retries ``"needs_person"`` and has
+    attempts left)."""
 
-    def __init__(self, id: str | None = None) -> None:
+    def __init__(self, id: str | None = None, *, retry_policy: RetryPolicy | None = None) -> None:
         ident = id if id is not None else type(self).__name__
         if not isinstance(ident, str) or not _ID.match(ident):
             raise ConfigurationError(
                 f"executor id {ident!r} is invalid: use letters, digits and _ . : -"
             )
+        if retry_policy is not None and not isinstance(retry_policy, RetryPolicy):
+            raise ConfigurationError(
+                f"executor {ident!r}: retry_policy must be a cantata.core.retry.RetryPolicy "
+                f"or None, not {type(retry_policy).__name__}"
+            )
         self.id = ident
+        if retry_policy is not None:
+            self.retry_policy = retry_policy
         self._handlers, self._responses = _class_handlers(type(self))
         self._index()
 
@@ -215,8 +222,11 @@ class Executor:
                 self._exact.setdefault(h.message_type, h)
         self._cache: dict[type, _Handler | None] = {}
         self._cacheable = all(is_plain_class(h.message_type) for h in self._handlers)
-        self._synchronous = not any(h.is_async for h in (*self._handlers, *self._responses))
-        """All handlers are plain functions: safe to run in the caller's task (no awaits)."""
+        self._synchronous = self.retry_policy is None and not any(
+            h.is_async for h in (*self._handlers, *self._responses)
+        )
+        """All handlers are plain functions and nothing retries (a retry waits its backoff):
+        safe to run in the caller's task (no awaits)."""
 
     # -- what the executor takes and produces ------------------------------------------
 
@@ -379,8 +389,11 @@ class FunctionExecutor(Executor):
         id: str | None = None,
         output: Any = None,
         workflow_output: Any = None,
+        retry_policy: RetryPolicy | None = None,
     ) -> None:
-        super().__init__(id or getattr(fn, "__name__", None) or "function")
+        super().__init__(
+            id or getattr(fn, "__name__", None) or "function", retry_policy=retry_policy
+        )
         h = _inspect(
             fn,
             bound=False,
@@ -400,7 +413,11 @@ class FunctionExecutor(Executor):
 def executor(fn: Callable[..., Awaitable[Any] | Any], /) -> FunctionExecutor: ...
 @overload
 def executor(
-    *, id: str | None = None, output: Any = None, workflow_output: Any = None
+    *,
+    id: str | None = None,
+    output: Any = None,
+    workflow_output: Any = None,
+    retry_policy: RetryPolicy | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionExecutor]: ...
 
 
@@ -411,10 +428,14 @@ def executor(
     id: str | None = None,
     output: Any = None,
     workflow_output: Any = None,
+    retry_policy: RetryPolicy | None = None,
 ) -> Any:
-    """Make a plain function ``(message[, ctx])`` an executor; its id is the function's name."""
+    """Make a plain function ``(message[, ctx])`` an executor; its id is the function's name
+    (``retry_policy=``: see `Executor.retry_policy`)."""
 
     def make(f: Callable[..., Any]) -> FunctionExecutor:
-        return FunctionExecutor(f, id=id, output=output, workflow_output=workflow_output)
+        return FunctionExecutor(
+            f, id=id, output=output, workflow_output=workflow_output, retry_policy=retry_policy
+        )
 
     return make if fn is None else make(fn)
