@@ -1,4 +1,5 @@
-"""The YAML examples in examples/ load offline, and run on the embedded model (local_model)."""
+"""The YAML examples in examples/ load offline, and run on the embedded model (local_model);
+the remote one runs against the agent example served by `cantata serve`."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cantata.agents import ChatAgent
+from cantata.agents import ChatAgent, ResponsesAgent
 from cantata.declarative import load, workflow_agents
 from cantata.models import LocalChatClient
 from cantata.teams import GroupChat
@@ -14,6 +15,7 @@ from cantata.workflows import AgentUpdateEvent, Workflow
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SPECS = sorted(EXAMPLES.glob("*.yaml"))
+REMOTE = {"remote_forecaster.yaml"}  # specs of agents on a server, not on the local model
 
 
 @pytest.fixture
@@ -23,13 +25,18 @@ def examples_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_there_are_examples() -> None:
     names = {p.name for p in SPECS}
-    assert {"agent_with_tool.yaml", "writer_critic.yaml", "translation_chain.yaml"} <= names
+    assert {"agent_with_tool.yaml", "writer_critic.yaml", "translation_chain.yaml",
+            "remote_forecaster.yaml"} <= names  # fmt: skip
 
 
 @pytest.mark.usefixtures("examples_on_path")
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: p.name)
 async def test_each_example_loads_on_the_local_model(path: Path) -> None:
     component = load(path, allow=["demo"])
+    if path.name in REMOTE:
+        assert isinstance(component, ResponsesAgent)
+        await component.aclose()
+        return
     if isinstance(component, Workflow):
         agents = workflow_agents(component)
     else:
@@ -98,3 +105,21 @@ def test_cantata_run_streams_the_agent_example_in_a_subprocess() -> None:
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     kinds = [e["event"] for e in events]
     assert "tool_call" in kinds and "tool_result" in kinds and kinds[-1] == "done"
+
+
+@pytest.mark.local_model
+async def test_the_remote_example_asks_the_served_agent_example() -> None:
+    import yaml
+
+    from ..serve._servers import cli_server
+
+    with cli_server(
+        "examples/agent_with_tool.yaml", "--allow", "demo", "--store", "memory://",
+        env={"PYTHONPATH": str(EXAMPLES)},
+    ) as (url, _proc):  # fmt: skip
+        spec = yaml.safe_load((EXAMPLES / "remote_forecaster.yaml").read_text())
+        agent = load({**spec, "url": f"{url}/v1"})  # the example's port, made free
+        assert isinstance(agent, ResponsesAgent) and agent.model == "forecaster"
+        async with agent:
+            answer = await agent.run("What is the weather in Oslo today?")
+    assert answer.text.strip() and answer.author_name == "remote_forecaster"
