@@ -291,3 +291,27 @@ def test_the_request_survives_a_checkpoint_and_is_answered_in_a_fresh_process(
     answered = _child(script, db, str(ledger), "answer", started["checkpoint"], started["request"])
     assert answered == {"outputs": ["receipt-5"], "status": "idle"}
     assert ledger.read_text().splitlines() == ["run-p:charge:1:pay"]  # paid once, in all
+
+
+async def test_a_workflow_used_as_an_agent_asks_with_a_function_call_and_goes_on() -> None:
+    from cantata.core import FunctionResultContent, Message
+    from cantata.workflows import REQUEST_INFO
+
+    refusals = [True]
+
+    @executor
+    def pay(text: str, ctx: WorkflowContext[None, str]) -> None:
+        if refusals and refusals.pop():
+            raise NeedsPerson("the card was refused", details={"what": text})
+        ctx.yield_output(f"paid for {text}")
+
+    agent = WorkflowBuilder(pay).build().as_agent(name="payer")
+    thread = agent.create_thread()
+    first = await agent.run("tea", thread=thread)
+    [call] = first.messages[-1].function_calls
+    assert call.name == REQUEST_INFO
+    data = call.parse_arguments()["data"]
+    assert data["error"] == "the card was refused" and data["details"] == {"what": "tea"}
+    answer = Message("tool", [FunctionResultContent(call.call_id, result="card updated")])
+    second = await agent.run(answer, thread=thread)
+    assert second.text == "paid for tea"
