@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections import OrderedDict
 from collections.abc import Awaitable
 from typing import Any
 
@@ -38,7 +37,16 @@ from ..agents import AgentResponse, LocalThread, StateStoreMessageStore
 from ..agents.remote_a2a import a2a_parts, cantata_messages
 from ..core import CantataError, DataContent, Message, TextContent, new_id
 from ..stores import StateStore
-from .a2a_input import InputRequest, answer_messages, input_requests, read_answers, request_parts
+from .a2a_input import (
+    MAX_WAITING,
+    InputRequest,
+    WaitingThreads,
+    answer_messages,
+    input_requests,
+    needs_held_run,
+    read_answers,
+    request_parts,
+)
 from .errors import RequestError
 from .served import Served
 
@@ -46,8 +54,6 @@ __all__ = ["CONTEXT_LOG_PREFIX", "MAX_WAITING", "ServedAgentExecutor", "context_
 
 CONTEXT_LOG_PREFIX = "a2a:ctx:"
 """The store log of an A2A context's thread is this prefix and the context id."""
-MAX_WAITING = 1000
-"""Contexts whose workflow run waits for a person, kept per served entry in this process."""
 
 _STREAMING = frozenset({"SendStreamingMessage", "message/stream"})
 _log = logging.getLogger("cantata.serve.a2a")
@@ -84,7 +90,7 @@ class ServedAgentExecutor(AgentExecutor):
         self._turns: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         # a workflow agent keeps its waiting run with the thread object, so the object of a
         # context whose run waits is kept until the answer comes
-        self._waiting: OrderedDict[str, LocalThread] = OrderedDict()
+        self._waiting = WaitingThreads()
 
     def _turn(self, context_id: str) -> asyncio.Lock:
         lock = self._turns.get(context_id)
@@ -93,7 +99,7 @@ class ServedAgentExecutor(AgentExecutor):
         return lock
 
     def _thread(self, context_id: str) -> LocalThread:
-        return self._waiting.pop(context_id, None) or context_thread(self._store, context_id)
+        return self._waiting.take(context_id) or context_thread(self._store, context_id)
 
     async def waiting(self, context_id: str) -> list[InputRequest]:
         """The requests the run on `context_id` waits for (read from its thread)."""
@@ -111,7 +117,7 @@ class ServedAgentExecutor(AgentExecutor):
     async def answers(self, context_id: str, message: A2AMessage) -> list[Message]:
         """The messages answering what `context_id` waits for, or a `RequestError`."""
         requests, answers = await self.check_answers(context_id, message)
-        if any(r.kind == "request_info" for r in requests) and context_id not in self._waiting:
+        if needs_held_run(requests) and context_id not in self._waiting:
             raise CantataError(
                 f"the run of `{self._served.name}` that asked on context {context_id!r} is no "
                 "longer held by this server (it restarted, or more runs waited than it keeps); "
@@ -157,7 +163,7 @@ class ServedAgentExecutor(AgentExecutor):
                 return
             requests = input_requests(response.messages)
             if requests:
-                self._hold(context_id, thread)
+                self._waiting.hold(context_id, thread)
                 parts = request_parts(requests, response.text)
                 await updater.requires_input(updater.new_agent_message(parts))
                 return
@@ -170,12 +176,6 @@ class ServedAgentExecutor(AgentExecutor):
             return await self.answers(context_id, message)
         except RequestError as exc:
             raise _Refused(await self.waiting(context_id), str(exc)) from exc
-
-    def _hold(self, context_id: str, thread: LocalThread) -> None:
-        self._waiting[context_id] = thread
-        while len(self._waiting) > MAX_WAITING:
-            dropped, _ = self._waiting.popitem(last=False)
-            _log.warning("dropped the waiting run of context %s (over %s)", dropped, MAX_WAITING)
 
     def _why(self, exc: Exception, bound: asyncio.Timeout) -> str:
         """What the failed task says: the time limit, a cantata error's own words, or the
@@ -242,7 +242,7 @@ class ServedAgentExecutor(AgentExecutor):
             return
         requests = input_requests(await thread.get_messages())
         if requests:
-            self._hold(thread.id or "", thread)
+            self._waiting.hold(thread.id or "", thread)
             raise _Refused(requests, str(exc)) from exc
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:

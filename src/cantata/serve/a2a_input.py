@@ -1,5 +1,9 @@
-"""A person's input over A2A: a run that stops for it leaves its task ``input-required``,
-and the next message on that task answers it.
+"""A person's input over A2A and the Responses API: a run that stops for it leaves its A2A
+task ``input-required`` (its Responses answer holds approval requests and ``request_info``
+calls), and the next message on that task (the next request after that response) answers it.
+One mechanism serves both: the requests are read from the thread, the answers checked and
+turned into the messages the run takes, and a workflow's waiting thread held in this process
+(`WaitingThreads`); only the wire forms differ.
 
 A run stops for a person in two ways, both visible in the messages it leaves on the thread:
 a tool that needs approval (an assistant message of `FunctionApprovalRequestContent`, finish
@@ -27,10 +31,13 @@ task keeps waiting.
 from __future__ import annotations
 
 import json
+import logging
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..agents import LocalThread
 from ..core import (
     FunctionApprovalRequestContent,
     FunctionApprovalResponseContent,
@@ -47,9 +54,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INPUT_KEY",
+    "MAX_WAITING",
     "InputRequest",
+    "WaitingThreads",
     "answer_messages",
     "input_requests",
+    "needs_held_run",
     "read_answers",
     "request_parts",
 ]
@@ -60,6 +70,10 @@ _REQUEST_INFO = "request_info"  # the call name a WorkflowAgent uses (workflows.
 _YES = frozenset({"yes", "y", "approve", "approved", "true", "ok", "allow"})
 _NO = frozenset({"no", "n", "deny", "denied", "reject", "rejected", "false"})
 _MAX_REQUESTS = 100
+_log = logging.getLogger("cantata.serve")
+
+MAX_WAITING = 1000
+"""Waiting workflow runs a `WaitingThreads` keeps; past it the oldest is dropped."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,3 +233,34 @@ def request_parts(requests: Sequence[InputRequest], said: str, why: str = "") ->
         new_text_part("\n".join(lines)),
         new_data_part({INPUT_KEY: [r.to_json() for r in requests]}),
     ]
+
+
+class WaitingThreads:
+    """Thread objects whose workflow run waits for a person, by the id the answer will name
+    (an A2A context id, a response id). A `WorkflowAgent` keeps a waiting run with its thread
+    object, so the object must outlive the request that made it; this process only, at most
+    `limit` of them (the oldest dropped: its answer is then refused)."""
+
+    def __init__(self, limit: int = MAX_WAITING) -> None:
+        self._threads: OrderedDict[str, LocalThread] = OrderedDict()
+        self._limit = limit
+
+    def hold(self, key: str, thread: LocalThread) -> None:
+        """Keep `thread` until `take(key)`."""
+        self._threads[key] = thread
+        self._threads.move_to_end(key)
+        while len(self._threads) > self._limit:
+            dropped, _ = self._threads.popitem(last=False)
+            _log.warning("dropped the waiting run of %s (over %s waiting)", dropped, self._limit)
+
+    def take(self, key: str) -> LocalThread | None:
+        """The thread held for `key`, no longer held."""
+        return self._threads.pop(key, None)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._threads
+
+
+def needs_held_run(requests: Sequence[InputRequest]) -> bool:
+    """Whether answering `requests` needs the waiting run of this process (a workflow's)."""
+    return any(r.kind == "request_info" for r in requests)

@@ -4,6 +4,10 @@ Each request is one run on a fresh thread holding the request's messages (the AP
 stateless: the client sends the whole conversation). Streamed, the answer's text goes out
 as ``chat.completion.chunk`` events as the run produces it, then ``[DONE]``; a failure after
 the stream started is sent as an ``error`` event, which OpenAI clients raise.
+
+A run that stops for a person (a tool's approval, a workflow's request; see `a2a_input`) is
+answered with a 409 (code ``input_required``) naming what it waits for: this stateless API
+has no way to carry the answer back, so the error says to use ``/v1/responses`` or A2A.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ..agents import AgentResponse, LocalThread
 from ..core import CantataError, Message, Usage, new_id
+from .a2a_input import input_requests
 from .errors import RequestError, error_body, error_response
 from .openai_messages import (
     answer_text,
@@ -50,9 +55,24 @@ async def chat_completions(request: Request) -> Response:
         return StreamingResponse(chunks, media_type="text/event-stream")
     try:
         response = await entry.agent.run(messages, thread=LocalThread(), **options)
+        _refuse_waiting(entry, response)
     except CantataError as exc:
         return error_response(exc)
     return JSONResponse(_completion(entry, response, completion_id))
+
+
+def _refuse_waiting(entry: Served, response: AgentResponse) -> None:
+    """A run that waits for a person cannot answer here: a 409 says what it waits for."""
+    requests = input_requests(response.messages)
+    if requests:
+        what = "; ".join(r.describe() for r in requests)[:600]
+        raise RequestError(
+            f"{entry.kind} {entry.name!r} waits for a person ({what}); "
+            "chat completions cannot carry the answer back: use /v1/responses (answer with "
+            "previous_response_id) or A2A",
+            status=409,
+            code="input_required",
+        )
 
 
 def _include_usage(body: dict[str, Any]) -> bool:
@@ -141,6 +161,7 @@ async def _chunks(
             last_message, wrote = update.message_id, True
             yield chunk({"content": text})
         response = stream.response
+        _refuse_waiting(entry, response)
     except CantataError as exc:
         yield _event(error_body(exc))
         return

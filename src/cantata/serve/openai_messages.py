@@ -16,6 +16,7 @@ from ..agents import AgentResponse
 from ..core import (
     Content,
     DataContent,
+    FunctionApprovalResponseContent,
     FunctionCallContent,
     FunctionResultContent,
     Message,
@@ -235,8 +236,8 @@ def _tool_calls(calls: Any, where: str) -> list[Content]:
 
 
 def response_input(body: dict[str, Any]) -> list[Message]:
-    """The ``input`` of a Responses request (text, or a list of message items and
-    function call outputs) as cantata messages."""
+    """The ``input`` of a Responses request (text, or a list of message items, function
+    call outputs and approval responses) as cantata messages."""
     value = body.get("input")
     if type(value) is str:
         return [Message("user", value)]
@@ -259,10 +260,20 @@ def _input_item(item: Any, where: str) -> Message:
         if type(call_id) is not str or type(output) is not str:
             raise RequestError(f"{where} needs string 'call_id' and 'output'", param=where)
         return Message("tool", [FunctionResultContent(call_id, result=output)])
+    if kind == "mcp_approval_response":
+        request_id, approve = item.get("approval_request_id"), item.get("approve")
+        if type(request_id) is not str or type(approve) is not bool:
+            raise RequestError(
+                f"{where} needs a string 'approval_request_id' and a boolean 'approve'",
+                param=where,
+            )
+        # the call is the one the server asked about: the route fills it in from the thread
+        unknown_call = FunctionCallContent(request_id, "")
+        return Message("user", [FunctionApprovalResponseContent(request_id, unknown_call, approve)])
     if kind != "message":
         raise RequestError(
-            f"{where}.type {short_repr(kind)} is not supported; send message items or "
-            "function_call_output items",
+            f"{where}.type {short_repr(kind)} is not supported; send message items, "
+            "function_call_output items or mcp_approval_response items",
             param=f"{where}.type",
         )
     role = item.get("role")

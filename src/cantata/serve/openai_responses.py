@@ -5,6 +5,13 @@ without one) plus its ``input``; the new messages are stored after that thread a
 answer's id names the whole thread so far (see `threads`). ``store: false`` answers without
 storing. The answer is one output message holding the run's text; streamed, it goes out as
 the Responses API's events (``response.output_text.delta`` ... ``response.completed``).
+
+A run that waits for a person adds its requests to the output, after the message: a tool
+needing approval as an ``mcp_approval_request`` item (``server_label`` is the served name),
+a workflow's request as a ``request_info`` ``function_call`` item. The next request, with
+``previous_response_id`` set to that answer, answers them with ``mcp_approval_response`` and
+``function_call_output`` items; they are checked against what the thread waits for (the
+same mechanism as A2A's, `a2a_input`), and a bad answer is a 400 that changes nothing.
 """
 
 from __future__ import annotations
@@ -15,11 +22,26 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ..agents import AgentResponse, LocalThread
-from ..core import CantataError, Message, Usage
+from ..core import (
+    CantataError,
+    FunctionApprovalResponseContent,
+    FunctionResultContent,
+    Message,
+    Usage,
+)
+from .a2a_input import (
+    InputRequest,
+    WaitingThreads,
+    answer_messages,
+    input_requests,
+    needs_held_run,
+    read_answers,
+)
 from .errors import RequestError, error_body, error_response
 from .openai_messages import (
     answer_text,
@@ -51,21 +73,34 @@ class _Turn:
     response_id: str
     stream: bool
     sampling: dict[str, Any]
+    waiting: WaitingThreads
+    held: bool
+    """The thread is the one a workflow's waiting run was held with."""
 
     def run_options(self) -> dict[str, Any]:
         if self.instructions is None:
             return dict(self.sampling)
         return {**self.sampling, "instructions_override": self.instructions}
 
-    def body(self, text: str, usage: Usage | None, status: str = "completed") -> dict[str, Any]:
+    def body(
+        self,
+        text: str,
+        usage: Usage | None,
+        status: str = "completed",
+        requests: list[InputRequest] | None = None,
+    ) -> dict[str, Any]:
         u = usage or Usage()
+        output: list[dict[str, Any]] = []
+        if status == "completed":
+            output.append(_message_item(self.response_id, text))
+            output.extend(_request_item(r, self.entry.name) for r in requests or [])
         return {
             "id": self.response_id,
             "object": "response",
             "created_at": int(time.time()),
             "status": status,
             "model": self.entry.name,
-            "output": [] if status != "completed" else [_message_item(self.response_id, text)],
+            "output": output,
             "previous_response_id": self.previous.id if self.previous else None,
             "instructions": self.instructions,
             "store": self.store,
@@ -89,8 +124,12 @@ class _Turn:
         }
 
     async def finish(self, response: AgentResponse) -> dict[str, Any]:
-        """The answer's JSON, stored with the new messages when the request stores."""
-        body = self.body(answer_text(response), response.usage)
+        """The answer's JSON, stored with the new messages when the request stores; a
+        workflow's run that waits is held for the answer."""
+        requests = input_requests(response.messages)
+        body = self.body(answer_text(response), response.usage, requests=requests)
+        if self.store and needs_held_run(requests):
+            self.waiting.hold(self.response_id, self.thread)
         if self.store:
             new = (await self.thread.get_messages())[self.known :]
             await self.threads.save(
@@ -101,6 +140,68 @@ class _Turn:
                 response=body,
             )
         return body
+
+    def refused(self) -> None:
+        """The run failed: a held thread waits again under the response it came from (a
+        workflow refuses a wrong answer before taking it)."""
+        if self.held and self.previous is not None:
+            self.waiting.hold(self.previous.id, self.thread)
+
+
+def _request_item(request: InputRequest, server: str) -> dict[str, Any]:
+    arguments = json.dumps(request.to_json()["arguments"], ensure_ascii=False, default=str)
+    if request.kind == "approval":
+        return {
+            "type": "mcp_approval_request",
+            "id": request.request_id,
+            "name": request.call.name,
+            "arguments": arguments,
+            "server_label": server,
+        }
+    return {
+        "type": "function_call",
+        "id": f"fc_{request.request_id}",
+        "call_id": request.request_id,
+        "name": request.call.name,
+        "arguments": arguments,
+        "status": "completed",
+    }
+
+
+def _answered(incoming: list[Message], waiting: list[InputRequest], held: bool) -> list[Message]:
+    """`incoming` with its answers to what the thread waits for (approval responses, results
+    of its ``request_info`` calls) checked and made into the messages the run takes."""
+    ids = {r.request_id for r in waiting}
+    answers: dict[str, Any] = {}
+    rest: list[Message] = []
+    for message in incoming:
+        kept = []
+        for c in message.contents:
+            if type(c) is FunctionApprovalResponseContent:
+                answers[c.request_id] = c.approved
+            elif type(c) is FunctionResultContent and c.call_id in ids:
+                answers[c.call_id] = c.result
+            else:
+                kept.append(c)
+        if len(kept) == len(message.contents):
+            rest.append(message)
+        elif kept:
+            rest.append(Message(message.role, kept, author_name=message.author_name))
+    if not answers:
+        return incoming
+    try:
+        checked = read_answers(waiting, "", [{"answers": answers}])
+    except RequestError as exc:
+        raise RequestError(str(exc), status=exc.status, param="input") from None
+    if needs_held_run(waiting) and not held:
+        raise RequestError(
+            "the workflow run that asked is no longer held by this server (it restarted, or "
+            "more runs waited than it keeps); send the input again without "
+            "previous_response_id to start over",
+            status=409,
+            param="previous_response_id",
+        )
+    return [*answer_messages(waiting, checked), *rest]
 
 
 def _message_item(response_id: str, text: str) -> dict[str, Any]:
@@ -134,8 +235,16 @@ async def _turn(request: Request) -> _Turn:
         )
     previous = await ctx.responses.get(previous_id) if previous_id is not None else None
     history = await ctx.responses.history(previous) if previous is not None else []
-    thread = LocalThread()
-    if history:
+    waiting = _waiting_threads(request.app)
+    kept = waiting.take(previous.id) if previous is not None else None
+    try:
+        incoming = _answered(incoming, input_requests(history), kept is not None)
+    except RequestError:
+        if kept is not None and previous is not None:
+            waiting.hold(previous.id, kept)
+        raise
+    thread = kept or LocalThread()
+    if history and kept is None:
         await thread.on_new_message(history)
     return _Turn(
         entry,
@@ -149,7 +258,17 @@ async def _turn(request: Request) -> _Turn:
         ResponseThreads.new_id(),
         optional_bool(body, "stream", False),
         sampling_options(body, entry),
+        waiting,
+        kept is not None,
     )
+
+
+def _waiting_threads(app: Starlette) -> WaitingThreads:
+    """The app's threads whose workflow runs wait for an answer (made on first use)."""
+    held: WaitingThreads | None = getattr(app.state, "cantata_responses_waiting", None)
+    if held is None:
+        held = app.state.cantata_responses_waiting = WaitingThreads()
+    return held
 
 
 async def create_response(request: Request) -> Response:
@@ -166,6 +285,7 @@ async def create_response(request: Request) -> Response:
         )
         return JSONResponse(await turn.finish(response))
     except CantataError as exc:
+        turn.refused()
         return error_response(exc)
 
 
@@ -223,6 +343,7 @@ async def _events(turn: _Turn) -> AsyncIterator[bytes]:
             )
         body = await turn.finish(stream.response)
     except CantataError as exc:
+        turn.refused()
         failure = error_body(exc)["error"]
         yield _sse(
             "error",
@@ -239,4 +360,7 @@ async def _events(turn: _Turn) -> AsyncIterator[bytes]:
     )
     yield _sse("response.content_part.done", next(seq), {**where, "part": part})
     yield _sse("response.output_item.done", next(seq), {"output_index": 0, "item": done})
+    for index, item in enumerate(body["output"][1:], start=1):  # requests for a person
+        yield _sse("response.output_item.added", next(seq), {"output_index": index, "item": item})
+        yield _sse("response.output_item.done", next(seq), {"output_index": index, "item": item})
     yield _sse("response.completed", next(seq), {"response": body})
