@@ -16,11 +16,14 @@ from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.helpers import get_data_parts, get_message_text, new_data_part, new_text_message
 from a2a.types.a2a_pb2 import GetTaskRequest, Message, Role, SendMessageRequest, Task, TaskState
 from a2a.utils.errors import A2AError
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cantata.agents import ChatAgent
-from cantata.core import register
+from cantata.core import FunctionCallContent, register
 from cantata.models import ScriptedChatClient, tool_call
-from cantata.serve.a2a_input import INPUT_KEY
+from cantata.serve import RequestError
+from cantata.serve.a2a_input import INPUT_KEY, InputRequest, answer_messages, read_answers
 from cantata.stores import MemoryStore, SQLiteStore
 from cantata.tools import tool
 from cantata.workflows import (
@@ -225,3 +228,53 @@ async def test_an_answer_on_a_finished_task_is_refused(store: MemoryStore) -> No
         await _task(client, _data({"answers": {_requests(task)[0]["request_id"]: 1}}, task))
         with pytest.raises(A2AError, match=r"(?i)terminal"):
             await _task(client, _data(2, task))
+
+
+async def test_a_workflow_answer_after_a_restart_fails_the_task_saying_why(tmp_path: Path) -> None:
+    path = tmp_path / "serve.db"
+    async with (
+        SQLiteStore(path) as store,
+        serving(_asker(), store=store) as url,
+        httpx.AsyncClient() as http,
+    ):
+        task = await _task(await _client(http, f"{url}/a2a/asker"), _text("plums"))
+        assert task.status.state == INPUT_REQUIRED
+    async with (
+        SQLiteStore(path) as store,
+        serving(_asker(), store=store) as url,
+        httpx.AsyncClient() as http,
+    ):
+        done = await _task(await _client(http, f"{url}/a2a/asker"), _data(3, task))
+    assert done.status.state == TaskState.TASK_STATE_FAILED
+    assert "no longer held by this server" in get_message_text(done.status.message, "")
+
+
+_REQUESTS = [
+    InputRequest("a1", "approval", FunctionCallContent("a1", "delete_file", {"path": "/x"})),
+    InputRequest("r1", "request_info", FunctionCallContent("r1", "request_info", {"data": 1})),
+]
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    requests=st.sampled_from([_REQUESTS[:1], _REQUESTS[1:], _REQUESTS]),
+    text=st.text(max_size=20),
+    data=st.lists(_JSON | st.fixed_dictionaries({"answers": _JSON}), max_size=3),
+)
+def test_any_answer_is_taken_whole_or_refused_with_a_request_error(
+    requests: list[InputRequest], text: str, data: list[Any]
+) -> None:
+    try:
+        answers = read_answers(requests, text, data)
+    except RequestError as exc:
+        assert exc.status in (400, 409) and str(exc)
+        return
+    assert set(answers) == {r.request_id for r in requests}
+    assert all(type(answers[r.request_id]) is bool for r in requests if r.kind == "approval")
+    messages = answer_messages(requests, answers)
+    assert sum(len(m.contents) for m in messages) == len(requests)
