@@ -57,7 +57,9 @@ def _node_args(**extra: Any) -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[Cluster]:
     """Head and one worker node; the driver is connected to it."""
-    system = {"health_check_period_ms": 500, "health_check_failure_threshold": 3}
+    # A lost node is noticed within about 5 s; a node merely slow on a busy machine (a
+    # new one starting its workers on two shared cores) is not taken for lost.
+    system = {"health_check_period_ms": 500, "health_check_failure_threshold": 10}
     made = Cluster(
         initialize_head=True,
         head_node_args=_node_args(

@@ -50,7 +50,8 @@ class Fail:
 @register(name="tests.ray.Hang")
 @dataclass
 class Hang:
-    pass
+    marker: str = ""
+    """A file the handler makes once it hangs (to know when to cancel it)."""
 
 
 @register(name="tests.ray.Ask")
@@ -58,6 +59,24 @@ class Hang:
 class Ask:
     to: AgentId
     n: int
+
+
+@register(name="tests.ray.Relay")
+@dataclass
+class Relay:
+    """Ask `to` to hang (a nested request that only a cancellation ends)."""
+
+    to: AgentId
+    marker: str = ""
+
+
+@register(name="tests.ray.Loop")
+@dataclass
+class Loop:
+    """Ask `to` to ask `back` for its total: A asks B, which asks A again."""
+
+    to: AgentId
+    back: AgentId
 
 
 @register(name="tests.ray.Note")
@@ -121,6 +140,8 @@ class Counter(RoutedAgent):
 
     @rpc
     async def hang(self, message: Hang, ctx: MessageContext) -> None:
+        if message.marker:
+            os.close(os.open(message.marker, os.O_CREAT | os.O_WRONLY))
         try:
             await asyncio.sleep(3600)
         except asyncio.CancelledError:
@@ -137,6 +158,16 @@ class Counter(RoutedAgent):
     async def ask(self, message: Ask, ctx: MessageContext) -> int:
         result = await self.runtime.send_message(Add(message.n), message.to)
         return int(result)
+
+    @rpc
+    async def relay(self, message: Relay, ctx: MessageContext) -> None:
+        await self.runtime.send_message(Hang(message.marker), message.to)
+
+    @rpc
+    async def loop(self, message: Loop, ctx: MessageContext) -> int:
+        if message.back == ctx.recipient:  # the first leg: pass it on to `to`
+            return int(await self.runtime.send_message(message, message.to))
+        return int(await self.runtime.send_message(Add(0), message.back))
 
     @rpc
     async def shout(self, message: Shout, ctx: MessageContext) -> None:

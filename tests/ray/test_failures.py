@@ -1,6 +1,9 @@
-"""Failure semantics on the cluster: a dead worker or node never leaves a caller hanging,
-eviction to a real store keeps the agent's state, state saves and loads, and a worker
-refuses a wire version it cannot read."""
+"""Failure semantics on the cluster: a dead worker or node never leaves a caller hanging
+(a workflow run on a lost node fails its call and resumes from its checkpoint), eviction
+to a real store keeps the agent's state, state saves and loads, a worker refuses a wire
+version it cannot read, cancellation reaches a nested request in another actor, and a
+cycle of requests across actors (A asks B, B asks A) runs instead of waiting for its
+timeout."""
 
 from __future__ import annotations
 
@@ -144,3 +147,89 @@ async def test_a_worker_answers_an_unknown_wire_version_with_a_typed_error(
         with pytest.raises(SchemaVersionError, match="wire version 99"):
             wire.result(reply, "a request")
         assert await rt.send_message(ra.Add(1), a) == 2  # the worker is still there
+
+
+async def _resume_on_a_busy_cluster(wf: Any, checkpoint_id: str, store: Any, rt: Any) -> Any:
+    """Resume; a node of this busy test machine may itself be taken for lost meanwhile,
+    which is the typed error again (bounded), and resuming from the checkpoint is safe."""
+    from cantata.core import WorkflowError
+
+    for attempt in range(3):
+        try:
+            async with asyncio.timeout(120):
+                return await wf.resume(checkpoint_id, checkpoint_store=store, runtime=rt)
+        except WorkflowError as exc:
+            if attempt == 2 or not isinstance(exc.__cause__, AgentUnavailable):
+                raise
+    raise AssertionError("unreachable")
+
+
+async def test_a_node_lost_mid_workflow_fails_the_call_and_the_run_resumes(
+    cluster: Any, tmp_path: Any
+) -> None:
+    import ray_flows as rf
+
+    from cantata.core import WorkflowError
+    from cantata.workflows import InMemoryCheckpointStore
+
+    doomed = cluster.add_node(
+        num_cpus=4, resources={"wf-node": 1}, object_store_memory=80 * 1024 * 1024
+    )
+    cluster.wait_for_nodes()
+    marker = str(tmp_path / "go")
+    store = InMemoryCheckpointStore()
+    wf = rf.slow("executor", marker)
+    options = {"resources": {"wf-node": 0.001}}  # every executor's actor on that node
+    async with RayRuntime(name=_name(), default_timeout=120, actor_options=options) as rt:
+        stream = wf.run_stream(1, runtime=rt, checkpoint_store=store)
+        committed: list[int] = []
+        with pytest.raises(WorkflowError, match="executor 'wait' failed") as failed:
+            async with asyncio.timeout(90):  # the caller is not left hanging
+                async for event in stream:
+                    if type(event).__name__ == "SuperstepCompletedEvent":
+                        committed.append(event.superstep)
+                    if isinstance(event, rf.Tagged) and event.text == "wait started":
+                        cluster.remove_node(doomed, allow_graceful=False)
+        assert isinstance(failed.value.__cause__, AgentUnavailable)
+        assert committed == [1]  # superstep 1 was committed before the node went
+        [last] = [c for c in await store.list_checkpoints() if c.superstep == 1]
+        cluster.add_node(num_cpus=4, resources={"wf-node": 1}, object_store_memory=80 * 2**20)
+        cluster.wait_for_nodes()
+        os.close(os.open(marker, os.O_CREAT | os.O_WRONLY))
+        done = await _resume_on_a_busy_cluster(wf, last.checkpoint_id, store, rt)
+        assert done.status == "idle"
+        assert done.outputs == [(1 + 1) * 2 + 1]  # from the checkpoint: s1 ran once
+
+
+async def test_cancellation_reaches_a_nested_request_in_another_actor(
+    cluster: Any, tmp_path: Any
+) -> None:
+    from cantata.core import CancellationToken, CancelledError
+
+    marker = tmp_path / "hanging"
+    async with RayRuntime(name=_name(), default_timeout=60) as rt:
+        await rt.register_factory("counter", ra.Counter)
+        a, b = AgentId("counter", "a"), AgentId("counter", "b")
+        token = CancellationToken()
+        relay = ra.Relay(b, str(marker))
+        pending = asyncio.ensure_future(rt.send_message(relay, a, cancellation_token=token))
+        async with asyncio.timeout(60):
+            while not marker.exists():  # noqa: ASYNC110 (A waits on B, and B hangs)
+                await asyncio.sleep(0.05)
+        token.cancel()
+        with pytest.raises(CancelledError):
+            await asyncio.wait_for(pending, 10)
+        seen = await rt.send_message(ra.Get(), b, timeout=30)  # once B's hang has ended
+        [entry] = seen.cancelled
+        assert entry.endswith(":token")  # B's handler saw its token cancelled
+
+
+async def test_a_cycle_across_actors_runs_within_the_waiting_turn(cluster: Any) -> None:
+    async with RayRuntime(name=_name(), default_timeout=20) as rt:
+        await rt.register_factory("counter", ra.Counter)
+        a, b = AgentId("counter", "a"), AgentId("counter", "b")
+        assert await rt.send_message(ra.Add(5), a) == 5
+        # A asks B, B asks A: A's turn is waiting on B, so B's request runs within it
+        async with asyncio.timeout(15):  # well below the 20 s a deadlock would take
+            assert await rt.send_message(ra.Loop(to=b, back=a), a) == 5
+        assert await rt.send_message(ra.Add(1), a) == 6  # A's turns go on as usual

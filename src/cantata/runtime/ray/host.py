@@ -2,7 +2,10 @@
 
 Inside, a `LocalRuntime` of one agent gives it the same turns, timeouts, cancellation,
 dedup window, store restore and eviction as in one process; what the agent sends to any
-other agent goes through a `Router` to that agent's actor. Messages arrive as JSON
+other agent goes through a `Router` to that agent's actor. A request carries the ids of
+the requests waiting on it (its chain): one that comes back to an agent whose turn waits on
+it (A asks B, B asks A) runs within that turn, as `LocalRuntime` does, instead of waiting
+for it until the timeout. Messages arrive as JSON
 envelopes, are checked for their wire version, and are admitted in per-sender order
 (`ReorderBuffer`) before they queue for the agent's turn.
 """
@@ -44,6 +47,8 @@ class _HostRuntime(LocalRuntime):
         super().__init__(**options)
         self._own = own
         self._router = router
+        # The requests in flight here, by message id: their contexts and chains.
+        self._held: dict[str, tuple[MessageContext, list[str]]] = {}
 
     async def send_message(
         self,
@@ -65,8 +70,11 @@ class _HostRuntime(LocalRuntime):
                 message_id=message_id,
             )
         parent = _current.get()
-        if sender is None and parent is not None:
-            sender = parent.recipient
+        chain: list[str] = []
+        if parent is not None:
+            sender = sender if sender is not None else parent.recipient
+            held = self._held.get(parent.message_id)
+            chain = [*held[1], parent.message_id] if held is not None else [parent.message_id]
         return await self._router.request(
             message,
             recipient,
@@ -75,6 +83,7 @@ class _HostRuntime(LocalRuntime):
             timeout=self._default_timeout if timeout is None else timeout,
             token=cancellation_token,
             message_id=message_id,
+            chain=chain,
         )
 
     async def publish_message(
@@ -103,6 +112,13 @@ class _HostRuntime(LocalRuntime):
     ) -> Any:
         """Run the agent's handler for `message` in its turn, as `send_message` would."""
         sender, topic = env.get("sender"), env.get("topic")
+        chain = [str(m) for m in env.get("chain") or ()] if is_rpc else []
+        caller = None  # the turn here that waits on this request, if one does
+        for waiting in reversed(chain):
+            held = self._held.get(waiting)
+            if held is not None:
+                caller = held[0]
+                break
         ctx = MessageContext(
             message_id=str(env["id"]),
             correlation_id=str(env.get("corr") or env["id"]),
@@ -113,6 +129,7 @@ class _HostRuntime(LocalRuntime):
             timestamp=time.time(),
             cancellation_token=CancellationToken(),
             is_rpc=is_rpc,
+            caller=caller,
         )
         timeout = env.get("timeout")
         bound = self._default_timeout if not is_rpc else (math.inf if timeout is None else timeout)
@@ -120,9 +137,11 @@ class _HostRuntime(LocalRuntime):
         if cell is None:
             cell = self._activate(self._own)
         self._pending += 1
+        self._held[ctx.message_id] = (ctx, chain)
         try:
             return await self._guarded_call(cell, message, ctx, self._bound(bound), token, None)
         finally:
+            self._held.pop(ctx.message_id, None)
             self._done_one()
 
 

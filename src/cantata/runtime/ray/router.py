@@ -123,6 +123,7 @@ class Router:
         recipient: AgentId | None,
         topic: TopicId | None,
         timeout: float | None,
+        chain: list[str] | None = None,
     ) -> wire.Envelope:
         return {
             "v": wire.WIRE_VERSION,
@@ -135,6 +136,7 @@ class Router:
             "stream": f"{self._origin}:{sender}",
             "seq": 0,
             "timeout": timeout,
+            "chain": chain or [],
             "msg": dumps(message),
         }
 
@@ -148,8 +150,12 @@ class Router:
         timeout: float | None,  # noqa: ASYNC109
         token: CancellationToken | None,
         message_id: str | None,
+        chain: list[str] | None = None,
     ) -> Any:
-        """Send a direct request and return its result; see the module docstring."""
+        """Send a direct request and return its result; see the module docstring.
+
+        `chain` holds the ids of the requests whose handlers wait on this one (outermost
+        first), so an agent whose turn waits on it can take it within that turn."""
         mid = message_id or new_id()
         ctx: MessageContext | None = None
         if self._interventions:
@@ -164,6 +170,7 @@ class Router:
             recipient=recipient,
             topic=None,
             timeout=bound,
+            chain=chain,
         )
         what = f"{type(message).__name__} {mid} to {recipient}"
         # The actor bounds the handler by `timeout`; this process waits a little longer,
