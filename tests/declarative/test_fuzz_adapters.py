@@ -51,6 +51,13 @@ BASES: dict[str, dict[str, Any]] = {
         "team": {"provider": "cantata.teams.Sequential", "config": {"participants": [_AGENT]}},
         "name": "t", "description": "d",
     },
+    "cantata.models.ReplayChatClient": {
+        "cassette": {"schema_version": 1, "interactions": [
+            {"request": {"messages": [], "options": {}, "stream": False}, "response": None,
+             "updates": None, "error": None}]},
+        "check_requests": True,
+    },
+    "cantata.models.RecordingChatClient": {"inner": _CLIENT, "path": "never/written.json"},
     "cantata.teams.CodeRunnerAgent": {
         "name": "c", "description": "d", "run_bare_text": False, "timeout": 5.0,
         "max_output": 100,

@@ -32,7 +32,8 @@ def test_every_kind_has_a_builtin_provider() -> None:
         "cantata.agents.ResponsesAgent", "cantata.agents.A2AAgent", "cantata.tools.MCPTools",
         "cantata.teams.TeamAgent", "cantata.workflows.WorkflowAgent",
         "cantata.teams.CodeRunnerAgent", "cantata.teams.Functional", "cantata.teams.External",
-        "cantata.teams.FunctionPolicy",
+        "cantata.teams.FunctionPolicy", "cantata.models.RecordingChatClient",
+        "cantata.models.ReplayChatClient",
     ):  # fmt: skip
         assert needed in providers
 

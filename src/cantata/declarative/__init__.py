@@ -29,6 +29,7 @@ _BUILTINS = (
     "_builtin_functions",
     "_builtin_agent_views",
     "_builtin_mcp",
+    "_builtin_cassettes",
 )
 
 
