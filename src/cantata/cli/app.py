@@ -1,6 +1,8 @@
-"""The `cantata` command: ask a model one question, or chat with it.
+"""The `cantata` command: ask a model one question, or chat with it; run a spec
+(`cantata run`), serve a spec or module:object over HTTP (`cantata serve`), print the spec
+schema (`cantata schema`).
 
-Both run on the embedded local model unless `--model`/`--base-url` name an
+`ask` and `chat` run on the embedded local model unless `--model`/`--base-url` name an
 OpenAI-compatible server. Every failure prints as one line that says what to do and exits
 non-zero; `--debug` adds the traceback.
 """

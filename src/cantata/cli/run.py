@@ -39,7 +39,8 @@ def run_command(
     task: Annotated[str, typer.Argument(help="The task; '-' reads it from stdin.")] = "",
     as_json: Annotated[bool, typer.Option("--json", help="One JSON event per line.")] = False,
     resume: Annotated[
-        str | None, typer.Option("--resume", help="Continue a team from this checkpoint id.")
+        str | None,
+        typer.Option("--resume", help="Continue a team or workflow from this checkpoint id."),
     ] = None,
     store: Annotated[
         str | None,
