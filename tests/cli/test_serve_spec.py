@@ -4,11 +4,13 @@ spec options are `cantata run`'s."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from openai import AsyncOpenAI
 from typer.testing import CliRunner
 
@@ -58,6 +60,27 @@ async def test_serve_a_spec_with_settings_and_ask_it_with_openai(tmp_path: Path)
         assert proc.poll() is None
     assert first.output_text == "first answer"
     assert second.choices[0].message.content == "second answer"
+
+
+TEAM = """\
+version: 1
+type: sequential
+name: pair
+participants:
+  - {name: drafter, model: {api: scripted, connection: {script: ["a draft"]}}}
+  - {name: editor, model: {api: scripted, connection: {script: ["the edit"]}}}
+"""
+
+
+async def test_serve_a_team_spec_and_ask_it_with_openai(tmp_path: Path) -> None:
+    spec = tmp_path / "pair.json"  # a JSON spec is YAML too
+    spec.write_text(json.dumps(yaml.safe_load(TEAM)))
+    with cli_server(str(spec), "--store", "memory://") as (url, _proc):
+        async with AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", timeout=30) as client:
+            reply = await client.chat.completions.create(
+                model="pair", messages=[{"role": "user", "content": "write"}]
+            )
+    assert "the edit" in (reply.choices[0].message.content or "")
 
 
 def _serve(*args: str) -> subprocess.CompletedProcess[str]:
