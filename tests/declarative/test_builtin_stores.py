@@ -119,6 +119,26 @@ def test_a_redis_password_is_left_out_or_a_placeholder(url: str) -> None:
     assert (kwargs["password"], kwargs["host"], kwargs["db"]) == ("p:w@/%", "127.0.0.1", 2)
 
 
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://al@127.0.0.1/test?sslpassword=k3y&sslmode=require",
+        "host=127.0.0.1 user=al dbname=test sslpassword=k3y sslmode=require",
+    ],
+)
+def test_a_postgres_sslpassword_is_a_secret_too(dsn: str) -> None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    store = PostgresStore(dsn)
+    assert "k3y" not in json.dumps(to_config(store))
+    written = to_config(store, include_secrets=True)
+    assert written["config"]["sslpassword"] == "${Env:PGSSLPASSWORD}"
+    assert "password" not in written["config"]
+    back = from_config(written, env={"PGSSLPASSWORD": "other"})
+    info = conninfo_to_dict(back.dsn)
+    assert (info["sslpassword"], info["sslmode"]) == ("other", "require")
+
+
 def test_a_store_without_a_password_writes_no_password_field() -> None:
     config = to_config(RedisStore("redis://127.0.0.1:6379/0"), include_secrets=True)
     assert "password" not in config["config"]

@@ -2,7 +2,8 @@
 
 A server's password is a secret: the DSN or URL is written without it (PostgreSQL then
 reads ``PGPASSWORD``, as libpq does), and with ``include_secrets`` the password becomes a
-separate ``password: ${Env:...}`` field, never its value. The drivers are optional extras:
+separate ``password: ${Env:...}`` field, never its value (a PostgreSQL ``sslpassword``
+likewise, as ``${Env:PGSSLPASSWORD}``). The drivers are optional extras:
 when one is missing its provider still loads, and building it says which extra to install.
 """
 
@@ -22,24 +23,24 @@ __all__: list[str] = []
 _PG = "cantata.stores.PostgresStore"
 _REDIS = "cantata.stores.RedisStore"
 _CHECKPOINTS = "cantata.workflows.StateStoreCheckpointStore"
-PG_PASSWORD_ENV = "PGPASSWORD"
-REDIS_PASSWORD_ENV = "REDIS_PASSWORD"
+PG_SECRETS = {"password": "PGPASSWORD", "sslpassword": "PGSSLPASSWORD"}
+REDIS_SECRETS = {"password": "REDIS_PASSWORD"}
 
 
-def _url_without_password(url: str) -> tuple[str, bool]:
-    """`url` with the password taken out of its user part and its query; and whether it
-    had one."""
+def _url_without_secrets(url: str, secrets: Mapping[str, str]) -> tuple[str, set[str]]:
+    """`url` with the password taken out of its user part and the `secrets` out of its
+    query; and the names of those it had."""
     parts = urlsplit(url)
-    had = parts.password is not None
+    found = {"password"} if parts.password is not None else set()
     netloc = parts.netloc
-    if had:
+    if found:
         userinfo, _, hostport = netloc.rpartition("@")
         user = userinfo.partition(":")[0]
         netloc = f"{user}@{hostport}" if user else hostport
     query = parse_qsl(parts.query, keep_blank_values=True)
-    kept = [(k, v) for k, v in query if k != "password"]
-    had = had or len(kept) != len(query)
-    return urlunsplit(parts._replace(netloc=netloc, query=urlencode(kept))), had
+    found |= {k for k, _ in query if k in secrets}
+    kept = [(k, v) for k, v in query if k not in secrets]
+    return urlunsplit(parts._replace(netloc=netloc, query=urlencode(kept))), found
 
 
 def _url_with_password(url: str, password: str) -> str:
@@ -51,24 +52,26 @@ def _url_with_password(url: str, password: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def _pg_without_password(dsn: str) -> tuple[str, bool]:
+def _pg_without_secrets(dsn: str) -> tuple[str, set[str]]:
     if dsn.startswith(("postgresql://", "postgres://")):
-        return _url_without_password(dsn)
+        return _url_without_secrets(dsn, PG_SECRETS)
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
     info = conninfo_to_dict(dsn)
-    had = info.pop("password", None) is not None
-    return make_conninfo("", **info), had
+    found = {k for k in PG_SECRETS if info.pop(k, None) is not None}
+    return make_conninfo("", **info), found
 
 
-def _secret(out: dict[str, Any], had: bool, env: str, ctx: ConfigContext) -> None:
-    # the place of the password, never the password
-    if had and ctx.include_secrets:
-        out["password"] = "${Env:" + env + "}"
+def _secrets(
+    out: dict[str, Any], found: set[str], envs: Mapping[str, str], ctx: ConfigContext
+) -> None:
+    # the place of each secret, never the secret
+    if ctx.include_secrets:
+        out.update({k: "${Env:" + envs[k] + "}" for k in sorted(found)})
 
 
 def _dump_postgres(store: Any, ctx: ConfigContext) -> dict[str, Any]:
-    dsn, had = _pg_without_password(store.dsn)
+    dsn, found = _pg_without_secrets(store.dsn)
     out: dict[str, Any] = {
         "dsn": dsn,
         "table_prefix": store.table_prefix,
@@ -77,39 +80,39 @@ def _dump_postgres(store: Any, ctx: ConfigContext) -> dict[str, Any]:
         "connect_timeout": store.connect_timeout,
         "statement_timeout": store.statement_timeout,
     }
-    _secret(out, had, PG_PASSWORD_ENV, ctx)
+    _secrets(out, found, PG_SECRETS, ctx)
     return out
 
 
 def _build_postgres(config: Mapping[str, Any], ctx: ConfigContext) -> Any:
-    names = {"dsn", "password", "table_prefix", "min_size", "max_size", "connect_timeout",
+    names = {"dsn", *PG_SECRETS, "table_prefix", "min_size", "max_size", "connect_timeout",
              "statement_timeout"}  # fmt: skip
     args = _fields(config, names, _PG, required={"dsn"})
-    _typed(args, {"dsn": str, "password": str, "table_prefix": str}, _PG)
+    _typed(args, {"dsn": str, "table_prefix": str, **dict.fromkeys(PG_SECRETS, str)}, _PG)
     _typed(args, {"min_size": int, "max_size": int, "connect_timeout": float}, _PG)
     _typed(args, {"statement_timeout": float}, _PG)
     cls = _installed("postgres", "PostgresStore")
-    password = args.pop("password", None)
-    if password is not None:
+    secrets = {k: args.pop(k) for k in PG_SECRETS if args.get(k) is not None}
+    if secrets:
         import psycopg
         from psycopg.conninfo import make_conninfo
 
         try:
-            args["dsn"] = make_conninfo(args["dsn"], password=password)
+            args["dsn"] = make_conninfo(args["dsn"], **secrets)
         except psycopg.ProgrammingError as exc:
             raise SpecError(f"{_PG}: 'dsn' is not a PostgreSQL DSN: {exc}") from exc
-    return cls(**args)
+    return cls(**{k: v for k, v in args.items() if k not in PG_SECRETS})
 
 
 def _dump_redis(store: Any, ctx: ConfigContext) -> dict[str, Any]:
-    url, had = _url_without_password(store.url)
+    url, found = _url_without_secrets(store.url, REDIS_SECRETS)
     out: dict[str, Any] = {
         "url": url,
         "prefix": store.prefix,
         "connect_timeout": store.connect_timeout,
         "timeout": store.timeout,
     }
-    _secret(out, had, REDIS_PASSWORD_ENV, ctx)
+    _secrets(out, found, REDIS_SECRETS, ctx)
     return out
 
 
@@ -122,7 +125,8 @@ def _build_redis(config: Mapping[str, Any], ctx: ConfigContext) -> Any:
     password = args.pop("password", None)
     if password is not None:
         try:
-            args["url"] = _url_with_password(_url_without_password(args["url"])[0], password)
+            bare = _url_without_secrets(args["url"], REDIS_SECRETS)[0]
+            args["url"] = _url_with_password(bare, password)
         except ValueError as exc:  # urllib: a malformed host or port
             raise SpecError(f"{_REDIS}: 'url' is not a Redis URL: {exc}") from exc
     return cls(**args)
