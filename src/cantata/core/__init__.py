@@ -44,6 +44,7 @@ from .messages import (
     Usage,
     UsageContent,
 )
+from .retry import ErrorClass, NeedsPerson, RetryPolicy, classify
 from .serialization import (
     TYPE_KEY,
     JSONValue,
@@ -69,6 +70,7 @@ __all__ = [
     "ConfigurationError",
     "Content",
     "DataContent",
+    "ErrorClass",
     "FunctionApprovalRequestContent",
     "FunctionApprovalResponseContent",
     "FunctionCallContent",
@@ -80,6 +82,8 @@ __all__ = [
     "ModelError",
     "ModelHTTPError",
     "ModelOutputError",
+    "NeedsPerson",
+    "RetryPolicy",
     "RetryTool",
     "Role",
     "RunError",
@@ -100,6 +104,7 @@ __all__ = [
     "UsageError",
     "WorkflowError",
     "check_json_depth",
+    "classify",
     "dumps",
     "from_json",
     "loads",

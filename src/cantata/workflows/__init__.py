@@ -49,7 +49,14 @@ from .events import (
     WorkflowFailedEvent,
     WorkflowStartedEvent,
 )
-from .executor import Executor, FunctionExecutor, executor, handler, response_handler
+from .executor import (
+    Executor,
+    FunctionExecutor,
+    NeedsPersonRequest,
+    executor,
+    handler,
+    response_handler,
+)
 from .journal import EffectJournal, effect_key
 from .run import WorkflowRun
 from .stream import WorkflowEventStream
@@ -78,6 +85,7 @@ __all__ = [
     "FileCheckpointStore",
     "FunctionExecutor",
     "InMemoryCheckpointStore",
+    "NeedsPersonRequest",
     "OutputEvent",
     "RequestInfoEvent",
     "RunLog",
