@@ -138,6 +138,9 @@ class ChatAgent(Agent):
                 max_iterations=max_iterations,
             )
             self._call_tools = ()
+        self.max_iterations: int = self._loop.max_iterations
+        """The model calls that asked for tools one run may make (the loop's own limit when
+        `client` is a `FunctionInvokingChatClient` already)."""
         self.client = client
         self.owns_client = owns_client
         """Whether `aclose` closes the client too."""

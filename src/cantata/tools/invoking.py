@@ -115,6 +115,11 @@ class FunctionInvokingChatClient:
         # only its new messages
         self._views = ViewMemo()
 
+    @property
+    def max_iterations(self) -> int:
+        """The model calls asking for tools that one request may make."""
+        return self._settings.max_iterations
+
     def _split_middleware(self, middleware: Sequence[ChatMiddleware | FunctionMiddleware]) -> None:
         chat: list[ChatMiddleware] = []
         function: list[FunctionMiddleware] = []
