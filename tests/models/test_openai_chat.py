@@ -29,6 +29,7 @@ from cantata.core import (
     FunctionCallContent,
     FunctionResultContent,
     Message,
+    ModelConnectionError,
     ModelError,
     ModelHTTPError,
     ModelOutputError,
@@ -37,6 +38,7 @@ from cantata.core import (
     Usage,
     UsageContent,
     UsageError,
+    classify,
 )
 from cantata.models import (
     ChatOptions,
@@ -674,8 +676,10 @@ async def test_connection_refused_is_a_model_error() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     client = OpenAIChatClient("m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
-    with allow_model_requests(), pytest.raises(ModelError, match="could not connect"):
+    with allow_model_requests(), pytest.raises(ModelError, match="could not connect") as caught:
         await client.get_response([Message("user", "x")])
+    assert isinstance(caught.value, ModelConnectionError)  # typed, and a ConnectionError
+    assert classify(caught.value) == "retryable"
 
 
 async def test_timeout_is_cantata_timeout_error() -> None:

@@ -38,6 +38,7 @@ __all__ = [
     "ConfigurationError",
     "InvalidMessageError",
     "MessageDropped",
+    "ModelConnectionError",
     "ModelError",
     "ModelHTTPError",
     "ModelOutputError",
@@ -169,6 +170,11 @@ class CancelledError(RunError):
 
 class ModelError(RunError):
     """A model client failed to produce a response."""
+
+
+class ModelConnectionError(ModelError, ConnectionError):
+    """The model server could not be reached, or dropped the connection: worth another try
+    (a `ConnectionError`, so retry policies count it as retryable)."""
 
 
 class ModelHTTPError(ModelError):

@@ -10,7 +10,14 @@ from typing import Literal
 
 import openai
 
-from ..core import CantataError, ModelError, ModelHTTPError, ModelOutputError, TimeoutError
+from ..core import (
+    CantataError,
+    ModelConnectionError,
+    ModelError,
+    ModelHTTPError,
+    ModelOutputError,
+    TimeoutError,
+)
 from ._openai_mapping import Feature
 
 KeySource = Literal["api_key=", "CANTATA_API_KEY", "OPENAI_API_KEY"] | None
@@ -77,7 +84,7 @@ def map_openai_error(
             f"request to {where} timed out; raise `timeout=` on the client or check the server"
         )
     if isinstance(exc, openai.APIConnectionError):
-        return ModelError(
+        return ModelConnectionError(
             f"could not connect to {where}: {exc.__cause__ or exc}; "
             "check that the server is running and that base_url= is right"
         )
