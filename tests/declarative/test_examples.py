@@ -123,3 +123,28 @@ async def test_the_remote_example_asks_the_served_agent_example() -> None:
         async with agent:
             answer = await agent.run("What is the weather in Oslo today?")
     assert answer.text.strip() and answer.author_name == "remote_forecaster"
+
+
+@pytest.mark.local_model
+async def test_selector_picnic_routes_every_turn_on_the_local_model() -> None:
+    from cantata.teams import RoutingEvent, Selector, TaskResult
+
+    team = load(EXAMPLES / "selector_picnic.yaml")
+    assert isinstance(team, GroupChat) and isinstance(team.speaker, Selector)
+    names = ["planner", "cook", "weather"]
+    routes: list[RoutingEvent] = []
+    result: TaskResult | None = None
+    try:
+        async for item in team.run_stream("Plan a small picnic for four friends on Saturday."):
+            if isinstance(item, RoutingEvent):
+                routes.append(item)
+            elif isinstance(item, TaskResult):
+                result = item
+    finally:
+        for agent in team.participants:
+            await agent.aclose()
+        await team.speaker.client.aclose()
+    assert result is not None
+    assert len(routes) == 4 and all(r.choice in names for r in routes)
+    speakers = [m.author_name for m in result.messages[1:]]
+    assert speakers == [r.choice for r in routes]
