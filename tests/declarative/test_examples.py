@@ -15,6 +15,7 @@ from cantata.workflows import AgentUpdateEvent, Workflow
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SPECS = sorted(EXAMPLES.glob("*.yaml"))
+ALLOW = ["demo", "handoff_triage"]  # the example modules whose tools the specs name
 REMOTE = {"remote_forecaster.yaml"}  # specs of agents on a server, not on the local model
 
 
@@ -26,13 +27,14 @@ def examples_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_there_are_examples() -> None:
     names = {p.name for p in SPECS}
     assert {"agent_with_tool.yaml", "writer_critic.yaml", "translation_chain.yaml",
-            "remote_forecaster.yaml"} <= names  # fmt: skip
+            "remote_forecaster.yaml", "selector_picnic.yaml",
+            "handoff_triage.yaml"} <= names  # fmt: skip
 
 
 @pytest.mark.usefixtures("examples_on_path")
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: p.name)
 async def test_each_example_loads_on_the_local_model(path: Path) -> None:
-    component = load(path, allow=["demo"])
+    component = load(path, allow=ALLOW)
     if path.name in REMOTE:
         assert isinstance(component, ResponsesAgent)
         await component.aclose()
@@ -148,3 +150,27 @@ async def test_selector_picnic_routes_every_turn_on_the_local_model() -> None:
     assert len(routes) == 4 and all(r.choice in names for r in routes)
     speakers = [m.author_name for m in result.messages[1:]]
     assert speakers == [r.choice for r in routes]
+
+
+@pytest.mark.local_model
+@pytest.mark.usefixtures("examples_on_path")
+async def test_handoff_triage_hands_off_to_a_specialist_on_the_local_model() -> None:
+    from cantata.teams import Handoff, RoutingEvent, TaskResult, handoff_of
+
+    team = load(EXAMPLES / "handoff_triage.yaml", allow=ALLOW)
+    assert isinstance(team, Handoff)
+    try:
+        items = [item async for item in team.run_stream("How much is invoice INV-7?")]
+    finally:
+        for agent in team.participants:
+            await agent.aclose()
+    routes = [i for i in items if isinstance(i, RoutingEvent)]
+    result = items[-1]
+    assert isinstance(result, TaskResult)
+    assert routes[0].choice == "triage"
+    assert len(routes) >= 2 and routes[1].choice in {"billing", "tech_support"}
+    handoffs = [h for m in result.messages if (h := handoff_of(m)) is not None]
+    assert handoffs and (handoffs[0].source, handoffs[0].target) == ("triage", routes[1].choice)
+    assert result.stop_message is not None
+    assert result.stop_message.source in {"user_input", "max_turns"}
+    assert result.messages[-1].author_name in {"billing", "tech_support"}
