@@ -34,3 +34,13 @@ def test_cantata_schema_prints_it() -> None:
     result = CliRunner().invoke(app, ["schema"])
     assert result.exit_code == 0
     assert json.loads(result.output) == spec_schema()
+
+
+def test_every_example_spec_checks_against_the_schema() -> None:
+    from pathlib import Path
+
+    examples = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
+    assert len(examples) >= 6
+    schema = spec_schema()
+    for path in examples:
+        jsonschema.validate(yaml.safe_load(path.read_text()), schema)
