@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from cantata.agents import ChatAgent, SummarizingReducer, TruncatingReducer
-from cantata.core import SchemaVersionError
+from cantata.core import ConfigurationError, SchemaVersionError
 from cantata.declarative import (
     SpecError,
     UntrustedProviderError,
@@ -97,6 +97,24 @@ def test_agent_round_trip() -> None:
     assert [t.name for t in agent.tools] == ["get_weather"]
     assert isinstance(agent.history_reducer, TruncatingReducer)
     assert agent.owns_client
+
+
+def test_agent_loop_limit_and_retry_policy_round_trip() -> None:
+    from cantata.core import RetryPolicy
+
+    policy = RetryPolicy(attempts=4, initial_delay=0.1, jitter=0.0, retry_on={"retryable"})
+    agent = ChatAgent(_server(), name="r", max_iterations=3, retry_policy=policy)
+    back = _same(agent)
+    assert back.max_iterations == 3 and back.retry_policy == policy
+    assert to_config(agent)["config"]["retry_policy"]["retry_on"] == ["retryable"]
+    assert _same(ChatAgent(_server(), name="plain")).retry_policy is None
+    bad = to_config(agent)
+    for wrong, match in (({"attempts": 0}, "attempts"), ({"tries": 2}, "unknown field"),
+                         ({"jitter": "0"}, "must be float"), ([], "must be a mapping"),
+                         ({"retry_on": ["sometimes"]}, "unknown classes")):  # fmt: skip
+        bad["config"]["retry_policy"] = wrong
+        with pytest.raises(ConfigurationError, match=match):
+            from_config(bad, tools=[weather_tools.get_weather])
 
 
 def test_reducers_round_trip() -> None:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..agents import ChatAgent, SummarizingReducer, TruncatingReducer
+from ..core import RetryPolicy
 from ..tools import FunctionTool
 from ._builtin_models import _fields, _typed
 from .errors import SpecError
@@ -46,12 +47,34 @@ def _dump_agent(agent: ChatAgent, ctx: ConfigContext) -> dict[str, Any]:
     }
     if agent.history_reducer is not None:
         out["history_reducer"] = _dump(agent.history_reducer, ctx)
+    out["max_iterations"] = agent.max_iterations
+    if agent.retry_policy is not None:
+        out["retry_policy"] = _retry_to_data(agent.retry_policy)
     return out
+
+
+_RETRY_FIELDS = {"attempts": int, "initial_delay": float, "max_delay": float,
+                 "multiplier": float, "jitter": float, "retry_on": list}  # fmt: skip
+
+
+def _retry_to_data(policy: RetryPolicy) -> dict[str, Any]:
+    """A retry policy as plain data (its fields; `retry_on` as a sorted list)."""
+    data = {k: getattr(policy, k) for k in _RETRY_FIELDS}
+    data["retry_on"] = sorted(policy.retry_on)
+    return data
+
+
+def _retry_from_data(data: Any, where: str) -> RetryPolicy:
+    if not isinstance(data, Mapping):
+        raise SpecError(f"{where}: 'retry_policy' must be a mapping of {sorted(_RETRY_FIELDS)}")
+    args = _fields(data, set(_RETRY_FIELDS), f"{where}.retry_policy")
+    _typed(args, _RETRY_FIELDS, f"{where}.retry_policy")
+    return RetryPolicy(**args)
 
 
 _AGENT_FIELDS = {
     "name", "description", "instructions", "arguments", "client", "tools", "options",
-    "history_reducer", "max_iterations",
+    "history_reducer", "max_iterations", "retry_policy",
 }  # fmt: skip
 
 
@@ -68,6 +91,7 @@ def _build_agent(config: Mapping[str, Any], ctx: ConfigContext) -> ChatAgent:
         build(t, ctx, where=f"{where}.tools[{i}]") for i, t in enumerate(args.pop("tools", []))
     ]
     reducer = args.pop("history_reducer", None)
+    retry = args.pop("retry_policy", None)
     return ChatAgent(
         client,
         tools=tools,
@@ -76,6 +100,7 @@ def _build_agent(config: Mapping[str, Any], ctx: ConfigContext) -> ChatAgent:
         if reducer is not None
         else None,
         owns_client=True,
+        retry_policy=_retry_from_data(retry, where) if retry is not None else None,
         **args,
     )
 
