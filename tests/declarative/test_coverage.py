@@ -1,5 +1,5 @@
 """Every public component class of cantata has a component config, or a stated reason why
-not: a class added later without an adapter fails here until it gets one (or a reason)."""
+not (`NO_CONFIG`): a class added later without an adapter fails here until it gets one."""
 
 from __future__ import annotations
 
@@ -16,10 +16,7 @@ from cantata.workflows import Workflow
 PACKAGES = ("models", "tools", "agents", "teams", "workflows", "stores")
 KINDS = (Agent, HistoryReducer, TerminationCondition, SpeakerPolicy, Team, Workflow,
          FunctionTool, MCPTools)  # fmt: skip
-NO_CONFIG = {
-    "FunctionInvokingChatClient": "its middleware is Python code; a ChatAgent's config "
-    "carries the tool loop (tools, max_iterations) instead",
-}
+NO_CONFIG: dict[str, str] = {}  # class name -> why it has no config (none today)
 
 
 def _is_component(cls: type, package: str) -> bool:

@@ -58,6 +58,11 @@ BASES: dict[str, dict[str, Any]] = {
         "check_requests": True,
     },
     "cantata.models.RecordingChatClient": {"inner": _CLIENT, "path": "never/written.json"},
+    "cantata.tools.FunctionInvokingChatClient": {
+        "client": _CLIENT, "tools": [], "max_iterations": 3, "max_function_calls": None,
+        "max_consecutive_errors": 2, "concurrent_calls": False,
+        "retry_policy": {"attempts": 2, "retry_on": ["retryable"]},
+    },
     "cantata.teams.CodeRunnerAgent": {
         "name": "c", "description": "d", "run_bare_text": False, "timeout": 5.0,
         "max_output": 100,

@@ -33,7 +33,7 @@ def test_every_kind_has_a_builtin_provider() -> None:
         "cantata.teams.TeamAgent", "cantata.workflows.WorkflowAgent",
         "cantata.teams.CodeRunnerAgent", "cantata.teams.Functional", "cantata.teams.External",
         "cantata.teams.FunctionPolicy", "cantata.models.RecordingChatClient",
-        "cantata.models.ReplayChatClient",
+        "cantata.models.ReplayChatClient", "cantata.tools.FunctionInvokingChatClient",
     ):  # fmt: skip
         assert needed in providers
 

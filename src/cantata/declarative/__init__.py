@@ -30,6 +30,7 @@ _BUILTINS = (
     "_builtin_agent_views",
     "_builtin_mcp",
     "_builtin_cassettes",
+    "_builtin_loop",
 )
 
 
