@@ -5,6 +5,7 @@ a bad answer is a typed error and the task keeps waiting."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from hypothesis import strategies as st
 from cantata.agents import ChatAgent
 from cantata.core import FunctionCallContent, register
 from cantata.models import ScriptedChatClient, tool_call
-from cantata.serve import RequestError
+from cantata.serve import RequestError, a2a_handler
 from cantata.serve.a2a_input import INPUT_KEY, InputRequest, answer_messages, read_answers
 from cantata.stores import MemoryStore, SQLiteStore
 from cantata.tools import tool
@@ -278,3 +279,16 @@ def test_any_answer_is_taken_whole_or_refused_with_a_request_error(
     assert all(type(answers[r.request_id]) is bool for r in requests if r.kind == "approval")
     messages = answer_messages(requests, answers)
     assert sum(len(m.contents) for m in messages) == len(requests)
+
+
+async def test_a_task_released_while_it_waits_still_takes_its_answer(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(a2a_handler, "IDLE_RELEASE", 0.2)
+    deleted: list[str] = []
+    async with serving(_ops_agent(deleted), store=store) as url, httpx.AsyncClient() as http:
+        client = await _client(http, f"{url}/a2a/ops")
+        task = await _task(client, _text("delete /tmp/x"))
+        await asyncio.sleep(0.6)  # past the release: the SDK forgot the task's machinery
+        done = await _task(client, _text("yes", task))
+        assert done.status.state == COMPLETED and deleted == ["/tmp/x"]
