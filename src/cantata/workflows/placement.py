@@ -7,9 +7,13 @@ Two placements, both through the runtime contract:
   runs the supersteps, its executors concurrently within each, commits and checkpoints.
   Runs are the unit a runtime spreads out, and a superstep costs no message at all.
 - ``"executor"``: each executor of a run is its own actor (type per workflow and executor,
-  key = run id). The runner, in the caller, sends each superstep's work to the executors
-  that have some, one message each; a runtime may then spread one run's fan-out over
-  machines, at the price of a message per executor per superstep. This is the placement
+  key = run id in process; on a runtime that copies messages, key = a slot: the lowest
+  number no other call of this process holds on that runtime, so runs one after another
+  reuse one set of actors and calls at the same time get their own, since on Ray an actor
+  is a process and a key per run would leave processes behind). The runner, in the
+  caller, sends each superstep's work to the executors that have some, one message each;
+  a runtime may then spread one run's fan-out over machines, at the price of a message
+  per executor per superstep. This is the placement
   that runs unchanged on a runtime that moves messages between processes (Ray); the run
   placement's message is the live runner, so it is refused there with a clear error.
 
@@ -282,8 +286,30 @@ async def _register_once(runtime: AgentRuntime, workflow: Workflow) -> None:
     future.set_result(None)
 
 
+_slots: weakref.WeakKeyDictionary[Any, dict[str, set[int]]] = weakref.WeakKeyDictionary()
+"""The slots (executor actor keys) each copying runtime's calls of this process hold, by
+workflow."""
+
+
+def _take_slot(runtime: AgentRuntime, workflow: Workflow) -> int:
+    held = _slots.setdefault(runtime, {}).setdefault(workflow.uid, set())
+    slot = 0
+    while slot in held:
+        slot += 1
+    held.add(slot)
+    return slot
+
+
+def _free_slot(runtime: AgentRuntime, workflow: Workflow, slot: int) -> None:
+    _slots.get(runtime, {}).get(workflow.uid, set()).discard(slot)
+
+
 def _dispatch(
-    runtime: AgentRuntime, runner: Runner, events: RunEvents | None, endpoint: str = ""
+    runtime: AgentRuntime,
+    runner: Runner,
+    key: str,
+    events: RunEvents | None,
+    endpoint: str = "",
 ) -> Dispatch:
     """Send each invocation to its executor's actor: the `Invocation` itself in process
     (`events` None), else as values (an `ExecutorTask` out, a `StepResult` back, the
@@ -291,7 +317,7 @@ def _dispatch(
     effects journaled through `endpoint`, the call's local subscriber, in a durable run)."""
     send = runtime.send_message
     workflow, run = runner.workflow, runner.run
-    ids = {eid: AgentId(t, run.run_id) for eid, t in workflow._actor_types.items() if eid}
+    ids = {eid: AgentId(t, key) for eid, t in workflow._actor_types.items() if eid}
 
     async def one(inv: Invocation) -> StepResult:
         eid, token = inv.executor_id, inv.cancellation_token
@@ -330,8 +356,22 @@ async def _drive_executors(
     resumed_from: str | None,
 ) -> RunStatus:
     if not _copies_messages(runtime):
-        runner.dispatch = _dispatch(runtime, runner, None)
+        runner.dispatch = _dispatch(runtime, runner, runner.run.run_id, None)
         return await runner.drive(sink, resumed_from=resumed_from)
+    slot = _take_slot(runtime, runner.workflow)
+    try:
+        return await _drive_copied(runtime, runner, f"slot{slot}", sink, resumed_from)
+    finally:
+        _free_slot(runtime, runner.workflow, slot)
+
+
+async def _drive_copied(
+    runtime: AgentRuntime,
+    runner: Runner,
+    key: str,
+    sink: Callable[[WorkflowEvent], None],
+    resumed_from: str | None,
+) -> RunStatus:
     # Each call listens on a topic of its own (two resumes of one checkpoint must each
     # get only their own events), through a subscriber that lives in this process.
     run_id = runner.run.run_id
@@ -352,7 +392,7 @@ async def _drive_executors(
 
     subscriber = await runtime.add_local_subscriber(TopicId(EVENTS_TOPIC, events.stream), take)
     try:
-        runner.dispatch = _dispatch(runtime, runner, events, str(subscriber.agent_id))
+        runner.dispatch = _dispatch(runtime, runner, key, events, str(subscriber.agent_id))
         return await runner.drive(sink, resumed_from=resumed_from)
     finally:
         await runtime.remove_local_subscriber(subscriber)
