@@ -123,3 +123,31 @@ async def test_lifecycle_refusals(cluster: object) -> None:
         await rt.send_message(ra.Get(), AgentId("counter", "a"))
     with pytest.raises(ConfigurationError, match="store"):
         RayRuntime(evict_after=1.0)
+
+
+async def test_the_senders_trace_context_reaches_the_handler(cluster: object) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from cantata.core import tracing
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.configure(provider)
+    try:
+        async with fresh() as rt:
+            await rt.register_factory("counter", ra.Counter)
+            a = AgentId("counter", "a")
+            await rt.send_message(ra.Add(1), a)
+            seen = await rt.send_message(ra.Get(), a)
+    finally:
+        tracing.configure(False)
+    sends = [s for s in exporter.get_finished_spans() if s.name == "send counter"]
+    assert len(sends) == 2
+    carried = seen.contexts[0]["trace_context"]  # the Add's handler, in the actor
+    assert carried.split("-")[1:3] == [
+        f"{sends[0].context.trace_id:032x}",
+        f"{sends[0].context.span_id:016x}",
+    ]

@@ -130,6 +130,7 @@ class _HostRuntime(LocalRuntime):
             cancellation_token=CancellationToken(),
             is_rpc=is_rpc,
             caller=caller,
+            trace_context=env.get("tp"),
         )
         timeout = env.get("timeout")
         bound = self._default_timeout if not is_rpc else (math.inf if timeout is None else timeout)

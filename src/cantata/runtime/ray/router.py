@@ -34,8 +34,9 @@ from ...core import (
     dumps,
     new_id,
     to_json,
+    tracing,
 )
-from ..context import MessageContext
+from ..context import MessageContext, _start_send
 from ..ids import AgentId, TopicId
 from ..interventions import DROP, InterventionHandler
 from ..protocol import LOCAL_TYPE
@@ -161,6 +162,10 @@ class Router:
         if self._interventions:
             ctx = _context(mid, parent, sender, recipient, None)
             message = await self._intervene("send", message, ctx, recipient)
+        span = None
+        if tracing.enabled():
+            ctx = ctx or _context(mid, parent, sender, recipient, None)
+            span = _start_send(ctx, message)
         bound = None if timeout is None or math.isinf(timeout) else timeout
         env = self.envelope(
             message,
@@ -172,6 +177,8 @@ class Router:
             timeout=bound,
             chain=chain,
         )
+        if span is not None and ctx is not None:
+            env["tp"] = ctx.trace_context
         what = f"{type(message).__name__} {mid} to {recipient}"
         # The actor bounds the handler by `timeout`; this process waits a little longer,
         # so the actor's own typed answer arrives first when it can.
@@ -179,8 +186,15 @@ class Router:
         self.pending += 1
         try:
             result = await self._send(env, recipient, what, deadline, token, parent)
+        except BaseException as exc:
+            if span is not None:
+                tracing.end_span(span, exc)
+                span = None
+            raise
         finally:
             self.pending -= 1
+            if span is not None:
+                span.end()
         if ctx is not None:
             result = await self._intervene("response", result, ctx, recipient)
         return result
@@ -294,11 +308,16 @@ class Router:
     ) -> None:
         """Hand an event to the directory, which delivers it to each subscriber."""
         mid = message_id or new_id()
+        ctx: MessageContext | None = None
         if self._interventions:
             ctx = _context(mid, parent, sender, None, topic)
             message = await self._intervene("publish", message, ctx, None)
             if message is DROP:
                 return
+        span = None
+        if tracing.enabled():
+            ctx = ctx or _context(mid, parent, sender, None, topic)
+            span = _start_send(ctx, message)
         env = self.envelope(
             message,
             mid=mid,
@@ -308,11 +327,20 @@ class Router:
             topic=topic,
             timeout=None,
         )
+        if span is not None and ctx is not None:
+            env["tp"] = ctx.trace_context
         self.pending += 1
         try:
             reply = await self._directory_call(self._directory.publish.remote(env))
+        except BaseException as exc:
+            if span is not None:
+                tracing.end_span(span, exc)
+                span = None
+            raise
         finally:
             self.pending -= 1
+            if span is not None:
+                span.end()
         wire.result(reply, f"event {mid} on {topic}")
 
     async def add_subscription(self, subscription: Subscription) -> None:

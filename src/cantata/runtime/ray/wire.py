@@ -3,8 +3,9 @@
 Wire versions (a worker refuses any other, with `SchemaVersionError` as its answer):
 
 - 1: request/event ``{"v", "id", "corr", "cause", "sender", "recipient", "topic",
-  "stream", "seq", "timeout", "chain", "msg"}`` (``chain``, optional: the ids of the
-  requests waiting on this one, outermost first) where ``msg`` is the message through the core type
+  "stream", "seq", "timeout", "chain", "tp", "msg"}`` (optional: ``chain``, the ids of
+  the requests waiting on this one, outermost first; ``tp``, the W3C traceparent of the
+  sender's span while tracing is on) where ``msg`` is the message through the core type
   registry (`cantata.core.dumps`); a reply ``{"v", "ok"}`` (the result, likewise),
   ``{"v", "err": {"type", "remote", "text", "attrs"}}`` or ``{"v", "gone": true}`` (the
   actor was evicted: send again). ``attrs`` holds the error's ``__cantata_*__`` attributes
