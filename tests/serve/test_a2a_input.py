@@ -24,7 +24,7 @@ from cantata.agents import ChatAgent
 from cantata.core import FunctionCallContent, register
 from cantata.models import ScriptedChatClient, tool_call
 from cantata.serve import RequestError, a2a_handler
-from cantata.serve.a2a_input import INPUT_KEY, InputRequest, answer_messages, read_answers
+from cantata.serve.human_input import INPUT_KEY, InputRequest, answer_messages, read_answers
 from cantata.stores import MemoryStore, SQLiteStore
 from cantata.tools import tool
 from cantata.workflows import (
@@ -58,7 +58,7 @@ def _ops_agent(deleted: list[str]) -> ChatAgent:
     return ChatAgent(ScriptedChatClient(answer), name="ops", tools=[delete_file])
 
 
-@register(name="tests.serve.a2a_input.Ask")
+@register(name="tests.serve.human_input.Ask")
 @dataclass
 class Ask:
     question: str

@@ -8,7 +8,7 @@ answer's text goes out in artifact chunks as the agent produces it.
 
 A run that stops for a person (a tool needing approval, a workflow's request) leaves the
 task ``input-required`` with the requests in its status message; the next message on the
-task answers them and the run goes on (see `a2a_input`). An agent's approvals wait in the
+task answers them and the run goes on (see `human_input`). An agent's approvals wait in the
 thread, in the store, so they survive a restart; a workflow's waiting run lives in this
 process (at most `MAX_WAITING` of them, the oldest dropped), so its task fails with a
 clear message if the server restarted before the answer came.
@@ -37,7 +37,8 @@ from ..agents import AgentResponse, LocalThread, StateStoreMessageStore
 from ..agents.remote_a2a import a2a_parts, cantata_messages
 from ..core import CantataError, DataContent, Message, TextContent, new_id
 from ..stores import StateStore
-from .a2a_input import (
+from .errors import RequestError
+from .human_input import (
     MAX_WAITING,
     InputRequest,
     WaitingThreads,
@@ -47,7 +48,6 @@ from .a2a_input import (
     read_answers,
     request_parts,
 )
-from .errors import RequestError
 from .served import Served
 
 __all__ = ["CONTEXT_LOG_PREFIX", "MAX_WAITING", "ServedAgentExecutor", "context_thread"]

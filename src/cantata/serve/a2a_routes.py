@@ -13,7 +13,7 @@ For a served entry named ``echo``:
 only one. Tasks live in the server's store (``a2a:task:``), and each context's thread too
 (``a2a:ctx:``), so both survive a restart on a durable store. A run that waits for a
 person (a tool's approval, a workflow's request) leaves its task ``input-required``; the
-next message on the task answers it (`a2a_input`).
+next message on the task answers it (`human_input`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ stateless: the client sends the whole conversation). Streamed, the answer's text
 as ``chat.completion.chunk`` events as the run produces it, then ``[DONE]``; a failure after
 the stream started is sent as an ``error`` event, which OpenAI clients raise.
 
-A run that stops for a person (a tool's approval, a workflow's request; see `a2a_input`) is
+A run that stops for a person (a tool's approval, a workflow's request; see `human_input`) is
 answered with a 409 (code ``input_required``) naming what it waits for: this stateless API
 has no way to carry the answer back, so the error says to use ``/v1/responses`` or A2A.
 """
@@ -22,8 +22,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ..agents import AgentResponse, LocalThread
 from ..core import CantataError, Message, Usage, new_id
-from .a2a_input import input_requests
 from .errors import RequestError, error_body, error_response
+from .human_input import input_requests
 from .openai_messages import (
     answer_text,
     chat_messages,

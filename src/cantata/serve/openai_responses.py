@@ -11,7 +11,7 @@ needing approval as an ``mcp_approval_request`` item (``server_label`` is the se
 a workflow's request as a ``request_info`` ``function_call`` item. The next request, with
 ``previous_response_id`` set to that answer, answers them with ``mcp_approval_response`` and
 ``function_call_output`` items; they are checked against what the thread waits for (the
-same mechanism as A2A's, `a2a_input`), and a bad answer is a 400 that changes nothing.
+same mechanism as A2A's, `human_input`), and a bad answer is a 400 that changes nothing.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from ..core import (
     Message,
     Usage,
 )
-from .a2a_input import (
+from .errors import RequestError, error_body, error_response
+from .human_input import (
     InputRequest,
     WaitingThreads,
     answer_messages,
@@ -42,7 +43,6 @@ from .a2a_input import (
     needs_held_run,
     read_answers,
 )
-from .errors import RequestError, error_body, error_response
 from .openai_messages import (
     answer_text,
     optional_bool,
