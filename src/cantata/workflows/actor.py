@@ -11,8 +11,8 @@ invocation carries a `sink`: in process, the run's own sink, handed over as it i
 in-process runtime that does not copy messages takes the `Invocation` itself: the fast
 path). A runtime that moves messages to another process cannot carry a callable, a token
 or the runner: there the runner sends an `ExecutorTask` (values only) and the actor's sink
-is a `Publisher` that publishes each event to ``TopicId(EVENTS_TOPIC, stream)``, to which
-the runner subscribes for the call's life; cancellation comes with the delivery (the
+is a `Publisher` that publishes each event to ``TopicId(EVENTS_TOPIC, stream)``, where the
+runner's local subscriber (`AgentRuntime.add_local_subscriber`) takes them; cancellation comes with the delivery (the
 send's cancellation token), not in the message. Executors and the context do not change
 between the two.
 """
@@ -472,7 +472,7 @@ class ExecutorTask:
     executor_id: str
     superstep: int
     stream: str
-    """The source of the events topic to publish to (the run id, unless that is taken)."""
+    """The source of the call's events topic (unique to the call that sent the task)."""
     items: list[tuple[Any, list[str]]]
     answers: list[tuple[PendingRequest, Any]]
     state: dict[str, Any]
