@@ -1,4 +1,4 @@
-"""Ray runtime (issue 14), three rows from one local two-node cluster on 127.0.0.1:
+"""Ray runtime (issue 14), four rows from one local two-node cluster on 127.0.0.1:
 
 1. request/response through `RayRuntime` against raw Ray actor method calls on the same
    cluster (goal >= 0.8x the raw calls' rate). Both make the same sequential round trips
@@ -6,11 +6,12 @@
    int (pickled by Ray); cantata passes a registered dataclass as a JSON envelope,
    numbered, through the agent's turn, with a timeout.
 2. the same figure against autogen-ext's gRPC worker runtime on the same cross-process
-   workload (goal >= 2x): a `GrpcWorkerAgentRuntimeHost` and a `GrpcWorkerAgentRuntime`
-   hosting the counter agent run in a subprocess started by this run; this process sends
-   through its own `GrpcWorkerAgentRuntime` (so every request crosses to the other
-   process and back through the host, as cantata's cross to the actor's process). Skipped
-   when autogen-ext[grpc] is not installed.
+   workload (goal >= 2x), and both with 8 agents sent requests at once. AutoGen's
+   `GrpcWorkerAgentRuntimeHost` and the `GrpcWorkerAgentRuntime` hosting its counter agent
+   run in a subprocess started by this run; this process sends through its own
+   `GrpcWorkerAgentRuntime` (so every request crosses to the other process and back
+   through the host, as cantata's cross to the actor's process). Skipped when
+   autogen-ext[grpc] is not installed.
 3. a fan-out workflow (one split, 16 workers, one join) with ``placement="executor"`` on
    `RayRuntime`, its executors' actors spread over both nodes, against the same workflow
    in one process (the default placement); reported with the cost per message (each
@@ -45,6 +46,7 @@ from cantata.workflows import Executor, Workflow, WorkflowBuilder, WorkflowConte
 HERE = os.path.dirname(os.path.abspath(__file__))
 SELF = os.path.abspath(__file__)
 FAN = 16
+AGENTS = 8
 
 
 @register(name="bench.ray.Add")
@@ -140,6 +142,18 @@ async def _ours(rt: RayRuntime, agent: AgentId, calls: int) -> float:
     for _ in range(calls):
         await rt.send_message(Add(1), agent)
     return calls / (time.perf_counter() - start)
+
+
+async def _ours_at_once(rt: RayRuntime, calls: int) -> float:
+    """`AGENTS` agents, each sent its share of the calls one after another, all at once."""
+
+    async def one(agent: AgentId) -> None:
+        for _ in range(calls // AGENTS):
+            await rt.send_message(Add(1), agent)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one(AgentId("counter", f"a{i}")) for i in range(AGENTS)))
+    return calls // AGENTS * AGENTS / (time.perf_counter() - start)
 
 
 # The AutoGen side: message types and the agent live at module level (its serializers
@@ -241,6 +255,18 @@ class _AutogenPeer:
             await asyncio.wait_for(self.client.send_message(AgAdd(1), agent), 60)
         return calls / (time.perf_counter() - start)
 
+    async def rate_at_once(self, calls: int) -> float:
+        """As `_ours_at_once`: `AGENTS` agents of the peer's worker, all at once."""
+        from autogen_core import AgentId as AgId
+
+        async def one(agent: Any) -> None:
+            for _ in range(calls // AGENTS):
+                await asyncio.wait_for(self.client.send_message(AgAdd(1), agent), 60)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(one(AgId("counter", f"a{i}")) for i in range(AGENTS)))
+        return calls // AGENTS * AGENTS / (time.perf_counter() - start)
+
     async def stop(self) -> None:
         if self.client is not None:
             await self.client.stop()
@@ -308,7 +334,7 @@ async def collect(quick: bool) -> list[Row]:
     _ensure_cluster()
     raw = ray.remote(RawCounter).options(max_concurrency=1000).remote()
     peer = _AutogenPeer() if _has_autogen_grpc() else None
-    best_raw = best_ours = best_peer = 0.0
+    best_raw = best_ours = best_peer = best_many = best_peer_many = 0.0
     best_local = best_fan = 0.0
     try:
         if peer is not None:
@@ -319,11 +345,16 @@ async def collect(quick: bool) -> list[Row]:
             agent = AgentId("counter", "bench")
             await _raw(raw, 50)  # warm: actors started, handles cached
             await _ours(rt, agent, 50)
+            await _ours_at_once(rt, AGENTS * 10)
+            if peer is not None:
+                await peer.rate_at_once(AGENTS * 10)
             for _ in range(rounds):
                 best_raw = max(best_raw, await _raw(raw, calls))
                 best_ours = max(best_ours, await _ours(rt, agent, calls))
+                best_many = max(best_many, await _ours_at_once(rt, calls))
                 if peer is not None:
                     best_peer = max(best_peer, await peer.rate(calls))
+                    best_peer_many = max(best_peer_many, await peer.rate_at_once(calls))
         spread = {"scheduling_strategy": "SPREAD"}
         async with RayRuntime(name=f"fan{os.getpid()}", actor_options=spread) as rt:
             placed, local = fan_out("executor"), fan_out("run")
@@ -363,6 +394,17 @@ async def collect(quick: bool) -> list[Row]:
             "host and agent worker in a subprocess, its client runtime here"
             + ("" if peer is not None else "; peer not installed (autogen-ext[grpc])"),
             headline=True,
+        ),
+        Row(
+            f"ray request/response ({AGENTS} agents at once, cross-process)",
+            "requests/s",
+            best_many,
+            peer=best_peer_many if peer is not None else None,
+            peer_name="autogen-ext gRPC worker runtime",
+            peer_version=peer_version("autogen-ext"),
+            note=f"{AGENTS} agents, each sent its share of {calls} requests in turn, all at "
+            f"once; ours: an actor (process) per agent; AutoGen's: one worker process; best "
+            f"of {rounds} rounds",
         ),
         Row(
             f"fan-out workflow over 2 ray nodes (1 to {FAN} to 1)",
