@@ -453,3 +453,36 @@ async def test_lost_events_end_the_wait_with_an_error_naming_run_and_executor() 
 def test_event_timeout_must_be_positive() -> None:
     with pytest.raises(ConfigurationError, match="event_timeout"):
         WorkflowBuilder(Step(0, True), event_timeout=0)
+
+
+async def test_runs_one_after_another_reuse_one_set_of_executor_actors(
+    wire: LocalRuntime,
+) -> None:
+    wf = chain("executor")
+    for given in range(3):
+        assert (await wf.run(given, runtime=wire)).outputs == [given + sum(range(9)) + 1]
+    keys = {agent.key for agent in wire.live_agents()}
+    assert keys == {"slot0"}  # not one actor per run: on Ray each would be a process
+    assert len(wire.live_agents()) == 10  # one per executor, no local subscriber left
+
+
+async def test_runs_at_the_same_time_get_their_own_slots(wire: LocalRuntime) -> None:
+    release = asyncio.Event()
+
+    @executor
+    async def held(value: int, ctx: WorkflowContext[None, int]) -> None:
+        await release.wait()
+        await ctx.yield_output(value)
+
+    wf = WorkflowBuilder(held, placement="executor").build()
+    runs = [asyncio.ensure_future(wf.run(i, runtime=wire)) for i in range(3)]
+    async with asyncio.timeout(20):
+        while len(wire.live_agents()) < 3 + 3:  # noqa: ASYNC110 (three slots, three subscribers)
+            await asyncio.sleep(0.01)
+    assert {a.key for a in wire.live_agents() if a.type != "cantata.local"} == {
+        "slot0",
+        "slot1",
+        "slot2",
+    }
+    release.set()
+    assert [(await r).outputs for r in runs] == [[0], [1], [2]]
