@@ -8,10 +8,16 @@ included), from the median time of the paired runs.
 
 Concurrent streams: N requests (different prompts, 64 tokens each) start together on one
 `LocalChatClient`; aggregate tokens per second = all generated tokens / wall time until the
-last one ends, compared with one stream measured the same way in the same run. The limit
-beside them is llama.cpp decoding 128 tokens in steps of B tokens of B different sequences
-(B = 1, 2, 4, 8) on a context like the client's: no sampling, no Python, no streaming, so
-`limit B / limit 1` is the most that B streams can gain over one here.
+last one ends, compared with one stream measured the same way in the same run.
+
+Beside them, two limits of llama.cpp alone on a context like the client's (no sampling, no
+Python, no streaming), for B = 1, 2, 4, 8, 16, measured in the same run:
+- the issue's: 128 tokens of one sequence evaluated B positions per `llama_decode`, logits of
+  the last position of each call (as a prompt is evaluated);
+- what B streams ask for: 128 tokens in steps of one token of each of B sequences, each in
+  its own KV cache, logits of every token.
+`limit B / limit 1` of the second is the most B streams can gain over one here; the first is
+higher, as it computes logits for one position per call and attends over one sequence.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ PROMPT = "Write a short story about a lighthouse keeper and a storm."
 TOPICS = ("a storm", "a ship", "a whale", "a gull", "the fog", "a letter", "a cat", "the moon")
 SEED = 7
 STREAMS = (1, 2, 4, 8)
+LIMIT_SIZES = (1, 2, 4, 8, 16)
 N_CTX = 2048
 WEATHER = ToolSpec(
     "get_weather",
@@ -117,50 +124,70 @@ async def _grammar_valid(client: LocalChatClient, n: int) -> int:
     return valid
 
 
-def _limits(model: Any, sizes: tuple[int, ...]) -> dict[int, float]:
-    """Tokens/s of llama.cpp decoding 128 tokens in steps of B sequences' tokens."""
+def _limits(model: Any) -> tuple[dict[int, float], dict[int, float]]:
+    """Tokens/s of llama.cpp alone: 128 tokens of one sequence evaluated B positions per call
+    (the issue's limit), and 128 tokens decoded B sequences' tokens per call."""
     llama_cpp = import_llama_cpp()
     single, batched = default_threads()
     params = llama_cpp.llama_context_default_params()
-    params.n_ctx = 512 * max(sizes)
+    params.n_ctx = 512 * max(LIMIT_SIZES)
     params.n_batch = params.n_ubatch = 512
-    params.n_seq_max = max(sizes)
+    params.n_seq_max = max(LIMIT_SIZES)
     params.kv_unified = False
     params.n_threads, params.n_threads_batch = single, batched
     params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
     ctx = llama_cpp.llama_init_from_model(model, params)
     batch = llama_cpp.llama_batch_init(512, 0, 1)
-    rates: dict[int, float] = {}
+    positions: dict[int, float] = {}
+    sequences: dict[int, float] = {}
     try:
-        for size in sizes:
-            rates[size] = _limit(llama_cpp, ctx, batch, size)
+        for size in LIMIT_SIZES:
+            positions[size] = _positions_limit(llama_cpp, ctx, batch, size)
+            sequences[size] = _sequences_limit(llama_cpp, ctx, batch, size)
     finally:
         llama_cpp.llama_batch_free(batch)
         llama_cpp.llama_free(ctx)
-    return rates
+    return positions, sequences
 
 
-def _limit(llama_cpp: Any, ctx: Any, batch: Any, size: int, prompt: int = 24) -> float:
+def _put(batch: Any, i: int, token: int, pos: int, seq: int, logits: bool) -> None:
+    batch.token[i], batch.pos[i], batch.n_seq_id[i] = token, pos, 1
+    batch.seq_id[i][0], batch.logits[i] = seq, logits
+
+
+def _decode(llama_cpp: Any, ctx: Any, batch: Any, n: int) -> None:
+    batch.n_tokens = n
+    if llama_cpp.llama_decode(ctx, batch) != 0:
+        raise RuntimeError("llama_decode failed while measuring the limit")
+    llama_cpp.llama_synchronize(ctx)
+
+
+def _positions_limit(llama_cpp: Any, ctx: Any, batch: Any, size: int) -> float:
+    """128 tokens of one sequence, `size` positions per llama_decode, logits of the last of
+    each call (as `llama_batch_get_one` and `Llama.eval` evaluate a prompt)."""
     llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(ctx), True)
+    start = time.perf_counter()
+    for first in range(0, 128, size):
+        for j in range(size):
+            _put(batch, j, 100 + first + j, first + j, 0, j == size - 1)
+        _decode(llama_cpp, ctx, batch, size)
+    return 128 / (time.perf_counter() - start)
 
-    def put(i: int, token: int, pos: int, seq: int) -> None:
-        batch.token[i], batch.pos[i], batch.n_seq_id[i] = token, pos, 1
-        batch.seq_id[i][0], batch.logits[i] = seq, 1
 
+def _sequences_limit(llama_cpp: Any, ctx: Any, batch: Any, size: int, prompt: int = 24) -> float:
+    """128 tokens in steps of one token (with its logits) of each of `size` sequences, each
+    after a prompt of its own: what `size` streams ask of llama.cpp."""
+    llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(ctx), True)
     for seq in range(size):
         for pos in range(prompt):
-            put(seq * prompt + pos, 100 + pos, pos, seq)
-    batch.n_tokens = size * prompt
-    llama_cpp.llama_decode(ctx, batch)
+            _put(batch, seq * prompt + pos, 100 + pos, pos, seq, True)
+    _decode(llama_cpp, ctx, batch, size * prompt)
     steps = 128 // size
     start = time.perf_counter()
     for step in range(steps):
         for seq in range(size):
-            put(seq, 200 + step, prompt + step, seq)
-        batch.n_tokens = size
-        if llama_cpp.llama_decode(ctx, batch) != 0:
-            raise RuntimeError("llama_decode failed while measuring the limit")
-        llama_cpp.llama_synchronize(ctx)
+            _put(batch, seq, 200 + step, prompt + step, seq, True)
+        _decode(llama_cpp, ctx, batch, size)
     return steps * size / (time.perf_counter() - start)
 
 
@@ -211,7 +238,7 @@ async def _concurrent_rows(client: LocalChatClient, quick: bool) -> list[Row]:
             rates[n].append(rate)
     same = all(texts[n] == texts[max(STREAMS)][:n] for n in STREAMS)
     valid = await _grammar_valid(client, 4)
-    limits = _limits(client._shared().llama.model, STREAMS)
+    positions, sequences = _limits(client._shared().llama.model)
     one = statistics.median(rates[1])
     rows = []
     goals = {4: ">= 1.6x", 8: ">= 2x"}
@@ -227,21 +254,40 @@ async def _concurrent_rows(client: LocalChatClient, quick: bool) -> list[Row]:
                 headline=n in goals,
                 note=f"aggregate of {n} streams of 64 tokens, median of {rounds}; every "
                 f"stream's text as with fewer streams: {same}; grammar-valid under "
-                f"concurrency: {valid}/8",
+                f"concurrency: {valid}/8; llama.cpp limit {positions[n] / positions[1]:.2f}x "
+                f"(batches of {n} positions), {sequences[n] / sequences[1]:.2f}x "
+                f"({n} sequences)",
                 extra={"rates": rates[n]},
+            )
+        )
+    for n in LIMIT_SIZES:
+        rows.append(
+            Row(
+                name=f"llama.cpp limit, 128 tokens in batches of {n} position{_s(n)}",
+                unit="tokens/s",
+                ours=positions[n],
+                peer=positions[1],
+                peer_name="llama.cpp, batches of 1 position (same run)",
+                note="one sequence, logits of the last position of each batch (the issue's "
+                "limit: 117, 151, 214, 271, 310 tokens/s there)",
             )
         )
         rows.append(
             Row(
-                name=f"llama.cpp decode limit, batch of {n}",
+                name=f"llama.cpp limit, 128 tokens in steps of {n} sequence{_s(n)}",
                 unit="tokens/s",
-                ours=limits[n],
-                peer=limits[1],
-                peer_name="llama.cpp, batch of 1 (same run)",
-                note="128 tokens decoded in steps of one token of each of the sequences",
+                ours=sequences[n],
+                peer=sequences[1],
+                peer_name="llama.cpp, 1 sequence (same run)",
+                note=f"one token of each of {n} sequences per step, logits of every one "
+                "(what concurrent streams ask of llama.cpp)",
             )
         )
     return rows
+
+
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
 
 
 async def collect(quick: bool) -> list[Row]:
