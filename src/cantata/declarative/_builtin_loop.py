@@ -27,11 +27,10 @@ def _dump_loop(loop: FunctionInvokingChatClient, ctx: ConfigContext) -> dict[str
             f"{_LOOP}: its middleware is Python code, which no config carries; leave it out "
             "and add it in code after loading"
         )
-    settings = loop._settings  # the loop's limits, read-only
     out: dict[str, Any] = {
         "client": _dump(loop.client, ctx),
         "tools": [_dump(t, ctx) for t in loop.tools],
-        **{k: getattr(settings, k) for k in _LIMITS},
+        **{k: getattr(loop, k) for k in _LIMITS},
     }
     if loop.retry_policy is not None:
         out["retry_policy"] = _retry_to_data(loop.retry_policy)

@@ -120,6 +120,21 @@ class FunctionInvokingChatClient:
         """The model calls asking for tools that one request may make."""
         return self._settings.max_iterations
 
+    @property
+    def max_function_calls(self) -> int | None:
+        """The tool calls one request may make in all (None: no limit)."""
+        return self._settings.max_function_calls
+
+    @property
+    def max_consecutive_errors(self) -> int | None:
+        """Failed tool rounds in a row before the loop gives up (None: no limit)."""
+        return self._settings.max_consecutive_errors
+
+    @property
+    def concurrent_calls(self) -> bool:
+        """Whether the tool calls of one model answer run concurrently."""
+        return self._settings.concurrent_calls
+
     def _split_middleware(self, middleware: Sequence[ChatMiddleware | FunctionMiddleware]) -> None:
         chat: list[ChatMiddleware] = []
         function: list[FunctionMiddleware] = []
