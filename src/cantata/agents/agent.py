@@ -142,7 +142,8 @@ def _traced_stream(run_stream: _StreamFn) -> _StreamFn:
     @functools.wraps(run_stream)
     def traced(self: Agent, *args: Any, **kwargs: Any) -> AgentResponseStream:
         stream = run_stream(self, *args, **kwargs)
-        if tracing.enabled() and not _in_own_span(self):
+        # anything but an AgentResponseStream is handed back as it is, untraced
+        if tracing.enabled() and isinstance(stream, AgentResponseStream) and not _in_own_span(self):
             _TracedRun(self, stream, kwargs.get("thread"))
         return stream
 
@@ -226,7 +227,7 @@ class _TracedRun:
             tracing.end_span(span, error)
 
     def __del__(self) -> None:
-        if self._span:  # dropped unfinished and unclosed: the span still ends
+        if getattr(self, "_span", None):  # dropped unfinished and unclosed: the span ends
             self._end(None)
 
 
