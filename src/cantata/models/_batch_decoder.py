@@ -234,7 +234,7 @@ class BatchDecoder:
         for seq, n in fed.items():
             seq.n_past += n
         for seq, index in outputs:
-            token = self._lib.llama_sampler_sample(seq.chain.sampler, self._ctx, index)
+            token = seq.chain.sample(self._ctx, index)
             self._accept(seq, token)
 
     def _fill_batch(self) -> tuple[list[tuple[Sequence, int]], dict[Sequence, int]]:
@@ -321,6 +321,7 @@ class BatchDecoder:
         slot.used_at = self._tick
         slot.tokens = seq.evaluated()
         if seq.chain is not None:
+            seq.grammar_checks = (seq.chain.checked_few, seq.chain.checked_all)
             seq.chain.close()
             seq.chain = None
         seq.on_end(None if error else seq.result(stopped=stopped), error)

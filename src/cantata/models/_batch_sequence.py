@@ -25,6 +25,8 @@ class Generation:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     stopped: bool = False
+    grammar_checks: tuple[int, int] = (0, 0)
+    """Tokens whose grammar check needed only the likeliest candidates, and the whole vocabulary."""
 
 
 class StopText:
@@ -99,6 +101,7 @@ class Sequence:
     next_token: int | None = None
     """Sampled, not yet evaluated."""
     finish_reason: str | None = None
+    grammar_checks: tuple[int, int] = (0, 0)
 
     @property
     def prefilling(self) -> bool:
@@ -115,4 +118,5 @@ class Sequence:
             len(self.prompt),
             len(self.completion),
             stopped,
+            self.grammar_checks,
         )

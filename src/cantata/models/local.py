@@ -319,11 +319,13 @@ def _log_request(model: SharedModel, plan: LocalPlan, seq: _Sequence) -> None:
 def _log_end(model: SharedModel, generation: Generation, started: float) -> None:
     if _log.isEnabledFor(logging.DEBUG):
         _log.debug(
-            "local response: model=%s finish=%s prompt_tokens=%d completion_tokens=%d seconds=%.3f",
+            "local response: model=%s finish=%s prompt_tokens=%d completion_tokens=%d "
+            "grammar_top=%d grammar_full=%d seconds=%.3f",
             _model_name(model.key.path),
             generation.finish_reason,
             generation.prompt_tokens,
             generation.completion_tokens,
+            *generation.grammar_checks,
             time.perf_counter() - started,
         )
 
