@@ -30,6 +30,7 @@ import asyncio
 import inspect
 import logging
 import math
+import os
 import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
@@ -347,7 +348,11 @@ class RayRuntime:
         if self._state == "running":
             raise RuntimeStateError("the runtime is already running; stop() it first")
         if not ray.is_initialized():
-            options = {"include_dashboard": False, "log_to_driver": True, **self._init_options}
+            options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}
+            if self._address is None and not os.environ.get("RAY_ADDRESS"):
+                # a Ray of this program alone listens on loopback, not on the network
+                options["_node_ip_address"] = "127.0.0.1"
+            options.update(self._init_options)
             ray.init(address=self._address, namespace=self._namespace, **options)
             self._owns_ray = True
         if self._directory is None:
