@@ -172,3 +172,18 @@ async def test_cancelling_one_grammar_sequence_leaves_the_others_valid() -> None
     for r in results[1:]:
         assert isinstance(r, ChatResponse) and isinstance(r.value, dict)
         assert isinstance(r.value["legs"], int)
+
+
+async def test_greedy_on_raw_logits_takes_the_token_llama_cpp_greedy_takes() -> None:
+    """Plain greedy picks the largest logit itself; a zero bias sends the same request
+    through llama.cpp's chain instead, and the answers agree token for token."""
+    plain = ChatOptions(temperature=0.0, seed=1, max_tokens=48)
+    through_chain = plain.merge(ChatOptions(extra={"logit_bias": {7: 0.0}}))
+    questions = [Message("user", "Tell a short story about a fox.")]
+    async with LocalChatClient(n_ctx=512, parallel=2) as client:
+        fast, chained = await asyncio.gather(
+            client.get_response(questions, options=plain),
+            client.get_response(questions, options=through_chain),
+        )
+    assert fast.text == chained.text and fast.usage == chained.usage
+    assert fast.text.strip()

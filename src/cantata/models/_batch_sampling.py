@@ -134,6 +134,7 @@ class SequenceSampler:
         self._look: Any = None
         self._tail: Any = None
         self.checked_few = self.checked_all = 0
+        self._argmax = False
         s = sampling
         self._head: Any = _internals.LlamaSampler()  # type: ignore[no-untyped-call]
         head = self._head
@@ -149,6 +150,7 @@ class SequenceSampler:
             )
             if grammar is None:
                 _add_choice(head, s, n_vocab, seed)
+                self._argmax = _plain_greedy(s)
                 return
             self._grammar = llama_cpp.llama_sampler_init_grammar(
                 llama._model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8")
@@ -178,7 +180,12 @@ class SequenceSampler:
         """Pick the token after output `index` of the last decode, and accept it."""
         lib = self._lib
         if self._grammar is None:
-            return int(lib.llama_sampler_sample(self._head.sampler, ctx, index))
+            if not self._argmax:
+                return int(lib.llama_sampler_sample(self._head.sampler, ctx, index))
+            logits = lib.llama_get_logits_ith(ctx, index)
+            token = int(self._np.ctypeslib.as_array(logits, shape=(self.n_vocab,)).argmax())
+            lib.llama_sampler_accept(self._head.sampler, token)
+            return token
         logits = lib.llama_get_logits_ith(ctx, index)
         array = self._refill(logits)
         if self._look is not None:
@@ -230,6 +237,18 @@ class SequenceSampler:
             if sampler:
                 self._lib.llama_sampler_free(sampler)
         self._grammar = self._look = None
+
+
+def _plain_greedy(s: Sampling) -> bool:
+    """Whether the chain is greedy on the raw logits (no bias, penalties that change nothing):
+    then the first largest logit is its token, found without copying the vocabulary (llama.cpp's
+    greedy sampler also takes the first of equal logits)."""
+    no_penalty = (
+        s.float_("repeat_penalty") == 1.0
+        and s.float_("frequency_penalty") == 0.0
+        and s.float_("presence_penalty") == 0.0
+    )
+    return s.temperature == 0.0 and not s.logit_bias and no_penalty
 
 
 def _needed(s: Sampling) -> int:
