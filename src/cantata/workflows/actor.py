@@ -12,9 +12,9 @@ in-process runtime that does not copy messages takes the `Invocation` itself: th
 path). A runtime that moves messages to another process cannot carry a callable, a token
 or the runner: there the runner sends an `ExecutorTask` (values only) and the actor's sink
 is a `Publisher` that publishes each event to ``TopicId(EVENTS_TOPIC, stream)``, where the
-runner's local subscriber (`AgentRuntime.add_local_subscriber`) takes them; cancellation comes with the delivery (the
-send's cancellation token), not in the message. Executors and the context do not change
-between the two.
+runner's local subscriber (`AgentRuntime.add_local_subscriber`) takes them; cancellation
+comes with the delivery (the send's cancellation token), not in the message. Executors and
+the context do not change between the two.
 """
 
 from __future__ import annotations
