@@ -3,7 +3,7 @@
 python benchmarks/run.py                 # everything, 5 runs of each benchmark
 python benchmarks/run.py --quick         # smaller workloads, 3 runs unless --repeat says
 python benchmarks/run.py --repeat 7      # 7 runs of each
-python benchmarks/run.py --only runtime  # modules whose name contains "runtime"
+python benchmarks/run.py --only runtime  # bench_runtime.py (no such module: all containing it)
 
 Each run of a module measures cantata and the peer side by side (see `_harness.py`), so a
 row's ratio is taken per run; the table shows the median and the worst of the runs for our
@@ -45,8 +45,12 @@ COLUMNS = (
 
 
 def _modules(only: list[str]) -> list[str]:
+    """The benchmark modules to run: those whose name contains an `--only` value, or, for a
+    value that names one module exactly (``teams`` for bench_teams.py), that module alone."""
     names = sorted(p.stem for p in HERE.glob("bench_*.py"))
-    return [n for n in names if not only or any(o in n for o in only)]
+    exact = {f"bench_{o}" for o in only} & set(names)
+    loose = [o for o in only if f"bench_{o}" not in exact]
+    return [n for n in names if not only or n in exact or any(o in n for o in loose)]
 
 
 async def _collect(names: list[str], quick: bool, repeat: int, console: Console) -> list[Summary]:
