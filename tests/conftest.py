@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -73,3 +74,23 @@ def postgres_dsn() -> str:
 def redis_url() -> str:
     require_service("Redis", "127.0.0.1", 6379)
     return os.environ.get("CANTATA_TEST_REDIS", "redis://127.0.0.1:6379/0")
+
+
+@pytest.fixture
+def spans() -> Iterator[Any]:
+    """Tracing on for one test, into an in-memory exporter (`get_finished_spans()`)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from cantata.core import tracing
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.configure(provider)
+    try:
+        yield exporter
+    finally:
+        tracing.configure(False)
+        provider.shutdown()

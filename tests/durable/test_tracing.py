@@ -5,9 +5,6 @@ id)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -17,19 +14,6 @@ from cantata.core import Message, Usage, tracing
 from cantata.models import ScriptedChatClient, tool_call
 from cantata.tools import tool
 from cantata.workflows import WorkflowBuilder
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.configure(provider)
-    try:
-        yield exporter
-    finally:
-        tracing.configure(False)
-        provider.shutdown()
 
 
 def agent() -> ChatAgent:

@@ -6,13 +6,11 @@ and is never current in the caller between updates."""
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
@@ -20,19 +18,6 @@ from cantata.agents import Agent, AgentResponse, ChatAgent
 from cantata.core import Message, ModelError, Usage, tracing
 from cantata.models import ScriptedChatClient, tool_call
 from cantata.tools import tool
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.configure(provider)
-    try:
-        yield exporter
-    finally:
-        tracing.configure(False)
-        provider.shutdown()
 
 
 def adder(name: str = "adder") -> ChatAgent:

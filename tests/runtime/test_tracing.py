@@ -7,7 +7,6 @@ child and links to it. While tracing is off, envelopes carry nothing and no span
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from cantata.agents import ChatAgent
-from cantata.core import Message, RunError, Usage, register, tracing
+from cantata.core import Message, RunError, Usage, register
 from cantata.models import ScriptedChatClient, tool_call
 from cantata.runtime import (
     AgentId,
@@ -32,19 +31,6 @@ from cantata.runtime import (
     rpc,
 )
 from cantata.tools import tool
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.configure(provider)
-    try:
-        yield exporter
-    finally:
-        tracing.configure(False)
-        provider.shutdown()
 
 
 @register(name="test_tracing.Ask")

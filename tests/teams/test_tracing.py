@@ -5,31 +5,13 @@ the team run's correlation id (the one its `RoutingEvent`s carry)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from cantata.core import tracing
 from cantata.models import ScriptedChatClient
 from cantata.teams import Concurrent, GroupChat, RoundRobin, RoutingEvent, Selector
 
 from ._agents import counting_agent
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.configure(provider)
-    try:
-        yield exporter
-    finally:
-        tracing.configure(False)
-        provider.shutdown()
 
 
 def named(exporter: InMemorySpanExporter, prefix: str) -> list[ReadableSpan]:
