@@ -236,7 +236,10 @@ class ChatAgent(Agent):
         call_tools = list(self._call_tools)
         if ctx.tools:
             call_tools.extend(_as_tools(ctx.tools, owner=self.name))
-        await log.record_input(thread, self._incoming(ctx.messages) if ctx.messages else [])
+        # inline, not log.record_input: a turn without input then costs no coroutine
+        fresh = log.fresh(thread, self._incoming(ctx.messages) if ctx.messages else [])
+        if fresh or thread.state == "new":  # nothing to add: the thread only has to exist
+            await thread.on_new_message(fresh)
         ctx.thread = thread  # a retry (``call_next`` again) continues on the same thread
         history = await thread.get_messages()
         if self._reduce_before_loop and self.history_reducer is not None:
@@ -342,13 +345,14 @@ class ChatAgent(Agent):
         self, recorder: Recorder, thread: AgentThread, response: ChatResponse
     ) -> AgentResponse:
         produced = await recorder.drain(response.messages)
-        _log.debug(
-            "agent %s: run done, finish reason %s, %d message(s), usage %s",
-            self.name,
-            response.finish_reason,
-            len(produced),
-            response.usage,
-        )
+        if _log.isEnabledFor(logging.DEBUG):
+            _log.debug(
+                "agent %s: run done, finish reason %s, %d message(s), usage %s",
+                self.name,
+                response.finish_reason,
+                len(produced),
+                response.usage,
+            )
         return AgentResponse(
             produced,
             thread=thread,
@@ -480,13 +484,21 @@ class _RunLog:
         self.seen: dict[str, Message] = {}
         self.thread: AgentThread | None = None
 
-    async def record_input(self, thread: AgentThread, incoming: list[Message]) -> None:
+    def fresh(self, thread: AgentThread, incoming: list[Message]) -> list[Message]:
+        """Log the run on `thread` from now on; returns the messages of `incoming` it has not
+        recorded yet, marked as recorded."""
         if thread is not self.thread:
             self.thread = thread
             self.seen.clear()
+        if not incoming:
+            return []
         fresh = [m for m in incoming if m.message_id not in self.seen]
         for m in fresh:
             self.seen[m.message_id] = m
+        return fresh
+
+    async def record_input(self, thread: AgentThread, incoming: list[Message]) -> None:
+        fresh = self.fresh(thread, incoming)
         if fresh or thread.state == "new":  # nothing to add: the thread only has to exist
             await thread.on_new_message(fresh)
 

@@ -104,7 +104,8 @@ class AgentThread(ABC):
 
     async def on_new_message(self, messages: Message | Sequence[Message]) -> None:
         """Record new messages of the conversation, creating the thread first if needed."""
-        self._check_usable("add messages to")
+        if self._state == "deleted":  # checked here: one call less on every turn
+            self._check_usable("add messages to")
         batch = [messages] if isinstance(messages, Message) else list(messages)
         for item in batch:
             if not isinstance(item, Message):  # stored, it would fail only when restored
@@ -119,7 +120,8 @@ class AgentThread(ABC):
 
     async def get_messages(self) -> list[Message]:
         """The conversation so far, oldest first."""
-        self._check_usable("read")
+        if self._state == "deleted":  # checked here: one call less on every turn
+            self._check_usable("read")
         return await self._get_messages()
 
     async def serialize(self) -> dict[str, Any]:

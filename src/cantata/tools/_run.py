@@ -7,6 +7,7 @@ import dataclasses
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import CoroutineType
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 from ..core import (
@@ -75,7 +76,10 @@ class FunctionLoopRun:
         self._retry_policy = retry_policy
         self._sent = 0  # updates of model streams handed to the caller, for retries
         self._tools = tools
-        self._approvals = pending_approvals(messages)
+        # approval answers come only in a trailing user message (the check inlined: hot)
+        self._approvals = (
+            pending_approvals(messages) if messages and messages[-1].role == "user" else []
+        )
         self._conversation = views.view(
             messages, {v.call.call_id for v in self._approvals} if self._approvals else set()
         )
@@ -349,6 +353,11 @@ class FunctionLoopRun:
     async def _call_inner(self, context: ChatContext) -> None:
         scope = current_effects()
         if scope is None:
+            policy = self._retry_policy
+            if (policy is None or policy.attempts == 1) and not tracing.enabled():
+                # what _retried and _call_model come to here, two coroutines fewer a turn
+                await self._ask_model(context)
+                return
             await self._retried(context)
             return
         # inside a durable run: the answer comes from the journal when it was journaled
@@ -501,7 +510,9 @@ class FunctionLoopRun:
         self._produced.append(message)
         if self._on_message is not None:
             outcome = self._on_message(message)
-            if inspect.isawaitable(outcome):
+            if type(outcome) is CoroutineType or (  # the usual callback: one type check
+                outcome is not None and inspect.isawaitable(outcome)
+            ):
                 await outcome
 
 
