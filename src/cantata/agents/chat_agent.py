@@ -223,7 +223,7 @@ class ChatAgent(Agent):
 
     async def _prepare(
         self, ctx: AgentRunContext, log: _RunLog
-    ) -> tuple[AgentThread, list[Message], ChatOptions, list[FunctionTool]]:
+    ) -> tuple[AgentThread, list[Message], ChatOptions, Sequence[FunctionTool]]:
         if ctx.cancellation_token is not None:
             ctx.cancellation_token.raise_if_cancelled()
         if self._closed:
@@ -233,9 +233,9 @@ class ChatAgent(Agent):
             )
         thread = self._thread_for_run(ctx.thread)
         instructions = self._render_instructions(ctx.arguments, ctx.instructions_override)
-        call_tools = list(self._call_tools)
+        call_tools: Sequence[FunctionTool] = self._call_tools  # only read: no copy
         if ctx.tools:
-            call_tools.extend(_as_tools(ctx.tools, owner=self.name))
+            call_tools = [*self._call_tools, *_as_tools(ctx.tools, owner=self.name)]
         # inline, not log.record_input: a turn without input then costs no coroutine
         fresh = log.fresh(thread, self._incoming(ctx.messages) if ctx.messages else [])
         if fresh or thread.state == "new":  # nothing to add: the thread only has to exist

@@ -183,7 +183,8 @@ class FunctionInvokingChatClient:
     ) -> FunctionLoopRun:
         return FunctionLoopRun(
             self._client,
-            list(messages),
+            # the run only reads them (its view is a new list): a list is not copied
+            messages if type(messages) is list else list(messages),
             views=self._views,
             tools=merge_tools(self._tools, tools) if tools else self._tool_map,
             chat_middleware=self._chat_middleware,
