@@ -9,6 +9,7 @@ other frameworks' code, which is not installed here.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -49,9 +50,13 @@ def test_the_documents_have_python_blocks() -> None:
 def test_block_runs_as_written(code: str, tmp_path: Path) -> None:
     script = tmp_path / "block.py"
     script.write_text(code, encoding="utf-8")
+    # A fresh reader's environment: not the Ray cluster another test joined (ray.init
+    # leaves RAY_ADDRESS behind in this process), so a block that starts Ray starts its own.
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     done = subprocess.run(
         [sys.executable, str(script)],
         cwd=tmp_path,
+        env=env,
         capture_output=True,
         text=True,
         timeout=300,

@@ -82,7 +82,8 @@ class RayRuntime:
     """Runs agents as Ray actors on a cluster; the same contract as `LocalRuntime`.
 
     `address` is the cluster to join (``"auto"``, ``"ray://host:10001"``, or None for
-    the one `ray.init` already joined, else a new local one); `init_options` go to
+    the one `ray.init` already joined, else the one ``RAY_ADDRESS`` names, else a new
+    local one of this program alone, on 127.0.0.1); `init_options` go to
     `ray.init` when this runtime starts Ray itself (and it then shuts Ray down on close).
     `name` scopes the agents: runtimes of one name on one cluster share them. `store` is a
     callable making the `StateStore` each actor saves its agent into (PostgreSQL or
@@ -349,11 +350,14 @@ class RayRuntime:
             raise RuntimeStateError("the runtime is already running; stop() it first")
         if not ray.is_initialized():
             options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}
-            if self._address is None and not os.environ.get("RAY_ADDRESS"):
-                # a Ray of this program alone listens on loopback, not on the network
+            address = self._address
+            if address is None and not os.environ.get("RAY_ADDRESS"):
+                # A Ray of this program alone: new (Ray itself would join whatever cluster
+                # was started last on this machine) and on loopback, not on the network.
+                address = "local"
                 options["_node_ip_address"] = "127.0.0.1"
             options.update(self._init_options)
-            ray.init(address=self._address, namespace=self._namespace, **options)
+            ray.init(address=address, namespace=self._namespace, **options)
             self._owns_ray = True
         if self._directory is None:
             self._directory = (
