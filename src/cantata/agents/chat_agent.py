@@ -210,7 +210,7 @@ class ChatAgent(Agent):
             )
         return AgentRunContext(
             agent=self,
-            messages=Message.coerce(messages),
+            messages=[] if messages is None else Message.coerce(messages),  # None: no call
             thread=thread,
             arguments=arguments,
             options=options,

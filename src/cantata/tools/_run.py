@@ -132,7 +132,11 @@ class FunctionLoopRun:
             limit = self._limit
             context = self._model_context(limit)
             await self._chat_chain(context)
-            await self._answered(context, limit)
+            if limit is None:  # what _answered does, without its coroutine
+                self._take_response(context, drop_calls=False)
+                await self._turn()
+            else:
+                await self._answered(context, limit)
 
     async def steps(self) -> AsyncIterator[ChatResponseUpdate]:
         """Run the loop streaming (`get_streaming_response`): model calls stream live; what
@@ -503,8 +507,16 @@ class FunctionLoopRun:
         return self._last
 
     async def _emit_all(self, messages: Sequence[Message]) -> None:
+        # what _emit does, inline: one coroutine less for every model answer
+        on_message = self._on_message
         for message in messages:
-            await self._emit(message)
+            self._produced.append(message)
+            if on_message is not None:
+                outcome = on_message(message)
+                if type(outcome) is CoroutineType or (
+                    outcome is not None and inspect.isawaitable(outcome)
+                ):
+                    await outcome
 
     async def _emit(self, message: Message) -> None:
         self._produced.append(message)
