@@ -197,19 +197,22 @@ async def test_a_reviewer_may_replace_the_plan_but_only_with_participants() -> N
 
 async def test_a_plan_under_review_survives_a_checkpoint_and_a_fresh_team(tmp_path: Path) -> None:
     store = StateStoreCheckpointStore(SQLiteStore(str(tmp_path / "team.db")))
-    script = ManagerScript([], plan=[("a", "reviewed step")])
-    session = Magentic(script.client, [worker("a")], plan_review=True).create_session(
-        checkpoint_store=store
-    )
-    await session.run("t")
-    checkpoint = session.checkpoint_id
-    assert checkpoint is not None
-    later = ManagerScript([progress("a", "do it"), progress("a", satisfied=True)])
-    fresh = Magentic(later.client, [worker("a")], plan_review=True)
-    resumed = await fresh.resume(checkpoint, checkpoint_store=store)
-    request = resumed._run.pending_requests[0]  # type: ignore[union-attr]
-    assert request.data.ledger.plan == [PlanStep("a", "reviewed step")]
-    result = await resumed.send_responses({request.request_id: PlanReviewAnswer()})
+    try:
+        script = ManagerScript([], plan=[("a", "reviewed step")])
+        session = Magentic(script.client, [worker("a")], plan_review=True).create_session(
+            checkpoint_store=store
+        )
+        await session.run("t")
+        checkpoint = session.checkpoint_id
+        assert checkpoint is not None
+        later = ManagerScript([progress("a", "do it"), progress("a", satisfied=True)])
+        fresh = Magentic(later.client, [worker("a")], plan_review=True)
+        resumed = await fresh.resume(checkpoint, checkpoint_store=store)
+        request = resumed._run.pending_requests[0]  # type: ignore[union-attr]
+        assert request.data.ledger.plan == [PlanStep("a", "reviewed step")]
+        result = await resumed.send_responses({request.request_id: PlanReviewAnswer()})
+    finally:
+        await store.close()  # its SQLite worker thread must not outlive this test's loop
     assert "PlanOut" not in later.asked  # the reviewed plan came from the checkpoint
     assert result.stop_message is not None and result.stop_message.source == "satisfied"
 
