@@ -43,6 +43,16 @@ def _name() -> str:
     return f"f{uuid.uuid4().hex[:8]}"
 
 
+async def _until_marked_dead(node_id: str) -> None:
+    """Wait (60 s at most) for the cluster to see a removed node as dead: until then it may
+    still place a later test's actor there, which then dies with the node (a CI flake)."""
+    for _ in range(300):
+        if not any(n["NodeID"] == node_id and n["Alive"] for n in ray.nodes()):
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"node {node_id} still alive 60 s after its removal")
+
+
 async def test_worker_death_mid_request_is_a_typed_error_then_the_agent_comes_back(
     cluster: Any,
 ) -> None:
@@ -74,6 +84,7 @@ async def test_node_death_mid_request_does_not_hang_the_caller(cluster: Any) -> 
         cluster.remove_node(node, allow_graceful=False)
         with pytest.raises(AgentUnavailable, match="counter/a"):
             await asyncio.wait_for(pending, 100)  # the bound only guards the test itself
+    await _until_marked_dead(node.node_id)
 
 
 async def test_an_event_whose_worker_dies_is_delivered_again(cluster: Any, tmp_path: Any) -> None:
@@ -193,6 +204,7 @@ async def test_a_node_lost_mid_workflow_fails_the_call_and_the_run_resumes(
         assert isinstance(failed.value.__cause__, AgentUnavailable)
         assert committed == [1]  # superstep 1 was committed before the node went
         [last] = [c for c in await store.list_checkpoints() if c.superstep == 1]
+        await _until_marked_dead(doomed.node_id)
         cluster.add_node(num_cpus=4, resources={"wf-node": 1}, object_store_memory=80 * 2**20)
         cluster.wait_for_nodes()
         os.close(os.open(marker, os.O_CREAT | os.O_WRONLY))
