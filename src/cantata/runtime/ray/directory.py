@@ -7,6 +7,12 @@ publisher and subscriber, then handed to each subscriber's actor. An event whose
 dies before it answers is delivered again to a new actor with the same message id (at
 least once; the agent sees `ctx.is_redelivery` when it had recorded that id).
 
+Events reach an actor over its direct stream when it reports one (see direct.py), else as
+Ray calls; a stream that breaks with an event on it is a death once Ray confirms it
+(delivered again to a new actor), and otherwise the event goes again by Ray call (its
+message id is the same, so an actor that had it sees a redelivery). The directory has a
+stream of its own, where routers hand it publications and requests to local subscribers.
+
 Local subscribers (callbacks in a driver, which hosts no actor) have an inbox here per
 process (its router's origin): their events, and direct requests to them with a future for
 the answer, wait there until that process takes them (`take`, a bounded long poll).
@@ -29,6 +35,17 @@ from ..ids import AgentId, TopicId
 from ..protocol import LOCAL_TYPE, AgentFactory
 from ..subscriptions import Subscription
 from . import wire
+from .direct import (
+    DIRECT_LIMIT,
+    Address,
+    DirectClient,
+    DirectServer,
+    Lost,
+    Refused,
+    address_of,
+    died,
+    node_ip,
+)
 
 __all__: list[str] = []
 
@@ -77,6 +94,9 @@ class Directory:
         self._locals: dict[str, str] = {}  # local subscriber key -> its process's origin
         self._inboxes: dict[str, _Inbox] = {}
         self._asks: dict[str, tuple[str, asyncio.Future[Any]]] = {}  # by message id
+        self._server: DirectServer | None = None
+        self._direct = DirectClient()
+        self._addresses: dict[str, Address | None] = {}  # by agent id, its live actor's
         # The actor bounds each handler by default_timeout; this is the wait for its answer.
         timeout = config["default_timeout"]
         self._bound = None if timeout is None else float(timeout) + float(config["stop_grace"]) + 5
@@ -144,6 +164,7 @@ class Directory:
             .remote(agent_id, factory, self._config, me)
         )
         self._live[agent_id] = handle
+        self._addresses.pop(agent_id, None)
         self._seq[agent_id] = {}  # a new actor: sequences start again at 0
         return [handle]
 
@@ -152,12 +173,14 @@ class Directory:
         handle = self._live.get(agent_id)
         if handle is not None and handle._actor_id.hex() == actor_id:
             del self._live[agent_id]
+            self._addresses.pop(agent_id, None)
             self._incarnations[agent_id] = self._incarnations.get(agent_id, 0) + 1
         return actor_id in self._retired
 
     def retire(self, agent_id: str) -> None:
         """End an evicted agent's actor (it answers "gone" until then)."""
         handle = self._live.pop(agent_id, None)
+        self._addresses.pop(agent_id, None)
         if handle is not None:
             _remember(self._retired, handle._actor_id.hex())
             self._incarnations[agent_id] = self._incarnations.get(agent_id, 0) + 1
@@ -204,11 +227,8 @@ class Directory:
                 env["seq"] = streams.get(env["stream"], 0)
                 streams[env["stream"]] = env["seq"] + 1
                 try:
-                    answer = await asyncio.wait_for(
-                        asyncio.wrap_future(handle.event.remote(env).future()), self._bound
-                    )
-                except TimeoutError:
-                    handle.cancel.remote(env["id"])
+                    answer = await self._event(agent_id, handle, env)
+                except builtins.TimeoutError:
                     _log.error(
                         "event %s to %s: no answer within %ss", env["id"], agent_id, self._bound
                     )
@@ -216,6 +236,12 @@ class Directory:
                 except (ActorDiedError, RayActorError):
                     self.forget(agent_id, handle._actor_id.hex())
                     continue  # deliver it again to a new actor, same message id
+                except Lost:
+                    if await died(handle, 60.0):
+                        self.forget(agent_id, handle._actor_id.hex())
+                    elif self._live.get(agent_id) is handle:
+                        self._addresses[agent_id] = None  # by Ray calls from now on
+                    continue  # deliver it again, same message id
                 if answer.get("gone") is True:
                     self.forget(agent_id, handle._actor_id.hex())
                     await asyncio.sleep(0.02)
@@ -226,6 +252,57 @@ class Directory:
             _log.error("event %s to %s: its actor kept dying; given up", env["id"], agent_id)
         finally:
             self._pending -= 1
+
+    async def _event(self, agent_id: str, handle: Any, env: wire.Envelope) -> wire.Envelope:
+        """Hand `env` to the actor, over its stream when it has one; bounded; raises Ray's
+        errors, `Lost` (the stream broke with it) or the builtin `TimeoutError`."""
+        if agent_id not in self._addresses:
+            found = await address_of(handle, self._bound or 60.0)
+            if self._live.get(agent_id) is handle:
+                self._addresses[agent_id] = found
+        address = self._addresses.get(agent_id)
+        if address is not None and len(env["msg"]) < DIRECT_LIMIT:
+            try:
+                conn = await self._direct.connection(address, self._bound)
+                waiter = await conn.call("e", env)
+            except Refused:
+                if self._live.get(agent_id) is handle:
+                    self._addresses[agent_id] = None
+            else:
+                try:
+                    return await asyncio.wait_for(waiter, self._bound)
+                except builtins.TimeoutError:
+                    conn.cancel(env["id"])
+                    raise
+        ref = handle.event.remote(env)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(ref.future()), self._bound)
+        except builtins.TimeoutError:
+            handle.cancel.remote(env["id"])
+            raise
+
+    # -- the directory's own stream --------------------------------------------------------
+
+    async def direct_address(self) -> Address | None:
+        """Where routers hand this directory publications and local requests (listening
+        from the first ask on); None when the runtime turned the direct path off."""
+        if not self._config.get("direct", True):
+            return None
+        if self._server is None:
+            server = DirectServer(self._direct_message, lambda mid: None)
+            try:
+                await server.start(node_ip())
+            except OSError:
+                _log.warning("directory %s: no direct stream", self._name, exc_info=True)
+                return None
+            self._server = server
+        return self._server.address
+
+    async def _direct_message(self, frame: dict[str, Any]) -> wire.Envelope:
+        if frame["t"] == "e":
+            return self.publish(frame.get("env"))
+        wait = frame.get("w")
+        return await self.ask(frame.get("env"), None if wait is None else float(wait))
 
     # -- local subscribers --------------------------------------------------------------
 
@@ -309,6 +386,9 @@ class Directory:
 
     async def shutdown(self) -> None:
         """Close every agent's actor (each saves to the store when there is one)."""
+        self._direct.close()
+        if self._server is not None:
+            await self._server.close()
         handles = list(self._live.values())
         self._live.clear()
         results = [asyncio.wrap_future(h.shutdown.remote().future()) for h in handles]

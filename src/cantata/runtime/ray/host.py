@@ -7,7 +7,9 @@ the requests waiting on it (its chain): one that comes back to an agent whose tu
 it (A asks B, B asks A) runs within that turn, as `LocalRuntime` does, instead of waiting
 for it until the timeout. Messages arrive as JSON
 envelopes, are checked for their wire version, and are admitted in per-sender order
-(`ReorderBuffer`) before they queue for the agent's turn.
+(`ReorderBuffer`) before they queue for the agent's turn. They come as Ray method calls or,
+from routers that can open one, over the actor's direct stream (`direct.py`), which the
+actor opens on its node's IP when first asked for its address.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ..protocol import AgentFactory
 from ..state import SCHEMA_VERSION
 from ..subscriptions import Subscription
 from . import wire
+from .direct import DirectServer, node_ip
 from .reorder import ReorderBuffer
 from .router import Router
 
@@ -164,6 +167,8 @@ class AgentHost:
         self._gone = False
         self._last = time.monotonic()
         self._sweeper: asyncio.Task[None] | None = None
+        self._direct: DirectServer | None = None
+        self._via = {"ray": 0, "direct": 0}  # messages taken by each path (tests, operators)
 
     async def _rt(self) -> _HostRuntime:
         if self._runtime is None:
@@ -172,6 +177,7 @@ class AgentHost:
                 self._directory,
                 interventions=list(self._config["interventions"]),
                 stop_grace=float(self._config["stop_grace"]),
+                direct=bool(self._config.get("direct", True)),
             )
             self._store = None if make_store is None else make_store()
             runtime = _HostRuntime(
@@ -194,10 +200,42 @@ class AgentHost:
         return self._runtime
 
     async def request(self, env: Any) -> wire.Envelope:
+        self._via["ray"] += 1
         return await self._handle(env, is_rpc=True)
 
     async def event(self, env: Any) -> wire.Envelope:
+        self._via["ray"] += 1
         return await self._handle(env, is_rpc=False)
+
+    async def direct_address(self) -> tuple[str, int] | None:
+        """Where this actor takes messages directly (listening from the first ask on); None
+        when the runtime turned the direct path off or no port could be opened."""
+        if self._gone or not self._config.get("direct", True):
+            return None
+        if self._direct is None:
+            server = DirectServer(self._direct_message, self.cancel)
+            try:
+                await server.start(node_ip())
+            except OSError:
+                _log.warning("agent %s: no direct stream (Ray calls only)", self._id, exc_info=True)
+                return None
+            self._direct = server
+        return self._direct.address
+
+    async def _direct_message(self, frame: dict[str, Any]) -> wire.Envelope:
+        self._via["direct"] += 1
+        return await self._handle(frame.get("env"), is_rpc=frame["t"] == "q")
+
+    async def close_direct(self) -> None:
+        """Stop taking messages directly (routers fall back to Ray calls)."""
+        self._config = {**self._config, "direct": False}
+        server, self._direct = self._direct, None
+        if server is not None:
+            await server.close()
+
+    def paths(self) -> dict[str, int]:
+        """How many messages came by Ray call and how many by the direct stream."""
+        return dict(self._via)
 
     async def _handle(self, env: Any, *, is_rpc: bool) -> wire.Envelope:
         if self._gone:
@@ -260,7 +298,9 @@ class AgentHost:
             self._sweeper.cancel()
         if self._runtime is not None:
             await self._runtime.close()
+            self._runtime._router.close()
         await self._close_store()
+        await self.close_direct()
 
     async def _close_store(self) -> None:
         store, self._store = self._store, None

@@ -11,6 +11,13 @@ into cantata errors:
   So does a request sent through a cached handle to an actor that had already died (Ray
   reports both alike); the next request finds the agent's new actor.
 
+Requests go over the agent's actor's direct stream when it reported one and this process
+could open it (see direct.py), else as Ray method calls; the semantics are the same. A
+stream that ends while a request is in flight counts as the actor's death once Ray confirms
+it (a bounded call to the actor fails): evicted -> sent again, else `AgentUnavailable`; an
+actor that still answers was unreachable, which is `AgentUnavailable` too (at most once).
+A stream that cannot be opened, or an envelope too big for a frame, takes the Ray call.
+
 A request to a local subscriber (an address of type `LOCAL_TYPE`: a callback in some
 process, see `AgentRuntime.add_local_subscriber`) goes through the directory, which queues
 it for that process and hands back its answer.
@@ -22,6 +29,7 @@ import asyncio
 import builtins
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ray.exceptions import ActorDiedError, RayActorError
@@ -42,11 +50,14 @@ from ..interventions import DROP, InterventionHandler
 from ..protocol import LOCAL_TYPE
 from ..subscriptions import Subscription
 from . import wire
+from .direct import DIRECT_LIMIT, Address, DirectClient, Lost, Refused, address_of, died
 from .errors import AgentUnavailable
 
 __all__: list[str] = []
 
 _RETRY_PAUSE = 0.02  # between tries to reach an actor that is being evicted
+_UNKNOWN = object()  # the directory's address, before it is asked
+_CONFIRM_WAIT = 60.0  # seconds at most for Ray to say whether an actor whose stream broke died
 
 
 def _remaining(deadline: float | None) -> float | None:
@@ -63,6 +74,7 @@ class Router:
         interventions: list[InterventionHandler],
         stop_grace: float,
         origin: str | None = None,
+        direct: bool = True,
     ) -> None:
         self._directory = directory
         self._interventions = interventions
@@ -71,6 +83,10 @@ class Router:
         self._handles: dict[AgentId, Any] = {}
         self._seq: dict[AgentId, dict[str, int]] = {}
         self._lookups: dict[AgentId, asyncio.Future[Any]] = {}
+        self._use_direct = direct
+        self._direct = DirectClient()
+        self._addresses: dict[AgentId, Address | None] = {}
+        self._directory_address: Address | object | None = _UNKNOWN
         self.pending = 0  # requests and publications from here not yet answered
 
     @property
@@ -80,6 +96,11 @@ class Router:
 
     def forget(self, agent_id: AgentId) -> None:
         self._handles.pop(agent_id, None)
+        self._addresses.pop(agent_id, None)
+
+    def close(self) -> None:
+        """End the direct streams from here (requests still on them see them lost)."""
+        self._direct.close()
 
     async def handle_for(self, agent_id: AgentId, deadline: float | None) -> Any:
         """The actor handle of `agent_id`; one lookup at a time per agent, so callers go on
@@ -103,9 +124,13 @@ class Router:
             ) from None
         if isinstance(reply, dict):
             wire.result(reply, f"activating agent {agent_id}")
-        self._handles[agent_id] = reply[0]
+        handle = reply[0]
+        self._addresses[agent_id] = (
+            await address_of(handle, self._grace + 30.0) if self._use_direct else None
+        )
+        self._handles[agent_id] = handle
         self._seq[agent_id] = {}  # a new actor: its sequences start again at 0
-        return reply[0]
+        return handle
 
     def number(self, env: wire.Envelope, recipient: AgentId) -> None:
         """Give `env` the next number of its stream to `recipient`'s current actor."""
@@ -216,18 +241,38 @@ class Router:
             except builtins.TimeoutError:
                 raise TimeoutError(f"agent {recipient} could not be reached for {what}") from None
             self.number(env, recipient)
+            address = self._addresses.get(recipient)
             try:
-                reply = await self._await(handle, env, what, deadline, token, parent)
+                reply = None
+                if address is not None and len(env["msg"]) < DIRECT_LIMIT:
+                    try:
+                        reply = await self._await_direct(
+                            address, env, what, deadline, token, parent
+                        )
+                    except Refused:  # nothing was sent: this actor takes Ray calls instead
+                        if self._handles.get(recipient) is handle:
+                            self._addresses[recipient] = None
+                if reply is None:
+                    reply = await self._await_ray(handle, env, what, deadline, token, parent)
+            except Lost as exc:
+                if address is not None:
+                    self._direct.drop(address)
+                self.forget(recipient)
+                if not await died(handle, _CONFIRM_WAIT):
+                    raise AgentUnavailable(
+                        f"the stream to the actor of agent {recipient} broke with {what}, and "
+                        "the actor still answers Ray; the handler may have run, so it is not "
+                        f"sent again: retry if it is safe to ({exc})",
+                        agent_id=str(recipient),
+                    ) from None
+                if await self._retired(handle, recipient):
+                    continue  # evicted before the message ran: send it to the new actor
+                raise self._unavailable(recipient, what, exc) from None
             except ActorDiedError as exc:
                 self.forget(recipient)
                 if await self._retired(handle, recipient):
                     continue  # evicted before the message ran: send it to the new actor
-                raise AgentUnavailable(
-                    f"the actor of agent {recipient} died with {what} (its worker or node was "
-                    "lost); the handler may have run, so it is not sent again: retry if it is "
-                    f"safe to ({exc.__class__.__name__})",
-                    agent_id=str(recipient),
-                ) from None
+                raise self._unavailable(recipient, what, exc) from None
             except RayActorError as exc:
                 self.forget(recipient)
                 raise AgentUnavailable(
@@ -240,11 +285,22 @@ class Router:
                 continue
             return wire.result(reply, what)
 
+    @staticmethod
+    def _unavailable(recipient: AgentId, what: str, exc: BaseException) -> AgentUnavailable:
+        return AgentUnavailable(
+            f"the actor of agent {recipient} died with {what} (its worker or node was "
+            "lost); the handler may have run, so it is not sent again: retry if it is "
+            f"safe to ({exc.__class__.__name__})",
+            agent_id=str(recipient),
+        )
+
     async def _ask_local(self, env: wire.Envelope, what: str, deadline: float | None) -> Any:
         wait = _remaining(deadline)
-        ref = self._directory.ask.remote(env, wait)
+        bound = None if wait is None else wait + 5.0
         try:
-            reply = await asyncio.wait_for(_wait(ref), None if wait is None else wait + 5.0)
+            reply = await self._to_directory("q", env, bound, w=wait)
+            if reply is None:
+                reply = await asyncio.wait_for(_wait(self._directory.ask.remote(env, wait)), bound)
         except builtins.TimeoutError:
             raise TimeoutError(f"no reply to {what} from the local subscriber") from None
         except RayActorError as exc:
@@ -258,7 +314,7 @@ class Router:
         ref = self._directory.forget.remote(str(agent_id), actor)
         return bool(await asyncio.wait_for(_wait(ref), self._grace + 5.0))
 
-    async def _await(
+    async def _await_ray(
         self,
         handle: Any,
         env: wire.Envelope,
@@ -267,35 +323,25 @@ class Router:
         token: CancellationToken | None,
         parent: MessageContext | None,
     ) -> wire.Envelope:
-        loop = asyncio.get_running_loop()
         waiter = asyncio.wrap_future(handle.request.remote(env).future())
-        stopped = False
+        return await _bounded(
+            waiter, lambda: handle.cancel.remote(env["id"]), env, what, deadline, token, parent
+        )
 
-        def on_cancel() -> None:
-            nonlocal stopped
-            stopped = True
-            loop.call_soon_threadsafe(waiter.cancel)
-
-        tokens = [t for t in (token, None if parent is None else parent.cancellation_token) if t]
-        for t in tokens:
-            t.add_callback(on_cancel)
-        try:
-            reply: Any = await asyncio.wait_for(waiter, _remaining(deadline))
-            return wire.check(reply, f"the reply to {what}")
-        except builtins.TimeoutError:
-            handle.cancel.remote(env["id"])
-            raise TimeoutError(
-                f"no reply to {what} within {env['timeout']}s (the actor did not answer "
-                "even with its cancellation); raise the timeout, or make the handler faster"
-            ) from None
-        except asyncio.CancelledError:
-            handle.cancel.remote(env["id"])  # the handler sees its token cancelled
-            if stopped:
-                raise CancelledError(f"{what} was cancelled by its CancellationToken") from None
-            raise
-        finally:
-            for t in tokens:
-                t.remove_callback(on_cancel)
+    async def _await_direct(
+        self,
+        address: Address,
+        env: wire.Envelope,
+        what: str,
+        deadline: float | None,
+        token: CancellationToken | None,
+        parent: MessageContext | None,
+    ) -> wire.Envelope:
+        conn = await self._direct.connection(address, _remaining(deadline))
+        waiter = await conn.call("q", env)
+        return await _bounded(
+            waiter, lambda: conn.cancel(env["id"]), env, what, deadline, token, parent
+        )
 
     async def publish(
         self,
@@ -331,7 +377,9 @@ class Router:
             env["tp"] = ctx.trace_context
         self.pending += 1
         try:
-            reply = await self._directory_call(self._directory.publish.remote(env))
+            reply = await self._to_directory("e", env, self._grace + 30.0)
+            if reply is None:
+                reply = await self._directory_call(self._directory.publish.remote(env))
         except BaseException as exc:
             if span is not None:
                 tracing.end_span(span, exc)
@@ -350,6 +398,33 @@ class Router:
     async def remove_subscription(self, subscription_id: str) -> None:
         ref = self._directory.remove_subscription.remote(subscription_id)
         wire.result(await self._directory_call(ref), "remove_subscription")
+
+    async def _to_directory(
+        self, kind: str, env: wire.Envelope, wait: float | None, **extra: Any
+    ) -> wire.Envelope | None:
+        """The directory's answer over its stream; None when there is none (a Ray call
+        then). A broken stream is `AgentUnavailable`; past `wait`, the builtin timeout."""
+        if not self._use_direct or len(env["msg"]) >= DIRECT_LIMIT:
+            return None
+        if self._directory_address is _UNKNOWN:
+            self._directory_address = await address_of(self._directory, self._grace + 30.0)
+        address = self._directory_address
+        if not isinstance(address, tuple):
+            return None
+        try:
+            conn = await self._direct.connection(address, wait)
+            waiter = await conn.call(kind, env, **extra)
+        except Refused:
+            self._directory_address = None
+            return None
+        try:
+            reply: wire.Envelope = await asyncio.wait_for(waiter, wait)
+        except builtins.TimeoutError:
+            raise TimeoutError("the runtime's directory actor did not answer") from None
+        except Lost as exc:
+            self._direct.drop(address)
+            raise AgentUnavailable(f"the stream to the runtime's directory broke: {exc}") from None
+        return reply
 
     async def _directory_call(self, ref: Any) -> Any:
         try:
@@ -379,6 +454,47 @@ class Router:
                 )
             message = changed
         return message
+
+
+async def _bounded(
+    waiter: asyncio.Future[Any],
+    cancel: Callable[[], object],
+    env: wire.Envelope,
+    what: str,
+    deadline: float | None,
+    token: CancellationToken | None,
+    parent: MessageContext | None,
+) -> wire.Envelope:
+    """Wait for a reply until `deadline`; cancellation by `token` (or the parent's) and the
+    timeout both reach the handler through `cancel`."""
+    loop = asyncio.get_running_loop()
+    stopped = False
+
+    def on_cancel() -> None:
+        nonlocal stopped
+        stopped = True
+        loop.call_soon_threadsafe(waiter.cancel)
+
+    tokens = [t for t in (token, None if parent is None else parent.cancellation_token) if t]
+    for t in tokens:
+        t.add_callback(on_cancel)
+    try:
+        reply: Any = await asyncio.wait_for(waiter, _remaining(deadline))
+        return wire.check(reply, f"the reply to {what}")
+    except builtins.TimeoutError:
+        cancel()
+        raise TimeoutError(
+            f"no reply to {what} within {env['timeout']}s (the actor did not answer "
+            "even with its cancellation); raise the timeout, or make the handler faster"
+        ) from None
+    except asyncio.CancelledError:
+        cancel()  # the handler sees its token cancelled
+        if stopped:
+            raise CancelledError(f"{what} was cancelled by its CancellationToken") from None
+        raise
+    finally:
+        for t in tokens:
+            t.remove_callback(on_cancel)
 
 
 async def _wait(ref: Any) -> Any:

@@ -90,6 +90,9 @@ class RayRuntime:
     Redis for a cluster; called in each actor's process). `evict_after` ends actors idle
     that long, their agents saved to the store. `reorder_wait` bounds the wait for a
     message missing from a sender's sequence. `actor_options` go to each agent's actor.
+    `direct` (on by default) carries requests over a stream from each process to each
+    agent's actor rather than as Ray calls (the same semantics, fewer hops; Ray calls where
+    no stream can be opened): see direct.py.
     Interventions and `on_error` run in the process that sends (or handles) the message.
     """
 
@@ -110,6 +113,7 @@ class RayRuntime:
         init_options: Mapping[str, Any] | None = None,
         actor_options: Mapping[str, Any] | None = None,
         state_prefix: str = "cantata.runtime.agent:",
+        direct: bool = True,
     ) -> None:
         if evict_after is not None and store is None:
             raise ConfigurationError(
@@ -143,6 +147,7 @@ class RayRuntime:
             "interventions": self._interventions,
             "on_error": on_error,
             "state_prefix": state_prefix,
+            "direct": bool(direct),
         }
         self._prefix = state_prefix
         self._factories: dict[str, AgentFactory] = {}
@@ -382,6 +387,7 @@ class RayRuntime:
                 interventions=self._interventions,
                 stop_grace=self._stop_grace,
                 origin=self._origin,
+                direct=bool(self._config["direct"]),
             )
             for sub in self._subs.values():
                 reply = await _wait(self._directory.add_subscription.remote(to_json(sub)))
@@ -453,6 +459,8 @@ class RayRuntime:
                 await asyncio.wait_for(_wait(self._directory.shutdown.remote()), grace)
                 ray.kill(self._directory, no_restart=True)
         finally:
+            if self._router is not None:
+                self._router.close()
             self._directory = None
             self._router = None
             if self._owns_ray:

@@ -1,0 +1,337 @@
+"""The direct data path: envelopes over one TCP stream per (router, host), not Ray calls.
+
+Ray still places, names, supervises and reports the death of every actor; only the bytes
+of a request, its reply and its cancellation take this path, because a Ray actor call costs
+several process hops (the caller's core worker, the callee's, the object store for the
+reply) where a stream costs one. A host (`DirectServer`) listens on its node's IP on a free
+port and reports the address; a router (`DirectClient`) keeps one connection per address
+and multiplexes its requests on it by a call number.
+
+Frames are a 4-byte big-endian length and that many bytes of UTF-8 JSON (no pickle); the
+envelope inside is `wire.Envelope`, unchanged:
+
+- to the host: ``{"t": "q", "n", "env"}`` a request, ``{"t": "e", "n", "env"}`` an event,
+  ``{"t": "c", "id"}`` cancel the handler of message ``id`` (the directory's stream takes
+  the same: an event is a publication, a request one to a local subscriber, with ``"w"``,
+  the seconds it may wait for the answer);
+- to the router: ``{"t": "r", "n", "reply"}`` the reply to call ``n``; ``{"t": "x",
+  "err"}`` the last frame was unreadable (a `wire.failed` error), and the stream closes.
+
+A stream that ends while calls wait on it fails them with `Lost` (the router decides what
+that means: see router.py); a frame that cannot be read is a `SerializationError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import struct
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ray.exceptions import ActorDiedError, RayActorError
+
+from ...core import SerializationError
+from . import wire
+
+__all__: list[str] = []
+
+_log = logging.getLogger("cantata.runtime.ray")
+
+MAX_FRAME = 64 * 1024 * 1024  # bigger envelopes take the Ray call (its object store)
+DIRECT_LIMIT = MAX_FRAME // 2  # a message's JSON longer than this goes as a Ray call
+_HEADER = struct.Struct(">I")
+_HIGH_WATER = 1024 * 1024  # bytes buffered for the peer before a writer waits for it
+_CONNECT_WAIT = 10.0  # seconds at most to open a connection (then the Ray call is used)
+
+Address = tuple[str, int]
+RequestHandler = Callable[[dict[str, Any]], Awaitable[wire.Envelope]]  # gets the frame
+CancelHandler = Callable[[str], None]
+
+
+class Lost(Exception):
+    """The stream ended (closed, reset, or unreadable) with this call in flight."""
+
+
+class Refused(Exception):
+    """No stream could be opened to the address (the caller takes the Ray call instead)."""
+
+
+def encode(frame: dict[str, Any]) -> bytes:
+    """A frame's bytes: its length, then its JSON."""
+    body = json.dumps(frame, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    if len(body) > MAX_FRAME:
+        raise SerializationError(
+            f"a frame of {len(body)} bytes is over the direct path's {MAX_FRAME} bytes"
+        )
+    return _HEADER.pack(len(body)) + body
+
+
+def decode(body: bytes) -> dict[str, Any]:
+    """A frame's JSON object, or `SerializationError`."""
+    try:
+        frame = json.loads(body)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise SerializationError(f"a direct-path frame is not JSON: {exc}") from None
+    if not isinstance(frame, dict) or not isinstance(frame.get("t"), str):
+        raise SerializationError(
+            f"a direct-path frame is not an object with a kind 't': {str(frame)[:80]!r}"
+        )
+    return frame
+
+
+async def read_frame(reader: asyncio.StreamReader) -> dict[str, Any] | None:
+    """The next frame, None at a clean end of the stream; `SerializationError` for a frame
+    that cannot be one, `Lost` when the stream breaks inside a frame."""
+    try:
+        head = await reader.readexactly(_HEADER.size)
+    except asyncio.IncompleteReadError as exc:
+        if not exc.partial:
+            return None
+        raise Lost("the stream ended inside a frame header") from None
+    (size,) = _HEADER.unpack(head)
+    if size > MAX_FRAME:
+        raise SerializationError(
+            f"a direct-path frame announces {size} bytes, over the {MAX_FRAME} allowed"
+        )
+    try:
+        body = await reader.readexactly(size)
+    except asyncio.IncompleteReadError:
+        raise Lost("the stream ended inside a frame") from None
+    return decode(body)
+
+
+async def _write(writer: asyncio.StreamWriter, data: bytes) -> None:
+    writer.write(data)
+    if writer.transport.get_write_buffer_size() > _HIGH_WATER:
+        await writer.drain()
+
+
+# -- the host's side ---------------------------------------------------------------------
+
+
+class DirectServer:
+    """Serves one actor's requests, events and cancellations over streams."""
+
+    def __init__(self, on_request: RequestHandler, on_cancel: CancelHandler) -> None:
+        self._on_request = on_request
+        self._on_cancel = on_cancel
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.address: Address | None = None
+
+    async def start(self, host: str) -> Address:
+        """Listen on `host` on a free port; the address to report."""
+        self._server = await asyncio.start_server(self._serve, host, 0)
+        sock = self._server.sockets[0].getsockname()
+        self.address = (str(sock[0]), int(sock[1]))
+        return self.address
+
+    async def close(self) -> None:
+        """Stop listening and end every stream (a router waiting on one sees it lost)."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        for writer in list(self._writers):
+            writer.close()
+        self._writers.clear()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        try:
+            while True:
+                try:
+                    frame = await read_frame(reader)
+                except SerializationError as exc:
+                    await _write(writer, encode({"t": "x", "err": wire.failed(exc)["err"]}))
+                    await writer.drain()
+                    return
+                if frame is None:
+                    return
+                kind = frame["t"]
+                if kind in ("q", "e"):
+                    task = asyncio.get_running_loop().create_task(self._answer(writer, frame))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+                elif kind == "c":
+                    self._on_cancel(str(frame.get("id")))
+                else:
+                    bad = SerializationError(f"a direct-path frame of unknown kind {kind!r}")
+                    await _write(writer, encode({"t": "x", "err": wire.failed(bad)["err"]}))
+                    await writer.drain()
+                    return
+        except (Lost, ConnectionError):
+            return
+        finally:
+            self._writers.discard(writer)
+            writer.close()
+
+    async def _answer(self, writer: asyncio.StreamWriter, frame: dict[str, Any]) -> None:
+        n = frame.get("n")
+        reply = await self._on_request(frame)
+        try:
+            data = encode({"t": "r", "n": n, "reply": reply})
+        except SerializationError as exc:  # a result too big for a frame
+            data = encode({"t": "r", "n": n, "reply": wire.failed(exc)})
+        if writer.is_closing():
+            return  # the router is gone; nobody waits for this answer
+        with contextlib.suppress(ConnectionError):
+            await _write(writer, data)
+
+
+# -- the router's side -------------------------------------------------------------------
+
+
+class _Connection:
+    """One stream to one host, its calls in flight by number, and the task reading it."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+        self._calls: dict[int, asyncio.Future[wire.Envelope]] = {}
+        self._next = 0
+        self.closed = False
+        self._reading = asyncio.get_running_loop().create_task(self._read(reader))
+
+    async def call(
+        self, kind: str, env: wire.Envelope, **extra: Any
+    ) -> asyncio.Future[wire.Envelope]:
+        """Send `env` (in a frame with `extra`); the future of its reply (the caller bounds
+        the wait)."""
+        if self.closed:
+            raise Refused("the stream is closed")  # nothing sent: the Ray call may go
+        n = self._next
+        self._next += 1
+        data = encode({"t": kind, "n": n, "env": env, **extra})
+        future = asyncio.get_running_loop().create_future()
+        self._calls[n] = future
+        future.add_done_callback(lambda _: self._calls.pop(n, None))
+        try:
+            await _write(self._writer, data)
+        except ConnectionError as exc:
+            self._fail(Lost(f"the stream broke while sending: {exc}"))
+        return future
+
+    def cancel(self, message_id: str) -> None:
+        """Ask the host to cancel the handler of `message_id` (best effort)."""
+        if not self.closed:
+            with contextlib.suppress(ConnectionError):
+                self._writer.write(encode({"t": "c", "id": message_id}))
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        try:
+            while True:
+                frame = await read_frame(reader)
+                if frame is None:
+                    self._fail(Lost("the host closed the stream"))
+                    return
+                if frame["t"] == "x":  # the host could not read what we sent
+                    err = frame.get("err")
+                    self._fail(wire.rebuild(err if isinstance(err, dict) else {}))
+                    return
+                future = self._calls.get(frame.get("n"))  # type: ignore[arg-type]
+                if future is not None and not future.done():
+                    future.set_result(frame.get("reply"))  # type: ignore[arg-type]
+        except asyncio.CancelledError:
+            self._fail(Lost("the router closed the stream"))
+            raise
+        except (Lost, SerializationError) as exc:
+            self._fail(exc)
+        except OSError as exc:
+            self._fail(Lost(f"the stream broke: {exc.__class__.__name__}: {exc}"))
+
+    def _fail(self, exc: BaseException) -> None:
+        self.closed = True
+        for future in list(self._calls.values()):
+            if not future.done():
+                future.set_exception(exc)
+        self._calls.clear()
+        self._writer.close()
+
+    def close(self) -> None:
+        if not self._reading.done():
+            self._reading.cancel()
+        self._fail(Lost("the router closed the stream"))
+
+
+class DirectClient:
+    """A router's connections, one per host address, opened on first use."""
+
+    def __init__(self) -> None:
+        self._conns: dict[Address, _Connection] = {}
+        self._opening: dict[Address, asyncio.Future[_Connection]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def connection(self, address: Address, wait: float | None) -> _Connection:
+        """The open connection to `address`; `Refused` when none can be opened in time."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # streams belong to one loop; start afresh in this one
+            self._conns, self._opening, self._loop = {}, {}, loop
+        conn = self._conns.get(address)
+        if conn is not None and not conn.closed:
+            return conn
+        opening = self._opening.get(address)
+        if opening is None:
+            opening = self._opening[address] = asyncio.ensure_future(self._open(address))
+            opening.add_done_callback(lambda _: self._opening.pop(address, None))
+        bound = _CONNECT_WAIT if wait is None else min(wait, _CONNECT_WAIT)
+        try:
+            return await asyncio.wait_for(asyncio.shield(opening), bound)
+        except TimeoutError:
+            raise Refused(f"no stream to {address[0]}:{address[1]} within {bound}s") from None
+
+    async def _open(self, address: Address) -> _Connection:
+        try:
+            reader, writer = await asyncio.open_connection(*address)
+        except OSError as exc:
+            raise Refused(f"{address[0]}:{address[1]} refused the stream: {exc}") from None
+        conn = self._conns[address] = _Connection(reader, writer)
+        return conn
+
+    def drop(self, address: Address) -> None:
+        conn = self._conns.pop(address, None)
+        if conn is not None:
+            conn.close()
+
+    def close(self) -> None:
+        """End every connection (the calls still waiting see them lost)."""
+        for address in list(self._conns):
+            self.drop(address)
+        for opening in self._opening.values():
+            opening.cancel()
+
+
+# -- asking Ray about a peer ----------------------------------------------------------------
+
+
+def node_ip() -> str:
+    """This Ray node's IP address (the one the cluster knows it by), to listen on."""
+    import ray
+
+    return str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
+
+
+async def address_of(handle: Any, wait: float) -> Address | None:
+    """The direct address an actor (`AgentHost` or `Directory`) reports; None when it has
+    none, or does not say within `wait` seconds (dead already: its Ray call says so)."""
+    try:
+        found = await asyncio.wait_for(
+            asyncio.wrap_future(handle.direct_address.remote().future()), wait
+        )
+    except (RayActorError, TimeoutError):
+        return None
+    return None if found is None else (str(found[0]), int(found[1]))
+
+
+async def died(handle: Any, wait: float) -> bool:
+    """Whether Ray says the actor behind a broken stream is dead; False when it answers a
+    bounded call (or cannot tell within `wait` seconds)."""
+    try:
+        await asyncio.wait_for(asyncio.wrap_future(handle.where.remote().future()), wait)
+    except ActorDiedError:
+        return True
+    except (RayActorError, TimeoutError):
+        return False
+    return False

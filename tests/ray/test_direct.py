@@ -1,0 +1,176 @@
+"""The direct data path (direct.py): requests over a stream to the agent's actor, with the
+same failure semantics as Ray calls; a bad frame is a typed error; a refused stream falls
+back to Ray calls."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import struct
+from typing import Any
+
+import pytest
+import ray_agents as ra
+
+import ray
+from cantata.core import SerializationError
+from cantata.runtime import AgentId
+from cantata.runtime.ray import AgentUnavailable, RayRuntime, wire
+from cantata.runtime.ray.direct import DirectClient, DirectServer, encode, read_frame
+
+_names = itertools.count()
+
+
+def fresh(**options: Any) -> RayRuntime:
+    return RayRuntime(name=f"d{os.getpid()}-{next(_names)}", default_timeout=60, **options)
+
+
+def host_of(rt: RayRuntime, agent: AgentId, incarnation: int = 0) -> Any:
+    return ray.get_actor(f"{rt._name}/{agent}#{incarnation}", namespace="cantata")
+
+
+async def paths(rt: RayRuntime, agent: AgentId, incarnation: int = 0) -> dict[str, int]:
+    return dict(await host_of(rt, agent, incarnation).paths.remote())
+
+
+# -- the transport alone -------------------------------------------------------------------
+
+
+async def _echo(frame: dict[str, Any]) -> wire.Envelope:
+    return wire.ok({"echo": frame["env"]["id"], "rpc": frame["t"] == "q"})
+
+
+async def test_frames_round_trip_over_a_stream() -> None:
+    server = DirectServer(_echo, lambda mid: None)
+    address = await server.start("127.0.0.1")
+    client = DirectClient()
+    try:
+        conn = await client.connection(address, 5)
+        waiters = [await conn.call("q", {"id": f"m{i}"}) for i in range(5)]
+        replies = await asyncio.wait_for(asyncio.gather(*waiters), 5)
+        assert [wire.result(r, "echo") for r in replies] == [
+            {"echo": f"m{i}", "rpc": True} for i in range(5)
+        ]
+    finally:
+        client.close()
+        await server.close()
+
+
+async def test_a_bad_frame_is_a_typed_error_on_both_sides() -> None:
+    server = DirectServer(_echo, lambda mid: None)
+    host, port = await server.start("127.0.0.1")
+    try:
+        for bad in (
+            struct.pack(">I", 8) + b"not json",
+            struct.pack(">I", 2) + b"[]",
+            struct.pack(">I", 0xFFFFFFFF),
+            encode({"t": "zz"}),
+        ):
+            reader, writer = await asyncio.open_connection(host, port)
+            writer.write(bad)
+            answer = await asyncio.wait_for(read_frame(reader), 5)
+            assert answer is not None and answer["t"] == "x"
+            with pytest.raises(SerializationError):
+                raise wire.rebuild(answer["err"])
+            assert await asyncio.wait_for(reader.read(), 5) == b""  # then it closes
+            writer.close()
+        # a router reading garbage from its host fails the call waiting on it, typed
+        reader = asyncio.StreamReader()
+        reader.feed_data(struct.pack(">I", 3) + b"{x}")
+        with pytest.raises(SerializationError, match="not JSON"):
+            await read_frame(reader)
+    finally:
+        await server.close()
+
+
+async def test_a_refused_stream_is_refused_not_lost() -> None:
+    from cantata.runtime.ray.direct import Refused
+
+    server = DirectServer(_echo, lambda mid: None)
+    address = await server.start("127.0.0.1")
+    await server.close()  # nothing listens there any more
+    with pytest.raises(Refused):
+        await DirectClient().connection(address, 5)
+
+
+# -- on the cluster ------------------------------------------------------------------------
+
+
+async def test_requests_and_replies_go_over_the_direct_path(cluster: Any) -> None:
+    async with fresh() as rt:
+        await rt.register_factory("counter", ra.Counter)
+        a, b = AgentId("counter", "a"), AgentId("counter", "b")
+        results = await asyncio.gather(*(rt.send_message(ra.Add(1), a) for _ in range(20)))
+        assert results == list(range(1, 21))  # in the order sent
+        assert await rt.send_message(ra.Ask(b, 7), a) == 7  # actor to actor
+        assert await paths(rt, a) == {"ray": 0, "direct": 21}
+        assert await paths(rt, b) == {"ray": 0, "direct": 1}
+
+
+async def test_publish_reaches_a_subscriber_over_the_direct_path(cluster: Any) -> None:
+    from cantata.runtime import TopicId
+
+    async with fresh() as rt:
+        await rt.register_factory("counter", ra.Counter)
+        b = AgentId("counter", "b")
+        await rt.send_message(ra.Add(0), b)
+        await rt.publish_message(ra.Note("hello"), TopicId("news", "b"))
+        await rt.wait_until_idle(timeout=60)
+        assert (await rt.send_message(ra.Get(), b)).notes == ["hello", "total=0"]
+        assert await paths(rt, b) == {"ray": 0, "direct": 3}
+
+
+async def test_a_host_killed_mid_request_is_agent_unavailable_not_a_hang(cluster: Any) -> None:
+    async with fresh() as rt:
+        await rt.register_factory("counter", ra.Counter)
+        a = AgentId("counter", "a")
+        assert await rt.send_message(ra.Add(1), a) == 1
+        pending = asyncio.ensure_future(rt.send_message(ra.Hang(), a))
+        await asyncio.sleep(0.5)
+        assert (await paths(rt, a))["direct"] == 2  # the Hang is in the actor, by stream
+        ray.kill(host_of(rt, a), no_restart=True)
+        with pytest.raises(AgentUnavailable, match="counter/a"):
+            await asyncio.wait_for(pending, 60)  # the bound only guards the test itself
+        assert await rt.send_message(ra.Add(1), a) == 1  # a new actor, from the factory
+        assert (await paths(rt, a, 1))["direct"] == 1
+
+
+async def test_a_bad_frame_to_a_host_is_a_typed_error_and_the_host_goes_on(
+    cluster: Any,
+) -> None:
+    async with fresh() as rt:
+        await rt.register_factory("counter", ra.Counter)
+        a = AgentId("counter", "a")
+        await rt.send_message(ra.Add(1), a)
+        host, port = await host_of(rt, a).direct_address.remote()
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(struct.pack(">I", 5) + b"\xff\xfe{}!")
+        answer = await asyncio.wait_for(read_frame(reader), 10)
+        writer.close()
+        assert answer is not None and answer["err"]["type"] == "SerializationError"
+        # a frame that is JSON but an envelope of another version: answered, typed
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(encode({"t": "q", "n": 7, "env": {"v": 99, "id": "m"}}))
+        answer = await asyncio.wait_for(read_frame(reader), 10)
+        writer.close()
+        assert answer is not None and answer["n"] == 7
+        with pytest.raises(SerializationError, match="wire version 99"):
+            wire.result(answer["reply"], "a request")
+        assert await rt.send_message(ra.Add(1), a) == 2
+
+
+async def test_a_refused_direct_path_falls_back_to_ray_calls(cluster: Any) -> None:
+    async with fresh() as rt:
+        await rt.register_factory("counter", ra.Counter)
+        a = AgentId("counter", "a")
+        assert await rt.send_message(ra.Add(1), a) == 1
+        await host_of(rt, a).close_direct.remote()
+        await asyncio.sleep(0.2)  # the driver reads the end of its (idle) stream
+        assert await rt.send_message(ra.Add(1), a) == 2
+        assert await rt.send_message(ra.Add(1), a) == 3
+        assert await paths(rt, a) == {"ray": 2, "direct": 1}
+    async with fresh(direct=False) as rt:  # turned off: Ray calls only
+        await rt.register_factory("counter", ra.Counter)
+        assert await rt.send_message(ra.Add(1), a) == 1
+        assert await paths(rt, a) == {"ray": 1, "direct": 0}
