@@ -6,13 +6,6 @@ of it reached the caller; cancellation ends the backoff at once; bad policies ar
 from __future__ import annotations
 
 import asyncio
-import json
-import socket
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -28,8 +21,10 @@ from cantata.core import (
     ModelHTTPError,
 )
 from cantata.core.retry import RetryPolicy
-from cantata.models import OpenAIChatClient, ScriptedChatClient, allow_model_requests
+from cantata.models import OpenAIChatClient, ScriptedChatClient
 from cantata.tools import FunctionInvokingChatClient
+
+from .._chat_server import ChatServer, Reply, chat_server, streamed, text_reply
 
 QUICK = RetryPolicy(attempts=3, initial_delay=0)
 
@@ -104,115 +99,7 @@ def test_a_retry_policy_that_is_no_policy_is_refused(bad: Any) -> None:
 # -- a real OpenAI-compatible server on 127.0.0.1 ------------------------------------------
 
 
-@dataclass
-class Reply:
-    """One answer of the server: a status with a JSON body, a stream (cut after its first
-    chunk when `cut`), or a dropped connection."""
-
-    status: int = 200
-    body: Any = None
-    headers: dict[str, str] = field(default_factory=dict)
-    chunks: list[str] | None = None
-    cut: bool = False
-    drop: bool = False
-
-
-@dataclass
-class Server:
-    replies: list[Reply]
-    requests: int = 0
-    url: str = ""
-
-
-def _handler(state: Server) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("content-length", "0")))
-            state.requests += 1
-            reply = state.replies.pop(0) if state.replies else Reply(500, {"error": "none"})
-            if reply.drop:
-                self.connection.shutdown(socket.SHUT_RDWR)
-                self.close_connection = True
-                return
-            if reply.chunks is not None:
-                self._stream(reply)
-                return
-            data = json.dumps(reply.body).encode()
-            self.send_response(reply.status)
-            for key, value in reply.headers.items():
-                self.send_header(key, value)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _stream(self, reply: Reply) -> None:
-            events = [
-                f"data: {json.dumps(_chunk(text))}\n\n".encode() for text in reply.chunks or []
-            ]
-            events.append(f"data: {json.dumps(_chunk(None, 'stop'))}\n\ndata: [DONE]\n\n".encode())
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header(
-                "content-length", str(sum(map(len, events)) + (999 if reply.cut else 0))
-            )
-            self.end_headers()
-            for event in events[:1] if reply.cut else events:
-                self.wfile.write(event)
-                self.wfile.flush()
-            if reply.cut:
-                self.connection.shutdown(socket.SHUT_RDWR)
-                self.close_connection = True
-
-    return Handler
-
-
-def _chunk(text: str | None, finish: str | None = None) -> dict[str, Any]:
-    delta = {} if text is None else {"role": "assistant", "content": text}
-    return {
-        "id": "chatcmpl-r",
-        "object": "chat.completion.chunk",
-        "created": 0,
-        "model": "fake-model",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
-
-
-def _completion(text: str) -> Reply:
-    message = {"role": "assistant", "content": text}
-    return Reply(
-        body={
-            "id": "chatcmpl-1",
-            "object": "chat.completion",
-            "created": 0,
-            "model": "fake-model",
-            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-        }
-    )
-
-
-@contextmanager
-def serving(*replies: Reply) -> Iterator[Server]:
-    state = Server(list(replies))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        with allow_model_requests():
-            yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
-
-
-def http_agent(server: Server) -> ChatAgent:
+def http_agent(server: ChatServer) -> ChatAgent:
     # the SDK's own retries off: the agent's policy is what is tested
     client = OpenAIChatClient("fake-model", base_url=server.url, api_key="k", max_retries=0)
     return ChatAgent(client, retry_policy=QUICK)
@@ -221,31 +108,31 @@ def http_agent(server: Server) -> ChatAgent:
 async def test_a_503_then_a_429_from_a_real_server_are_retried() -> None:
     busy = Reply(503, {"error": {"message": "busy"}})
     limited = Reply(429, {"error": {"message": "slow down"}}, headers={"retry-after-ms": "1"})
-    with serving(busy, limited, _completion("at last")) as server:
+    with chat_server(busy, limited, text_reply("at last")) as server:
         response = await http_agent(server).run("hi")
-    assert response.text == "at last" and server.requests == 3
+    assert response.text == "at last" and len(server.requests) == 3
 
 
 async def test_a_400_from_a_real_server_is_not_retried() -> None:
     bad = Reply(400, {"error": {"message": "bad request"}})
-    with serving(bad, _completion("x")) as server, pytest.raises(ModelHTTPError) as info:
+    with chat_server(bad, text_reply("x")) as server, pytest.raises(ModelHTTPError) as info:
         await http_agent(server).run("hi")
-    assert info.value.status_code == 400 and server.requests == 1
+    assert info.value.status_code == 400 and len(server.requests) == 1
 
 
 async def test_a_dropped_connection_before_the_stream_is_retried() -> None:
-    with serving(Reply(drop=True), Reply(chunks=["Hel", "lo"])) as server:
+    with chat_server(Reply(drop=True), streamed("Hel", "lo")) as server:
         text = "".join([u.text async for u in http_agent(server).run_stream("hi")])
-    assert text == "Hello" and server.requests == 2
+    assert text == "Hello" and len(server.requests) == 2
 
 
 async def test_a_stream_cut_after_its_first_chunk_is_not_retried() -> None:
-    with serving(Reply(chunks=["Hel", "lo"], cut=True), Reply(chunks=["again"])) as server:
+    with chat_server(streamed("Hel", "lo", cut=True), streamed("again")) as server:
         seen: list[str] = []
         with pytest.raises(ModelError):
             async for update in http_agent(server).run_stream("hi"):
                 seen.append(update.text)
-    assert "".join(seen) == "Hel" and server.requests == 1
+    assert "".join(seen) == "Hel" and len(server.requests) == 1
 
 
 async def test_in_a_durable_run_only_the_answer_that_came_is_journaled() -> None:

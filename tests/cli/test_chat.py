@@ -18,17 +18,18 @@ from typer.testing import CliRunner
 from cantata.cli import app
 from cantata.cli.chat_session import _LineReader
 
-from .conftest import Answer, ScriptServer
+from .._chat_server import ChatServer
+from .conftest import answer
 
 runner = CliRunner()
 
 
-def _server_flags(server: ScriptServer) -> list[str]:
+def _server_flags(server: ChatServer) -> list[str]:
     return ["--model", "script", "--base-url", server.url]
 
 
-def test_a_model_error_is_shown_and_the_conversation_goes_on(script_server: ScriptServer) -> None:
-    script_server.answers += [Answer(status=400), Answer("Paris it is.")]
+def test_a_model_error_is_shown_and_the_conversation_goes_on(script_server: ChatServer) -> None:
+    script_server.replies += [answer(status=400), answer("Paris it is.")]
     result = runner.invoke(app, ["chat", *_server_flags(script_server)], input="first?\nsecond?\n")
     assert result.exit_code == 0, result.output
     assert "error: ModelHTTPError" in result.output and "HTTP 400" in result.output
@@ -39,16 +40,16 @@ def test_a_model_error_is_shown_and_the_conversation_goes_on(script_server: Scri
     assert [m["content"] for m in second] == ["second?"]
 
 
-def test_piped_input_prints_answers_without_prompts(script_server: ScriptServer) -> None:
-    script_server.answers += [Answer("one"), Answer("two")]
+def test_piped_input_prints_answers_without_prompts(script_server: ChatServer) -> None:
+    script_server.replies += [answer("one"), answer("two")]
     result = runner.invoke(app, ["chat", *_server_flags(script_server)], input="a\nb\n/exit\nc\n")
     assert result.exit_code == 0, result.output
     assert result.output == "one\ntwo\n"
     assert [m["content"] for m in script_server.requests[1]["messages"]] == ["a", "one", "b"]
 
 
-def test_a_line_that_is_not_utf8_is_skipped_with_an_error(script_server: ScriptServer) -> None:
-    script_server.answers += [Answer("fine")]
+def test_a_line_that_is_not_utf8_is_skipped_with_an_error(script_server: ChatServer) -> None:
+    script_server.replies += [answer("fine")]
     result = runner.invoke(app, ["chat", *_server_flags(script_server)], input=b"\xff\xfe\nok\n")
     assert result.exit_code == 0, result.output
     assert "not UTF-8" in result.output and "fine" in result.output
@@ -67,15 +68,15 @@ def _cantata(*args: str, **kwargs: object) -> subprocess.Popen[str]:
     )
 
 
-def test_ctrl_c_stops_the_answer_and_the_chat_goes_on(script_server: ScriptServer) -> None:
+def test_ctrl_c_stops_the_answer_and_the_chat_goes_on(script_server: ChatServer) -> None:
     hold = threading.Event()
-    script_server.answers += [Answer("a very long answer", hold=hold), Answer("short")]
+    script_server.replies += [answer("a very long answer", hold=hold), answer("short")]
     proc = _cantata("chat", *_server_flags(script_server))
     try:
         assert proc.stdin is not None
         proc.stdin.write("tell me everything\n")
         proc.stdin.flush()
-        assert script_server.first_piece_sent.wait(60), "the answer never started"
+        assert script_server.first_chunk_sent.wait(60), "the answer never started"
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate("and briefly?\n", timeout=60)
     finally:
@@ -90,8 +91,8 @@ def test_ctrl_c_stops_the_answer_and_the_chat_goes_on(script_server: ScriptServe
     assert [m["content"] for m in script_server.requests[1]["messages"]] == ["and briefly?"]
 
 
-def test_verbose_logs_model_requests_at_debug(script_server: ScriptServer) -> None:
-    script_server.answers += [Answer("hi")]
+def test_verbose_logs_model_requests_at_debug(script_server: ChatServer) -> None:
+    script_server.replies += [answer("hi")]
     proc = _cantata("ask", "hello", "--verbose", *_server_flags(script_server))
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
@@ -100,11 +101,11 @@ def test_verbose_logs_model_requests_at_debug(script_server: ScriptServer) -> No
 
 
 def test_a_401_without_a_key_speaks_the_cli_words(
-    script_server: ScriptServer, monkeypatch: pytest.MonkeyPatch
+    script_server: ChatServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for variable in ("CANTATA_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(variable, raising=False)
-    script_server.answers += [Answer(status=401)]
+    script_server.replies += [answer(status=401)]
     result = runner.invoke(app, ["ask", "hi", *_server_flags(script_server)])
     assert result.exit_code == 1
     assert "set CANTATA_API_KEY (or OPENAI_API_KEY)" in result.output
@@ -158,16 +159,16 @@ class _Terminal:
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
 def test_on_a_terminal_ctrl_c_stops_an_answer_and_a_second_at_the_prompt_leaves(
-    script_server: ScriptServer,
+    script_server: ChatServer,
 ) -> None:
     hold = threading.Event()
-    script_server.answers += [Answer("a very long answer", hold=hold), Answer("short")]
+    script_server.replies += [answer("a very long answer", hold=hold), answer("short")]
     term = _Terminal("chat", *_server_flags(script_server))
     try:
         term.expect("you>")
         term.send("tell me everything\r")
         term.expect("model>")
-        assert script_server.first_piece_sent.wait(60)
+        assert script_server.first_chunk_sent.wait(60)
         term.send("\x03")  # Ctrl-C, through the terminal
         term.expect("(answer stopped)")
         term.expect("you>")

@@ -5,16 +5,11 @@ against llama.cpp's own server are in test_openai_llama_server.py."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -49,100 +44,9 @@ from cantata.models import (
 )
 from cantata.tools import tool
 
-# --- a tiny Chat Completions server ------------------------------------------------------
+from .._chat_server import ChatServer, Reply, chat_server, chunk, completion, text_reply
 
-
-@dataclass
-class Reply:
-    status: int = 200
-    body: Any = None
-    chunks: list[dict[str, Any]] | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    hold: threading.Event | None = None
-
-
-@dataclass
-class ChatServer:
-    replies: list[Reply]
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    auth: list[str] = field(default_factory=list)
-    arrived: threading.Event = field(default_factory=threading.Event)
-    url: str = ""
-
-
-def _handler(state: ChatServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-        def do_POST(self) -> None:
-            size = int(self.headers.get("content-length", "0"))
-            state.requests.append(json.loads(self.rfile.read(size)))
-            state.auth.append(self.headers.get("authorization", ""))
-            state.arrived.set()
-            reply = state.replies.pop(0) if state.replies else Reply(500, {"error": "no reply"})
-            if reply.hold is not None:
-                reply.hold.wait(10)
-            self.send_response(reply.status)
-            for key, value in reply.headers.items():
-                self.send_header(key, value)
-            if reply.chunks is not None:
-                self.send_header("content-type", "text/event-stream")
-                self.end_headers()
-                for item in reply.chunks:
-                    self.wfile.write(f"data: {json.dumps(item)}\n\n".encode())
-                    self.wfile.flush()
-                self.wfile.write(b"data: [DONE]\n\n")
-                return
-            data = json.dumps(reply.body).encode()
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    return Handler
-
-
-@contextmanager
-def chat_server(*replies: Reply) -> Iterator[ChatServer]:
-    """Serve `replies` in order on a free port of 127.0.0.1; stops when the block ends."""
-    state = ChatServer(list(replies))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        with allow_model_requests():
-            yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
-
-
-def completion(message: dict[str, Any], *, finish: str = "stop", usage: bool = True) -> Reply:
-    body: dict[str, Any] = {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "fake-model",
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-    }
-    if usage:
-        body["usage"] = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
-    return Reply(body=body)
-
-
-def chunk(delta: dict[str, Any] | None, *, finish: str | None = None, **extra: Any) -> dict:
-    choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
-    return {
-        "id": "chatcmpl-2",
-        "object": "chat.completion.chunk",
-        "created": 0,
-        "model": "fake-model",
-        "choices": choices,
-        **extra,
-    }
+# --- helpers ---------------------------------------------------------------------------------
 
 
 def client_for(server: ChatServer, **kwargs: Any) -> OpenAIChatClient:
@@ -159,13 +63,6 @@ WEATHER = ToolSpec(
 class City(BaseModel):
     name: str
     country: str
-
-
-def text_reply(text: str, stream: bool) -> Reply:
-    """An answer with `text`, as a whole completion or as a stream of chunks."""
-    if not stream:
-        return completion({"role": "assistant", "content": text})
-    return Reply(chunks=[chunk({"role": "assistant", "content": text}), chunk({}, finish="stop")])
 
 
 # --- construction ------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """OpenAIChatClient with a server that lacks a feature (a forced tool choice, streamed tool
 calls, a ``json_schema`` or ``json_object`` response format): the fallbacks, what they cost,
-what is remembered, and the errors without them. The fake server is test_openai_chat.py's."""
+what is remembered, and the errors without them. The fake server is tests/_chat_server.py."""
 
 from __future__ import annotations
 
@@ -9,16 +9,8 @@ import pytest
 from cantata.core import Message, ModelError, ModelHTTPError, Usage
 from cantata.models import ChatOptions, ChatResponse, OpenAIChatClient
 
-from .test_openai_chat import (
-    WEATHER,
-    City,
-    Reply,
-    chat_server,
-    chunk,
-    client_for,
-    completion,
-    text_reply,
-)
+from .._chat_server import Reply, chat_server, chunk, completion, text_reply
+from .test_openai_chat import WEATHER, City, client_for
 
 _CALL = {
     "role": "assistant",
