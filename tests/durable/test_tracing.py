@@ -10,30 +10,17 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from cantata.agents import ChatAgent
-from cantata.core import Message, Usage, tracing
-from cantata.models import ScriptedChatClient, tool_call
-from cantata.tools import tool
+from cantata.core import Usage, tracing
+from cantata.models import ScriptedChatClient
 from cantata.workflows import WorkflowBuilder
 
-
-def agent() -> ChatAgent:
-    @tool
-    def add(a: int, b: int) -> int:
-        """Add two numbers."""
-        return a + b
-
-    def answer(messages: list[Message], options: object) -> object:
-        if messages[-1].role != "tool":
-            return Message("assistant", [tool_call("add", {"a": 2, "b": 3}, call_id="c1")])
-        return "5"
-
-    return ChatAgent(ScriptedChatClient(answer, usage=Usage(12, 3)), name="adder", tools=[add])
+from .test_tracing_agents import adder
 
 
 async def test_a_run_is_one_trace_of_nested_spans(spans: InMemorySpanExporter) -> None:
-    adder = agent()
-    result = await WorkflowBuilder(adder, name="sums").build().run("2+3?")
-    assert [r.text for r in result.outputs] == ["5"]
+    agent = adder()
+    result = await WorkflowBuilder(agent, name="sums").build().run("2+3?")
+    assert [r.text for r in result.outputs] == ["the sum is five, as asked"]
     found = {s.name: s for s in spans.get_finished_spans()}
     run, step = found["workflow sums"], found["superstep 1"]
     executor = found["executor adder"]
@@ -50,16 +37,16 @@ async def test_a_run_is_one_trace_of_nested_spans(spans: InMemorySpanExporter) -
     assert run_span.attributes is not None
     assert run_span.attributes["gen_ai.operation.name"] == "invoke_agent"
     assert run_span.attributes["gen_ai.agent.name"] == "adder"
-    assert run_span.attributes["gen_ai.agent.id"] == adder.id
+    assert run_span.attributes["gen_ai.agent.id"] == agent.id
     # the run's two model calls, summed
-    assert run_span.attributes["gen_ai.usage.input_tokens"] == 24
-    assert run_span.attributes["gen_ai.usage.output_tokens"] == 6
+    assert run_span.attributes["gen_ai.usage.input_tokens"] == 20
+    assert run_span.attributes["gen_ai.usage.output_tokens"] == 8
     assert run.attributes is not None and run.attributes["cantata.run_id"] == result.run_id
     assert chats[0].attributes is not None
     assert chats[0].attributes["gen_ai.operation.name"] == "chat"
     assert chats[0].attributes["gen_ai.request.model"] == "scripted"
-    assert chats[0].attributes["gen_ai.usage.input_tokens"] == 12
-    assert chats[0].attributes["gen_ai.usage.output_tokens"] == 3
+    assert chats[0].attributes["gen_ai.usage.input_tokens"] == 10
+    assert chats[0].attributes["gen_ai.usage.output_tokens"] == 4
     assert tool_span.attributes is not None
     assert tool_span.attributes["gen_ai.tool.call.id"] == "c1"
 
@@ -69,13 +56,13 @@ async def test_without_configure_no_span_is_made() -> None:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     # a provider that exists but was not given to cantata sees nothing
-    await WorkflowBuilder(agent()).build().run("2+3?")
+    await WorkflowBuilder(adder()).build().run("2+3?")
     assert not tracing.enabled() and exporter.get_finished_spans() == ()
     provider.shutdown()
 
 
 async def test_a_workflow_calling_two_agents_is_one_trace(spans: InMemorySpanExporter) -> None:
-    first = agent()
+    first = adder()
     second = ChatAgent(ScriptedChatClient(["checked"], usage=Usage(5, 1)), name="checker")
     result = await WorkflowBuilder(first, name="pair").add_edge(first, second).build().run("2+3?")
     assert [r.text for r in result.outputs] == ["checked"]

@@ -7,6 +7,7 @@ whose answer calls the tool again)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -130,6 +131,18 @@ def test_a_retry_policy_that_is_no_policy_is_refused(bad: Any) -> None:
         tool(name="double", retry_policy=bad)(lambda n: n)
 
 
+def charging(cents: int) -> Callable[[list[Message], Any], Any]:
+    """A model that calls `charge` for `cents`, then answers with the call's result."""
+
+    def answer(messages: list[Message], options: Any) -> Any:
+        results = [c for m in messages for c in m.contents if isinstance(c, FunctionResultContent)]
+        if not results:
+            return Message("assistant", [tool_call("charge", {"cents": cents})])
+        return f"done: {results[0].result}"
+
+    return answer
+
+
 async def test_an_effect_tool_retried_in_a_durable_run_is_journaled_once_with_one_key() -> None:
     keys: list[str | None] = []
     charged: list[int] = []
@@ -143,13 +156,7 @@ async def test_an_effect_tool_retried_in_a_durable_run_is_journaled_once_with_on
         charged.append(cents)
         return f"receipt-{len(charged)}"
 
-    def answer(messages: list[Message], options: Any) -> Any:
-        results = [c for m in messages for c in m.contents if isinstance(c, FunctionResultContent)]
-        if not results:
-            return Message("assistant", [tool_call("charge", {"cents": 500})])
-        return f"done: {results[0].result}"
-
-    agent = ChatAgent(ScriptedChatClient(answer), name="biller", tools=[charge])
+    agent = ChatAgent(ScriptedChatClient(charging(500)), name="biller", tools=[charge])
     wf = WorkflowBuilder(AgentExecutor(agent)).build()
     store = StateStoreCheckpointStore(MemoryStore())
     result = await wf.run("charge 5 dollars", checkpoint_store=store, run_id="run-t")
@@ -182,13 +189,7 @@ def refusing_agent(refusals: list[bool], charged: list[int]) -> tuple[ChatAgent,
         charged.append(cents)
         return f"receipt-{len(charged)}"
 
-    def answer(messages: list[Message], options: Any) -> Any:
-        results = [c for m in messages for c in m.contents if isinstance(c, FunctionResultContent)]
-        if not results:
-            return Message("assistant", [tool_call("charge", {"cents": 300})])
-        return f"done: {results[0].result}"
-
-    client = ScriptedChatClient(answer)
+    client = ScriptedChatClient(charging(300))
     return ChatAgent(client, name="biller", tools=[charge]), client
 
 
