@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..core import Message
+from ..core import Message, register
 from ..workflows import WorkflowEvent
 from .result import StopMessage
 
@@ -22,6 +22,7 @@ class TeamEvent(WorkflowEvent):
     """Base of the events a team emits."""
 
 
+@register(name="cantata.teams.TeamMessageEvent")
 @dataclass(slots=True)
 class TeamMessageEvent(TeamEvent):
     """A message joined the visible transcript (the task, or a participant's reply)."""
@@ -31,6 +32,7 @@ class TeamMessageEvent(TeamEvent):
     """Who wrote it: a participant's name, or ``"user"`` for the task."""
 
 
+@register(name="cantata.teams.RoutingEvent")
 @dataclass(slots=True)
 class RoutingEvent(TeamEvent):
     """A routing decision: who works next, among whom, why, and whether a fallback chose.
@@ -49,6 +51,7 @@ class RoutingEvent(TeamEvent):
     """What a model answered before a valid choice (empty when the first answer was valid)."""
 
 
+@register(name="cantata.teams.TeamStoppedEvent")
 @dataclass(slots=True)
 class TeamStoppedEvent(TeamEvent):
     """The run stopped: a termination condition fired, the turn limit was reached, ..."""
