@@ -14,15 +14,23 @@ pops it only once the channel took it, so a failed batch is delivered again at t
 sync and nothing is lost. A channel made late receives the whole history first. Messages
 are trimmed to the contents a channel takes, and a message left with none is not
 forwarded. Reducing the history resets every channel and delivers the reduced history.
+
+On a runtime that copies messages (Ray, or a `LocalRuntime` that serializes them) the
+participants run in other processes, where no broadcast reaches: there each process keeps
+the channel sets it serves in a registry by session key (`channels_for`), and a channel
+catches up from the run's shared history log when it is read (`ChannelSet.catch_up`):
+whatever it has not seen, minus the messages it wrote itself, after the latest reduction.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import weakref
 from abc import ABC, abstractmethod
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..agents import Agent, AgentResponse, AgentResponseUpdate, AgentThread, LocalThread
@@ -38,6 +46,7 @@ from ..core import (
     RunError,
     TextContent,
     TimeoutError,
+    register,
 )
 from ..models import ChatOptions
 
@@ -49,7 +58,9 @@ __all__ = [
     "LocalChannel",
     "ServiceChannel",
     "channel_key",
+    "channels_for",
     "default_channel_factory",
+    "register_channels",
 ]
 
 UpdateSink = Callable[[AgentResponseUpdate], None]
@@ -289,10 +300,15 @@ def channel_key(agent: Agent) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+def _local_channel(key: str, _agent: Agent) -> AgentChannel:
+    """The local thread kinds' factory (a module function: it pickles by reference)."""
+    return LocalChannel(key)
+
+
 def default_channel_factory(agent: Agent) -> ChannelFactory | None:
     """The built-in channel for an agent's thread kind (local or service), or None."""
     if issubclass(agent.thread_type, LocalThread):
-        return lambda key, _agent: LocalChannel(key)
+        return _local_channel
     if issubclass(agent.thread_type, _ServiceThread):
         return ServiceChannel
     return None
@@ -320,13 +336,22 @@ def factories_for(
 
 
 class _Entry:
-    __slots__ = ("channel", "failure", "queue", "task")
+    __slots__ = ("broken", "channel", "failure", "own", "queue", "reductions", "seen", "task")
 
     def __init__(self, channel: AgentChannel) -> None:
         self.channel = channel
         self.queue: deque[list[tuple[str, Message]]] = deque()
         self.task: asyncio.Task[None] | None = None
         self.failure: BaseException | None = None
+        # catching up from the history log (a copying runtime):
+        self.seen = 0
+        """How many history entries the channel has taken (or skipped as its own)."""
+        self.own: set[str] = set()
+        """Ids of messages written on this channel, not yet passed in the history."""
+        self.reductions = 0
+        """How many history reductions the channel has applied."""
+        self.broken = False
+        """A reset began and its delivery failed: the next catch-up starts over."""
 
 
 class ChannelSet:
@@ -418,13 +443,7 @@ class ChannelSet:
         A channel made now first receives the whole `history()`."""
         entry = self._entries.get(key)
         if entry is None:
-            factory = self._factories.get(key)
-            if factory is None:
-                raise ConfigurationError(
-                    f"participant {agent.name!r} needs a channel for threads of kind {key!r}, "
-                    f"and this team has none; its channels serve {sorted(self._factories)}"
-                )
-            entry = _Entry(factory(key, agent))
+            entry = _Entry(self._make(key, agent))
             self._entries[key] = entry
             everything = [
                 (source, kept)
@@ -477,6 +496,95 @@ class ChannelSet:
             await self._stop(entry)
         self._entries.clear()
 
+    # -- catching up from the history log (a runtime that copies messages) ---------------
+
+    def wrote(self, key: str, messages: Sequence[Message]) -> None:
+        """Messages written on channel `key` (an agent's reply): it skips them when it
+        catches up, since it has them already."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            entry.own.update(m.message_id for m in messages)
+
+    async def catch_up(
+        self,
+        key: str,
+        agent: Agent,
+        history: Sequence[Message],
+        reductions: Sequence[Reduction] = (),
+    ) -> AgentChannel:
+        """The channel `key`, given what it has not seen of `history` (the run's shared
+        log), minus what was written on it, after the latest of `reductions`; made first
+        if needed. A delivery that fails raises `ChannelSyncError`, and the next catch-up
+        delivers the same messages again."""
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entries[key] = _Entry(self._make(key, agent))
+        channel = entry.channel
+        own = entry.own
+        unseen = history[entry.seen :] if entry.seen <= len(history) else None
+        # a reply written here that never reached the history (its turn was cancelled, and
+        # the cancellation came late): the channel holds what the team never said
+        orphaned = bool(own) and (unseen is None or not own <= {m.message_id for m in unseen})
+        batch: list[tuple[str, Message]] = []
+        reset = True
+        if len(reductions) > entry.reductions:
+            latest = reductions[-1]
+            start = min(latest.at, len(history))
+            batch = self._admitted(channel, latest.messages)
+        elif unseen is None or orphaned or entry.broken:  # start over from the whole history
+            start = 0
+        else:
+            reset, start = False, entry.seen
+        if reset:
+            own.clear()  # an empty channel takes its own messages too
+            entry.broken = True
+        for m in history[start:]:
+            if m.message_id in own:
+                own.discard(m.message_id)
+                continue
+            kept = channel.admit(m)
+            if kept is not None:
+                batch.append((m.author_name or m.role, kept))
+        try:
+            async with asyncio.timeout(self.sync_timeout):
+                if reset:
+                    await channel.reset()
+                if batch:
+                    await channel.receive(batch)
+        except builtins_timeout as exc:
+            raise TimeoutError(
+                f"channel {key!r} did not catch up within {self.sync_timeout:g}s before "
+                f"participant {agent.name!r} could read it; raise sync_timeout or look at "
+                "why its thread is slow to take messages"
+            ) from exc
+        except Exception as exc:
+            raise ChannelSyncError(
+                f"channel {key!r} failed to receive {len(batch)} message(s) before "
+                f"participant {agent.name!r} could read it: {exc}; they are delivered again "
+                "at the next sync"
+            ) from exc
+        entry.seen = len(history)
+        entry.reductions = len(reductions)
+        entry.broken = False
+        return channel
+
+    def _make(self, key: str, agent: Agent) -> AgentChannel:
+        factory = self._factories.get(key)
+        if factory is None:
+            raise ConfigurationError(
+                f"participant {agent.name!r} needs a channel for threads of kind {key!r}, "
+                f"and this team has none; its channels serve {sorted(self._factories)}"
+            )
+        return factory(key, agent)
+
+    @staticmethod
+    def _admitted(channel: AgentChannel, messages: Sequence[Message]) -> list[tuple[str, Message]]:
+        return [
+            (m.author_name or m.role, kept)
+            for m in messages
+            if (kept := channel.admit(m)) is not None
+        ]
+
     def state(self) -> dict[str, Any]:
         """For tests and diagnostics: per channel, queued batches and a kept failure."""
         return {
@@ -486,3 +594,49 @@ class ChannelSet:
 
 
 builtins_timeout = asyncio.TimeoutError
+
+
+@register(name="cantata.teams.Reduction")
+@dataclass(slots=True)
+class Reduction:
+    """A history reduction, as data in the run's shared log `REDUCED_LOG`: the history
+    had `at` entries when it was reduced to `messages` (what the channels then mirror)."""
+
+    at: int
+    messages: list[Message] = field(default_factory=list)
+
+
+REDUCED_LOG = "team.reduced"
+"""The run's shared log of history reductions (channels in other processes reset from it)."""
+
+_MADE_HERE = 64
+"""How many channel sets of sessions in other processes one process keeps (the least
+recently used beyond that are dropped: a later turn there rebuilds from the history log)."""
+
+_sessions: weakref.WeakValueDictionary[str, ChannelSet] = weakref.WeakValueDictionary()
+"""Channel sets of sessions of this process, by session key (the session holds them)."""
+_made: OrderedDict[str, ChannelSet] = OrderedDict()
+"""Channel sets this process made for sessions elsewhere, least recently used first."""
+
+
+def register_channels(session: str, channels: ChannelSet) -> None:
+    """Make a session's own channel set the one its participants in this process use."""
+    _sessions[session] = channels
+
+
+def channels_for(
+    session: str, factories: Mapping[str, ChannelFactory], sync_timeout: float
+) -> ChannelSet:
+    """The channel set of `session` in this process: the session's own if it lives here,
+    else one made here from `factories` and kept (bounded) for the session's next turns."""
+    found = _sessions.get(session)
+    if found is not None:
+        return found
+    found = _made.get(session)
+    if found is None:
+        found = _made[session] = ChannelSet(factories, sync_timeout=sync_timeout)
+        while len(_made) > _MADE_HERE:
+            _made.popitem(last=False)
+    else:
+        _made.move_to_end(session)
+    return found

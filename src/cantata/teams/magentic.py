@@ -91,6 +91,7 @@ class PlanReviewAnswer:
     """A plan to use instead (taken as approved)."""
 
 
+@register(name="cantata.teams.MagenticLedgerEvent")
 @dataclass(slots=True)
 class MagenticLedgerEvent(TeamEvent):
     """The manager wrote a ledger: the task ledger (`task`) or a round's `progress`."""

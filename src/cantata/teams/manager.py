@@ -19,7 +19,7 @@ from typing import Any
 
 from ..core import ConfigurationError, DataContent, Message, Usage, new_id, register, tracing
 from ..workflows import Executor, WorkflowContext, handler, response_handler
-from .channels import ChannelSet
+from .channels import REDUCED_LOG, ChannelSet, Reduction, channels_for
 from .events import RoutingEvent, TeamMessageEvent, TeamStoppedEvent
 from .result import StopMessage, TaskResult
 from .termination import Observation, TerminationCondition
@@ -32,6 +32,7 @@ __all__ = [
     "ManagerState",
     "TeamManager",
     "channels_of",
+    "copied",
     "team_name_of",
     "turn_span",
     "visible",
@@ -42,7 +43,15 @@ TRANSCRIPT_LOG = "team.transcript"
 MANAGER_ID = "team.manager"
 """Executor id of a team's manager (agent names cannot contain a dot, so it never clashes)."""
 CHANNELS_KEY = "cantata.teams.channels"
-"""The run keyword argument that carries the session's `ChannelSet` to the executors."""
+"""The run keyword argument that carries the session's `ChannelSet` to the executors (in
+process), or the session's key (a string: on a runtime that copies messages, where each
+process finds the session's channels with `channels_for`)."""
+
+# Team events cross processes (published live from an executor's actor) on a runtime that
+# copies messages, so they are JSON types like the messages of the workflow.
+register(TeamMessageEvent, name="cantata.teams.TeamMessageEvent")
+register(RoutingEvent, name="cantata.teams.RoutingEvent")
+register(TeamStoppedEvent, name="cantata.teams.TeamStoppedEvent")
 TEAM_KEY = "cantata.teams.team"
 """The run keyword argument that carries the team's name (for its spans)."""
 
@@ -87,15 +96,26 @@ class ManagerState:
         return self.__deepcopy__({})
 
 
-def channels_of(ctx: WorkflowContext[Any, Any]) -> ChannelSet:
-    """The session's channel set, handed to the run as a keyword argument."""
+def channels_of(ctx: WorkflowContext[Any, Any], executor: Any = None) -> ChannelSet:
+    """The session's channel set: handed to the run as a keyword argument in process, or
+    found by the session key in this process's registry (made from `executor`'s channel
+    factories, which travel with the executor, on a runtime that copies messages)."""
     channels = ctx.kwargs.get(CHANNELS_KEY)
-    if not isinstance(channels, ChannelSet):
-        raise ConfigurationError(
-            f"executor {ctx.executor_id!r} of a team runs without its channels: run a team "
-            "through team.run(), team.create_session() or team.resume(), not its workflow"
-        )
-    return channels
+    if isinstance(channels, ChannelSet):
+        return channels
+    factories = getattr(executor, "channel_factories", None)
+    if isinstance(channels, str) and factories is not None:
+        return channels_for(channels, factories, executor.sync_timeout)
+    raise ConfigurationError(
+        f"executor {ctx.executor_id!r} of a team runs without its channels: run a team "
+        "through team.run(), team.create_session() or team.resume(), not its workflow"
+    )
+
+
+def copied(ctx: WorkflowContext[Any, Any]) -> bool:
+    """Whether this run's team executors may be in other processes (the session passed its
+    key, not its channels): channels then catch up from the history log, not a broadcast."""
+    return isinstance(ctx.kwargs.get(CHANNELS_KEY), str)
 
 
 def team_name_of(ctx: WorkflowContext[Any, Any]) -> str:
@@ -181,6 +201,20 @@ class TeamManager(Executor):
         """The whole authoritative history, tool traffic included."""
         entries: list[Message] = ctx.log(HISTORY_LOG, shared=True).entries
         return entries
+
+    async def reduce_channels(
+        self, reduced: Sequence[Message], ctx: WorkflowContext[Any, Any]
+    ) -> None:
+        """The history was reduced to `reduced`: every channel mirrors that from now on
+        (the authoritative history stays whole). In process the channels are reset here;
+        elsewhere the reduction is written to the shared log `REDUCED_LOG`, from which each
+        channel resets when it is next read."""
+        channels = ctx.kwargs.get(CHANNELS_KEY)
+        if isinstance(channels, ChannelSet):
+            await channels.reset(sourced(reduced))
+        elif isinstance(channels, str):
+            at = len(ctx.log(HISTORY_LOG, shared=True))
+            ctx.log(REDUCED_LOG, shared=True).append(Reduction(at, list(reduced)))
 
     def publish(
         self,

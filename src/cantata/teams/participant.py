@@ -4,20 +4,22 @@ On the turn token it brings its channel up to date (waiting for deliveries under
 raising one that failed), runs its agent on the channel's view of the history (with the
 participant's run options, if it has any: a handoff's transfer tools, say), streaming the
 agent's chunks as workflow events in a streamed run, and hands the turn's messages back to
-the manager.
+the manager. On a runtime that copies messages it runs in a process of its own: there its
+channel catches up from the run's history log instead (see `channels.py`), made from the
+channel factories the executor carries.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ..agents import Agent, AgentResponse, AgentResponseUpdate
 from ..core import Message, Usage, tracing
 from ..models import ChatOptions
 from ..workflows import AgentUpdateEvent, Executor, WorkflowContext, handler
-from .channels import AgentChannel, channel_key
-from .manager import channels_of, sourced, turn_span
+from .channels import REDUCED_LOG, AgentChannel, ChannelFactory, channel_key
+from .manager import channels_of, copied, sourced, turn_span
 from .turns import HISTORY_LOG, SpeakTurn, TurnDone
 
 __all__ = ["ParticipantExecutor"]
@@ -33,18 +35,31 @@ class ParticipantExecutor(Executor):
         self.agent = agent
         self.channel_key = channel_key(agent)
         self.options = options
+        self.channel_factories: Mapping[str, ChannelFactory] | None = None
+        """The team's channel factories (its team sets them): in another process, the
+        participant makes its session's channels with them."""
+        self.sync_timeout = 60.0
 
     @handler(output=TurnDone)
     async def take_turn(self, turn: SpeakTurn, ctx: WorkflowContext[Any, Any]) -> None:
         """Speak: run the agent on the shared history, then give the turn back."""
-        channels = channels_of(ctx)
-        channel = channels.ready(self.channel_key)
-        if channel is None:  # deliveries under way, a failure to raise, or a new channel
+        channels = channels_of(ctx, self)
+        if copied(ctx):  # perhaps another process: catch up from the history log
+            channel = await channels.catch_up(
+                self.channel_key,
+                self.agent,
+                ctx.log(HISTORY_LOG, shared=True).entries,
+                ctx.log(REDUCED_LOG, shared=True).entries,
+            )
+        else:
+            ready = channels.ready(self.channel_key)
+            if ready is None:  # deliveries under way, a failure to raise, or a new channel
 
-            def history() -> list[tuple[str, Message]]:
-                return sourced(ctx.log(HISTORY_LOG, shared=True).entries)
+                def history() -> list[tuple[str, Message]]:
+                    return sourced(ctx.log(HISTORY_LOG, shared=True).entries)
 
-            channel = await channels.sync(self.channel_key, self.agent, history)
+                ready = await channels.sync(self.channel_key, self.agent, history)
+            channel = ready
         on_update = None
         if ctx.streaming:
 
@@ -56,6 +71,8 @@ class ParticipantExecutor(Executor):
                 response = await self._run_agent(channel, on_update, ctx)
         else:
             response = await self._run_agent(channel, on_update, ctx)
+        if copied(ctx):
+            channels.wrote(self.channel_key, response.messages)
         name = self.agent.name
         messages = [m if m.author_name else m.copy(author_name=name) for m in response.messages]
         ctx.send_message(TurnDone(name, messages, response.usage or Usage(), self.channel_key))

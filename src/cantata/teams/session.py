@@ -20,18 +20,21 @@ from ..core import (
     SchemaVersionError,
     UsageError,
     WorkflowError,
+    new_id,
 )
 from ..workflows import (
     AgentUpdateEvent,
     CheckpointStore,
     InMemoryCheckpointStore,
     RequestInfoEvent,
+    Workflow,
     WorkflowCheckpoint,
     WorkflowEvent,
     WorkflowRun,
     WorkflowRunResult,
 )
-from .channels import ChannelSet
+from ..workflows.placement import _copies_messages
+from .channels import ChannelSet, register_channels
 from .events import TeamEvent
 from .manager import CHANNELS_KEY, TEAM_KEY
 from .result import StopMessage, TaskResult
@@ -76,7 +79,11 @@ class TeamSession:
         self._store = checkpoint_store
         self._runtime = runtime
         self._run: WorkflowRun | None = None
-        self._channels = team._new_channels()
+        self._copying = runtime is not None and _copies_messages(runtime)
+        """Whether participants may run in other processes (then they get the session's
+        key, and find or make its channels there)."""
+        self._key = ""
+        self._channels = self._new_channels()
         self._busy = False
 
     # -- what the session holds -----------------------------------------------------------
@@ -172,15 +179,29 @@ class TeamSession:
                 return request.request_id
         return None
 
+    def _new_channels(self) -> ChannelSet:
+        """Fresh channels, under a new session key (a remote process's channel sets of the
+        old key are then never read again)."""
+        channels = self.team._new_channels()
+        self._key = f"{self.team.name}.{new_id()}"
+        if self._copying:
+            register_channels(self._key, channels)
+        return channels
+
     def _kwargs(self) -> dict[str, Any]:
-        return {CHANNELS_KEY: self._channels, TEAM_KEY: self.team.name}
+        channels: ChannelSet | str = self._key if self._copying else self._channels
+        return {CHANNELS_KEY: channels, TEAM_KEY: self.team.name}
+
+    @property
+    def _workflow(self) -> Workflow:
+        return self.team.workflow_for(self._runtime)
 
     async def _drive(
         self, messages: list[Message], token: CancellationToken | None
     ) -> WorkflowRunResult:
         run = self._run
         if run is None:
-            workflow = self.team.workflow
+            workflow = self._workflow
             result = await workflow.run(
                 TeamTask(messages),
                 runtime=self._runtime,
@@ -199,7 +220,7 @@ class TeamSession:
     def _drive_stream(self, messages: list[Message], token: CancellationToken | None) -> Any:
         run = self._run
         if run is None:
-            stream = self.team.workflow.run_stream(
+            stream = self._workflow.run_stream(
                 TeamTask(messages),
                 runtime=self._runtime,
                 checkpoint_store=self._store,
@@ -262,7 +283,7 @@ class TeamSession:
         try:
             self._run = None
             await self._channels.close()
-            self._channels = self.team._new_channels()
+            self._channels = self._new_channels()
         finally:
             self._busy = False
 
@@ -302,7 +323,7 @@ class TeamSession:
         try:
             saved = _check_state(state, self.team.name)
             await self._channels.close()
-            self._channels = self.team._new_channels()
+            self._channels = self._new_channels()
             if saved is None:
                 self._run = None
                 return
@@ -318,7 +339,7 @@ class TeamSession:
                     values=saved["values"],
                     log_appends={seg: (0, list(entries)) for seg, entries in saved["logs"].items()},
                 )
-            self._run = await self.team.workflow.restore(
+            self._run = await self._workflow.restore(
                 checkpoint.checkpoint_id,
                 checkpoint_store=store,
                 runtime=self._runtime,
@@ -331,7 +352,7 @@ class TeamSession:
         """Pick the conversation up at a checkpoint of this session's store."""
         if self._store is None:
             raise UsageError("resuming a team needs its checkpoint_store")
-        self._run = await self.team.workflow.restore(
+        self._run = await self._workflow.restore(
             checkpoint_id,
             checkpoint_store=self._store,
             runtime=self._runtime,

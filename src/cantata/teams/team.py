@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..agents import Agent, AgentThread
 from ..core import CancellationToken, ConfigurationError
 from ..workflows import Executor, InMemoryCheckpointStore, Workflow, WorkflowBuilder
+from ..workflows.placement import _copies_messages
 from .channels import ChannelFactory, ChannelSet, factories_for
 from .manager import TeamManager
 from .participant import ParticipantExecutor
@@ -73,6 +74,7 @@ class Team(ABC):
         self._factories = factories_for(agents, channels)
         self._sync_timeout = sync_timeout
         self._workflow: Workflow | None = None
+        self._placed: Workflow | None = None
         self._session: TeamSession | None = None
 
     @property
@@ -91,8 +93,36 @@ class Team(ABC):
     def workflow(self) -> Workflow:
         """The workflow this team runs as (built once, shared by every session)."""
         if self._workflow is None:
-            self._workflow = self._build_workflow()
+            workflow = self._build_workflow()
+            for executor in workflow.executors.values():
+                if isinstance(executor, ParticipantExecutor):
+                    executor.channel_factories = self._factories
+                    executor.sync_timeout = self._sync_timeout
+            self._workflow = workflow
         return self._workflow
+
+    def workflow_for(self, runtime: AgentRuntime | None) -> Workflow:
+        """The workflow to run on `runtime`: `workflow` itself, or on a runtime that copies
+        messages (Ray, a serializing `LocalRuntime`) the same graph with each executor on
+        an actor of its own (``placement="executor"``), since a run's actor could not be
+        copied. Both are wired alike, so a checkpoint of one resumes on the other."""
+        base = self.workflow
+        if runtime is None or not _copies_messages(runtime) or base.placement == "executor":
+            return base
+        if self._placed is None:
+            self._placed = Workflow(
+                executors=dict(base.executors),
+                groups=base.edge_groups,
+                start_id=base.start_id,
+                name=base.name,
+                description=base.description,
+                max_supersteps=base.max_supersteps,
+                checkpoint_store=base.checkpoint_store,
+                placement="executor",
+                output_from=base.output_from,
+                event_timeout=base.event_timeout,
+            )
+        return self._placed
 
     @abstractmethod
     def _build_workflow(self) -> Workflow:
