@@ -4,7 +4,9 @@
    cluster (goal >= 0.8x the raw calls' rate). Both make the same sequential round trips
    from the driver to one async actor that adds a number and answers: raw Ray passes an
    int (pickled by Ray); cantata passes a registered dataclass as a JSON envelope,
-   numbered, through the agent's turn, with a timeout.
+   numbered, through the agent's turn, with a timeout, over the direct stream from the
+   driver to the actor (direct.py). A second row makes the same requests through a
+   `RayRuntime(direct=False)`, whose requests are Ray actor calls, in the same rounds.
 2. the same figure against autogen-ext's gRPC worker runtime on the same cross-process
    workload (goal >= 2x), and both with 8 agents sent requests at once. AutoGen's
    `GrpcWorkerAgentRuntimeHost` and the `GrpcWorkerAgentRuntime` hosting its counter agent
@@ -334,23 +336,29 @@ async def collect(quick: bool) -> list[Row]:
     _ensure_cluster()
     raw = ray.remote(RawCounter).options(max_concurrency=1000).remote()
     peer = _AutogenPeer() if _has_autogen_grpc() else None
-    best_raw = best_ours = best_peer = best_many = best_peer_many = 0.0
+    best_raw = best_ours = best_peer = best_many = best_peer_many = best_calls = 0.0
     best_local = best_fan = 0.0
     try:
         if peer is not None:
             await peer.start()
             await peer.rate(50)
-        async with RayRuntime(name=f"bench{os.getpid()}") as rt:
+        async with (
+            RayRuntime(name=f"bench{os.getpid()}") as rt,
+            RayRuntime(name=f"calls{os.getpid()}", direct=False) as by_calls,
+        ):
             await rt.register_factory("counter", Counter)
+            await by_calls.register_factory("counter", Counter)
             agent = AgentId("counter", "bench")
             await _raw(raw, 50)  # warm: actors started, handles cached
             await _ours(rt, agent, 50)
+            await _ours(by_calls, agent, 50)
             await _ours_at_once(rt, AGENTS * 10)
             if peer is not None:
                 await peer.rate_at_once(AGENTS * 10)
             for _ in range(rounds):
                 best_raw = max(best_raw, await _raw(raw, calls))
                 best_ours = max(best_ours, await _ours(rt, agent, calls))
+                best_calls = max(best_calls, await _ours(by_calls, agent, calls))
                 best_many = max(best_many, await _ours_at_once(rt, calls))
                 if peer is not None:
                     best_peer = max(best_peer, await peer.rate(calls))
@@ -381,6 +389,16 @@ async def collect(quick: bool) -> list[Row]:
             goal=">= 0.8x",
             note=f"sequential round trips, best of {rounds} rounds of {calls}",
             headline=True,
+        ),
+        Row(
+            "ray request/response as Ray calls (RayRuntime(direct=False))",
+            "requests/s",
+            best_calls,
+            peer=best_raw,
+            peer_name="raw ray actor calls",
+            peer_version=peer_version("ray"),
+            note=f"the same round trips without the direct stream, best of {rounds} rounds "
+            f"of {calls}",
         ),
         Row(
             "ray request/response (cross-process, one agent)",

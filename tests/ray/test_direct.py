@@ -42,7 +42,7 @@ async def _echo(frame: dict[str, Any]) -> wire.Envelope:
 
 
 async def test_frames_round_trip_over_a_stream() -> None:
-    server = DirectServer(_echo, lambda mid: None)
+    server = DirectServer(_echo, lambda frame: None)
     address = await server.start("127.0.0.1")
     client = DirectClient()
     try:
@@ -58,7 +58,7 @@ async def test_frames_round_trip_over_a_stream() -> None:
 
 
 async def test_a_bad_frame_is_a_typed_error_on_both_sides() -> None:
-    server = DirectServer(_echo, lambda mid: None)
+    server = DirectServer(_echo, lambda frame: None)
     host, port = await server.start("127.0.0.1")
     try:
         for bad in (
@@ -87,7 +87,7 @@ async def test_a_bad_frame_is_a_typed_error_on_both_sides() -> None:
 async def test_a_refused_stream_is_refused_not_lost() -> None:
     from cantata.runtime.ray.direct import Refused
 
-    server = DirectServer(_echo, lambda mid: None)
+    server = DirectServer(_echo, lambda frame: None)
     address = await server.start("127.0.0.1")
     await server.close()  # nothing listens there any more
     with pytest.raises(Refused):

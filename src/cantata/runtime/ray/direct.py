@@ -13,7 +13,9 @@ envelope inside is `wire.Envelope`, unchanged:
 - to the host: ``{"t": "q", "n", "env"}`` a request, ``{"t": "e", "n", "env"}`` an event,
   ``{"t": "c", "id"}`` cancel the handler of message ``id`` (the directory's stream takes
   the same: an event is a publication, a request one to a local subscriber, with ``"w"``,
-  the seconds it may wait for the answer);
+  the seconds it may wait for the answer; and ``{"t": "p", "n", "origin", "w"}`` takes
+  what waits for process ``origin``'s local subscribers, ``{"t": "a", "id", "reply"}``
+  answers a request to one);
 - to the router: ``{"t": "r", "n", "reply"}`` the reply to call ``n``; ``{"t": "x",
   "err"}`` the last frame was unreadable (a `wire.failed` error), and the stream closes.
 
@@ -47,8 +49,8 @@ _HIGH_WATER = 1024 * 1024  # bytes buffered for the peer before a writer waits f
 _CONNECT_WAIT = 10.0  # seconds at most to open a connection (then the Ray call is used)
 
 Address = tuple[str, int]
-RequestHandler = Callable[[dict[str, Any]], Awaitable[wire.Envelope]]  # gets the frame
-CancelHandler = Callable[[str], None]
+RequestHandler = Callable[[dict[str, Any]], Awaitable[Any]]  # a frame -> its reply
+NoteHandler = Callable[[dict[str, Any]], None]  # a frame answered by nothing
 
 
 class Lost(Exception):
@@ -115,9 +117,18 @@ async def _write(writer: asyncio.StreamWriter, data: bytes) -> None:
 class DirectServer:
     """Serves one actor's requests, events and cancellations over streams."""
 
-    def __init__(self, on_request: RequestHandler, on_cancel: CancelHandler) -> None:
+    def __init__(
+        self,
+        on_request: RequestHandler,
+        on_note: NoteHandler,
+        *,
+        answers: frozenset[str] = frozenset("qe"),
+        notes: frozenset[str] = frozenset("c"),
+    ) -> None:
         self._on_request = on_request
-        self._on_cancel = on_cancel
+        self._on_note = on_note
+        self._answers = answers
+        self._notes = notes
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -152,12 +163,12 @@ class DirectServer:
                 if frame is None:
                     return
                 kind = frame["t"]
-                if kind in ("q", "e"):
+                if kind in self._answers:
                     task = asyncio.get_running_loop().create_task(self._answer(writer, frame))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
-                elif kind == "c":
-                    self._on_cancel(str(frame.get("id")))
+                elif kind in self._notes:
+                    self._on_note(frame)
                 else:
                     bad = SerializationError(f"a direct-path frame of unknown kind {kind!r}")
                     await _write(writer, encode({"t": "x", "err": wire.failed(bad)["err"]}))
@@ -195,9 +206,7 @@ class _Connection:
         self.closed = False
         self._reading = asyncio.get_running_loop().create_task(self._read(reader))
 
-    async def call(
-        self, kind: str, env: wire.Envelope, **extra: Any
-    ) -> asyncio.Future[wire.Envelope]:
+    async def call(self, kind: str, env: wire.Envelope | None, **extra: Any) -> asyncio.Future[Any]:
         """Send `env` (in a frame with `extra`); the future of its reply (the caller bounds
         the wait)."""
         if self.closed:
@@ -216,9 +225,17 @@ class _Connection:
 
     def cancel(self, message_id: str) -> None:
         """Ask the host to cancel the handler of `message_id` (best effort)."""
-        if not self.closed:
-            with contextlib.suppress(ConnectionError):
-                self._writer.write(encode({"t": "c", "id": message_id}))
+        self.note({"t": "c", "id": message_id})
+
+    def note(self, frame: dict[str, Any]) -> bool:
+        """Send a frame nobody answers; whether it went (best effort)."""
+        if self.closed:
+            return False
+        try:
+            self._writer.write(encode(frame))
+        except ConnectionError:
+            return False
+        return True
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
         try:
@@ -288,6 +305,13 @@ class DirectClient:
         except OSError as exc:
             raise Refused(f"{address[0]}:{address[1]} refused the stream: {exc}") from None
         conn = self._conns[address] = _Connection(reader, writer)
+        return conn
+
+    def open_connection(self, address: Address) -> _Connection | None:
+        """The connection to `address` if one is open in this loop, else None."""
+        conn = self._conns.get(address)
+        if conn is None or conn.closed or self._loop is not asyncio.get_running_loop():
+            return None
         return conn
 
     def drop(self, address: Address) -> None:

@@ -289,7 +289,12 @@ class Directory:
         if not self._config.get("direct", True):
             return None
         if self._server is None:
-            server = DirectServer(self._direct_message, lambda mid: None)
+            server = DirectServer(
+                self._direct_message,
+                self._direct_answer,
+                answers=frozenset("qep"),
+                notes=frozenset("a"),
+            )
             try:
                 await server.start(node_ip())
             except OSError:
@@ -298,11 +303,18 @@ class Directory:
             self._server = server
         return self._server.address
 
-    async def _direct_message(self, frame: dict[str, Any]) -> wire.Envelope:
-        if frame["t"] == "e":
+    async def _direct_message(self, frame: dict[str, Any]) -> Any:
+        kind, wait = frame["t"], frame.get("w")
+        if kind == "e":
             return self.publish(frame.get("env"))
-        wait = frame.get("w")
+        if kind == "p":
+            return await self.take(str(frame.get("origin")), float(wait or 0.0))
         return await self.ask(frame.get("env"), None if wait is None else float(wait))
+
+    def _direct_answer(self, frame: dict[str, Any]) -> None:
+        reply = frame.get("reply")
+        if isinstance(reply, dict):
+            self.answer(str(frame.get("id")), reply)
 
     # -- local subscribers --------------------------------------------------------------
 

@@ -156,6 +156,7 @@ class AgentHost:
         self, agent_id: str, factory: AgentFactory, config: dict[str, Any], directory: Any
     ) -> None:
         self._id = AgentId.parse(agent_id)
+        self._name = str(self._id)
         self._factory = factory
         self._config = config
         self._directory = directory
@@ -213,7 +214,7 @@ class AgentHost:
         if self._gone or not self._config.get("direct", True):
             return None
         if self._direct is None:
-            server = DirectServer(self._direct_message, self.cancel)
+            server = DirectServer(self._direct_message, self._direct_cancel)
             try:
                 await server.start(node_ip())
             except OSError:
@@ -223,8 +224,20 @@ class AgentHost:
         return self._direct.address
 
     async def _direct_message(self, frame: dict[str, Any]) -> wire.Envelope:
+        env = frame.get("env")
+        if (
+            isinstance(env, dict)
+            and env.get("v") == wire.WIRE_VERSION
+            and env.get("recipient") != self._name
+        ):
+            # for an actor that listened on this port before (it ended, and the port was
+            # taken again): nothing ran, so the router looks the agent up and sends again
+            return wire.GONE
         self._via["direct"] += 1
-        return await self._handle(frame.get("env"), is_rpc=frame["t"] == "q")
+        return await self._handle(env, is_rpc=frame["t"] == "q")
+
+    def _direct_cancel(self, frame: dict[str, Any]) -> None:
+        self.cancel(str(frame.get("id")))
 
     async def close_direct(self) -> None:
         """Stop taking messages directly (routers fall back to Ray calls)."""

@@ -399,12 +399,31 @@ class Router:
         ref = self._directory.remove_subscription.remote(subscription_id)
         wire.result(await self._directory_call(ref), "remove_subscription")
 
+    async def take(self, wait: float) -> list[dict[str, Any]]:
+        """What waits in the directory for this process's local subscribers (a long poll
+        of `wait` seconds at most)."""
+        bound = wait + self._grace + 30.0
+        items = await self._to_directory("p", None, bound, origin=self._origin, w=wait)
+        if items is None:
+            ref = self._directory.take.remote(self._origin, wait)
+            items = await asyncio.wait_for(_wait(ref), bound)
+        return list(items)
+
+    def answer(self, message_id: str, reply: wire.Envelope) -> None:
+        """A local subscriber's answer to request `message_id`, for the directory."""
+        address = self._directory_address
+        if isinstance(address, tuple):
+            conn = self._direct.open_connection(address)
+            if conn is not None and conn.note({"t": "a", "id": message_id, "reply": reply}):
+                return
+        self._directory.answer.remote(message_id, reply)
+
     async def _to_directory(
-        self, kind: str, env: wire.Envelope, wait: float | None, **extra: Any
-    ) -> wire.Envelope | None:
+        self, kind: str, env: wire.Envelope | None, wait: float | None, **extra: Any
+    ) -> Any:
         """The directory's answer over its stream; None when there is none (a Ray call
         then). A broken stream is `AgentUnavailable`; past `wait`, the builtin timeout."""
-        if not self._use_direct or len(env["msg"]) >= DIRECT_LIMIT:
+        if not self._use_direct or (env is not None and len(env["msg"]) >= DIRECT_LIMIT):
             return None
         if self._directory_address is _UNKNOWN:
             self._directory_address = await address_of(self._directory, self._grace + 30.0)
@@ -418,13 +437,12 @@ class Router:
             self._directory_address = None
             return None
         try:
-            reply: wire.Envelope = await asyncio.wait_for(waiter, wait)
+            return await asyncio.wait_for(waiter, wait)
         except builtins.TimeoutError:
             raise TimeoutError("the runtime's directory actor did not answer") from None
         except Lost as exc:
             self._direct.drop(address)
             raise AgentUnavailable(f"the stream to the runtime's directory broke: {exc}") from None
-        return reply
 
     async def _directory_call(self, ref: Any) -> Any:
         try:

@@ -68,6 +68,7 @@ from ..protocol import (
 from ..state import SCHEMA_VERSION, decode_runtime, encode_agent
 from ..subscriptions import Subscription, default_subscriptions
 from . import wire
+from .errors import AgentUnavailable
 from .host import directory_class
 from .router import Router, _wait
 
@@ -248,17 +249,17 @@ class RayRuntime:
 
     async def _poll(self) -> None:
         """Take what waits for this process's local subscribers and call them, in order."""
-        directory = self._directory
-        while self._directory is directory:
+        directory, router = self._directory, self._router
+        while self._directory is directory and router is not None:
             try:
-                items = await _wait(directory.take.remote(self._origin, _TAKE_WAIT))
-            except RayActorError:
+                items = await router.take(_TAKE_WAIT)
+            except (RayActorError, AgentUnavailable):
                 _log.warning("local subscribers: the directory actor is gone; they stop")
                 return
             for item in items:
-                await self._call_local(directory, item)
+                await self._call_local(router, item)
 
-    async def _call_local(self, directory: Any, item: dict[str, Any]) -> None:
+    async def _call_local(self, router: Router, item: dict[str, Any]) -> None:
         env = item.get("ask") or item["event"]
         key = AgentId.parse(str(env["recipient"])).key
         callback = self._locals.get(key)
@@ -275,7 +276,7 @@ class RayRuntime:
                 return
             reply = wire.failed(exc)
         if "ask" in item:
-            directory.answer.remote(env["id"], reply)
+            router.answer(str(env["id"]), reply)
 
     # -- messages ---------------------------------------------------------------------
 
