@@ -21,7 +21,7 @@ from ..agents import Agent, AgentThread, HistoryReducer
 from ..core import ConfigurationError
 from ..workflows import Workflow, WorkflowContext
 from .channels import ChannelFactory
-from .manager import ManagerState, TeamManager, sourced
+from .manager import ManagerState, TeamManager
 from .speakers import (
     ChatState,
     RoundRobin,
@@ -99,15 +99,12 @@ class GroupChatManager(TeamManager):
 
     async def _reduce(self, ctx: WorkflowContext[Any, Any]) -> None:
         """Shrink what the channels mirror when the reducer shortens the history."""
-        from .manager import CHANNELS_KEY
-
-        channels = ctx.kwargs.get(CHANNELS_KEY)
-        if channels is None or self.history_reducer is None:
+        if self.history_reducer is None:
             return
         history = self.history(ctx)
         reduced = await self.history_reducer.reduce(history)
         if len(reduced) < len(history):
-            await channels.reset(sourced(reduced))
+            await self.reduce_channels(reduced, ctx)
 
 
 class GroupChat(Team):
