@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from cantata.agents import ChatAgent
@@ -95,6 +96,20 @@ def _select(messages: list[Message], options: ChatOptions) -> str:
     return min(counts, key=lambda n: counts[n])
 
 
+class LastTwo:
+    """A history reducer: the channels mirror only the last two messages."""
+
+    async def reduce(self, messages: Sequence[Message]) -> list[Message]:
+        return list(messages[-2:])
+
+
+def reduced() -> Team:
+    """A round robin whose channels are reset to the reduced history after every turn."""
+    return GroupChat(
+        [counter("a"), counter("b")], max_turns=5, history_reducer=LastTwo(), name="reduced"
+    )
+
+
 def function_speaker() -> Team:
     agents = [counter("a"), counter("b")]
     return GroupChat(agents, speaker=_pick, max_turns=5, name="fn")
@@ -173,6 +188,7 @@ BUILDERS = {
     "round_robin": round_robin,
     "selector": selector,
     "function_speaker": function_speaker,
+    "reduced": reduced,
     "sequential": sequential,
     "concurrent": concurrent,
     "handoff": handoff,

@@ -59,6 +59,7 @@ TASKS: dict[str, list[str | None]] = {
     "round_robin": ["write a haiku", "another one"],
     "selector": ["pick well", None],
     "function_speaker": ["go", "again"],
+    "reduced": ["go", "on"],
     "sequential": ["draft this", "once more"],
     "concurrent": ["assess the plan"],
     "handoff": ["I want my money back", "thanks, and the invoice?"],

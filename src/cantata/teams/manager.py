@@ -32,7 +32,6 @@ __all__ = [
     "ManagerState",
     "TeamManager",
     "channels_of",
-    "copied",
     "team_name_of",
     "turn_span",
     "visible",
@@ -46,12 +45,6 @@ CHANNELS_KEY = "cantata.teams.channels"
 """The run keyword argument that carries the session's `ChannelSet` to the executors (in
 process), or the session's key (a string: on a runtime that copies messages, where each
 process finds the session's channels with `channels_for`)."""
-
-# Team events cross processes (published live from an executor's actor) on a runtime that
-# copies messages, so they are JSON types like the messages of the workflow.
-register(TeamMessageEvent, name="cantata.teams.TeamMessageEvent")
-register(RoutingEvent, name="cantata.teams.RoutingEvent")
-register(TeamStoppedEvent, name="cantata.teams.TeamStoppedEvent")
 TEAM_KEY = "cantata.teams.team"
 """The run keyword argument that carries the team's name (for its spans)."""
 
@@ -110,12 +103,6 @@ def channels_of(ctx: WorkflowContext[Any, Any], executor: Any = None) -> Channel
         f"executor {ctx.executor_id!r} of a team runs without its channels: run a team "
         "through team.run(), team.create_session() or team.resume(), not its workflow"
     )
-
-
-def copied(ctx: WorkflowContext[Any, Any]) -> bool:
-    """Whether this run's team executors may be in other processes (the session passed its
-    key, not its channels): channels then catch up from the history log, not a broadcast."""
-    return isinstance(ctx.kwargs.get(CHANNELS_KEY), str)
 
 
 def team_name_of(ctx: WorkflowContext[Any, Any]) -> str:

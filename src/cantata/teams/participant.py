@@ -18,8 +18,8 @@ from ..agents import Agent, AgentResponse, AgentResponseUpdate
 from ..core import Message, Usage, tracing
 from ..models import ChatOptions
 from ..workflows import AgentUpdateEvent, Executor, WorkflowContext, handler
-from .channels import REDUCED_LOG, AgentChannel, ChannelFactory, channel_key
-from .manager import channels_of, copied, sourced, turn_span
+from .channels import REDUCED_LOG, AgentChannel, ChannelFactory, ChannelSet, channel_key
+from .manager import CHANNELS_KEY, channels_of, sourced, turn_span
 from .turns import HISTORY_LOG, SpeakTurn, TurnDone
 
 __all__ = ["ParticipantExecutor"]
@@ -43,8 +43,10 @@ class ParticipantExecutor(Executor):
     @handler(output=TurnDone)
     async def take_turn(self, turn: SpeakTurn, ctx: WorkflowContext[Any, Any]) -> None:
         """Speak: run the agent on the shared history, then give the turn back."""
-        channels = channels_of(ctx, self)
-        if copied(ctx):  # perhaps another process: catch up from the history log
+        given: Any = ctx.kwargs.get(CHANNELS_KEY)
+        copying = not isinstance(given, ChannelSet)
+        channels: ChannelSet = channels_of(ctx, self) if copying else given
+        if copying:  # the session's key: perhaps another process, so the history log
             channel = await channels.catch_up(
                 self.channel_key,
                 self.agent,
@@ -71,7 +73,7 @@ class ParticipantExecutor(Executor):
                 response = await self._run_agent(channel, on_update, ctx)
         else:
             response = await self._run_agent(channel, on_update, ctx)
-        if copied(ctx):
+        if copying:
             channels.wrote(self.channel_key, response.messages)
         name = self.agent.name
         messages = [m if m.author_name else m.copy(author_name=name) for m in response.messages]
