@@ -57,9 +57,16 @@ async def test_frames_round_trip_over_a_stream() -> None:
         await server.close()
 
 
+async def _opened(host: str, port: int, secret: str) -> Any:
+    reader, writer = await asyncio.open_connection(host, port)
+    writer.write(encode({"t": "h", "s": secret}))
+    assert await asyncio.wait_for(read_frame(reader), 5) == {"t": "h"}
+    return reader, writer
+
+
 async def test_a_bad_frame_is_a_typed_error_on_both_sides() -> None:
     server = DirectServer(_echo, lambda frame: None)
-    host, port = await server.start("127.0.0.1")
+    host, port, secret = await server.start("127.0.0.1")
     try:
         for bad in (
             struct.pack(">I", 8) + b"not json",
@@ -67,14 +74,18 @@ async def test_a_bad_frame_is_a_typed_error_on_both_sides() -> None:
             struct.pack(">I", 0xFFFFFFFF),
             encode({"t": "zz"}),
         ):
-            reader, writer = await asyncio.open_connection(host, port)
-            writer.write(bad)
-            answer = await asyncio.wait_for(read_frame(reader), 5)
-            assert answer is not None and answer["t"] == "x"
-            with pytest.raises(SerializationError):
-                raise wire.rebuild(answer["err"])
-            assert await asyncio.wait_for(reader.read(), 5) == b""  # then it closes
-            writer.close()
+            for greet in (False, True):  # as the first frame, and after the hello
+                if greet:
+                    reader, writer = await _opened(host, port, secret)
+                else:
+                    reader, writer = await asyncio.open_connection(host, port)
+                writer.write(bad)
+                answer = await asyncio.wait_for(read_frame(reader), 5)
+                assert answer is not None and answer["t"] == "x"
+                with pytest.raises(SerializationError):
+                    raise wire.rebuild(answer["err"])
+                assert await asyncio.wait_for(reader.read(), 5) == b""  # then it closes
+                writer.close()
         # a router reading garbage from its host fails the call waiting on it, typed
         reader = asyncio.StreamReader()
         reader.feed_data(struct.pack(">I", 3) + b"{x}")
@@ -88,10 +99,14 @@ async def test_a_refused_stream_is_refused_not_lost() -> None:
     from cantata.runtime.ray.direct import Refused
 
     server = DirectServer(_echo, lambda frame: None)
-    address = await server.start("127.0.0.1")
-    await server.close()  # nothing listens there any more
+    host, port, secret = await server.start("127.0.0.1")
+    try:
+        with pytest.raises(Refused, match="refused the stream"):  # not its secret
+            await DirectClient().connection((host, port, "0" * 32), 5)
+    finally:
+        await server.close()  # nothing listens there any more
     with pytest.raises(Refused):
-        await DirectClient().connection(address, 5)
+        await DirectClient().connection((host, port, secret), 5)
 
 
 # -- on the cluster ------------------------------------------------------------------------
@@ -143,14 +158,14 @@ async def test_a_bad_frame_to_a_host_is_a_typed_error_and_the_host_goes_on(
         await rt.register_factory("counter", ra.Counter)
         a = AgentId("counter", "a")
         await rt.send_message(ra.Add(1), a)
-        host, port = await host_of(rt, a).direct_address.remote()
-        reader, writer = await asyncio.open_connection(host, port)
+        host, port, secret = await host_of(rt, a).direct_address.remote()
+        reader, writer = await _opened(host, port, secret)
         writer.write(struct.pack(">I", 5) + b"\xff\xfe{}!")
         answer = await asyncio.wait_for(read_frame(reader), 10)
         writer.close()
         assert answer is not None and answer["err"]["type"] == "SerializationError"
         # a frame that is JSON but an envelope of another version: answered, typed
-        reader, writer = await asyncio.open_connection(host, port)
+        reader, writer = await _opened(host, port, secret)
         writer.write(encode({"t": "q", "n": 7, "env": {"v": 99, "id": "m"}}))
         answer = await asyncio.wait_for(read_frame(reader), 10)
         writer.close()

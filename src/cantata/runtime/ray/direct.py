@@ -4,11 +4,13 @@ Ray still places, names, supervises and reports the death of every actor; only t
 of a request, its reply and its cancellation take this path, because a Ray actor call costs
 several process hops (the caller's core worker, the callee's, the object store for the
 reply) where a stream costs one. A host (`DirectServer`) listens on its node's IP on a free
-port and reports the address; a router (`DirectClient`) keeps one connection per address
-and multiplexes its requests on it by a call number.
+port and reports the address with a secret of its own (through Ray, so only the
+cluster's members learn it); a router (`DirectClient`) keeps one connection per address,
+opened with that secret, and multiplexes its requests on it by a call number.
 
 Frames are a 4-byte big-endian length and that many bytes of UTF-8 JSON (no pickle); the
-envelope inside is `wire.Envelope`, unchanged:
+envelope inside is `wire.Envelope`, unchanged. A stream opens with ``{"t": "h", "s"}``
+(the secret), answered ``{"t": "h"}``; any other first frame is refused with an ``"x"``.
 
 - to the host: ``{"t": "q", "n", "env"}`` a request, ``{"t": "e", "n", "env"}`` an event,
   ``{"t": "c", "id"}`` cancel the handler of message ``id`` (the directory's stream takes
@@ -27,8 +29,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import json
 import logging
+import secrets
 import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -48,7 +52,7 @@ _HEADER = struct.Struct(">I")
 _HIGH_WATER = 1024 * 1024  # bytes buffered for the peer before a writer waits for it
 _CONNECT_WAIT = 10.0  # seconds at most to open a connection (then the Ray call is used)
 
-Address = tuple[str, int]
+Address = tuple[str, int, str]  # host, port, the server's secret
 RequestHandler = Callable[[dict[str, Any]], Awaitable[Any]]  # a frame -> its reply
 NoteHandler = Callable[[dict[str, Any]], None]  # a frame answered by nothing
 
@@ -132,14 +136,35 @@ class DirectServer:
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._secret = secrets.token_hex(16)
         self.address: Address | None = None
 
     async def start(self, host: str) -> Address:
-        """Listen on `host` on a free port; the address to report."""
+        """Listen on `host` on a free port; the address to report (with the secret)."""
         self._server = await asyncio.start_server(self._serve, host, 0)
         sock = self._server.sockets[0].getsockname()
-        self.address = (str(sock[0]), int(sock[1]))
+        self.address = (str(sock[0]), int(sock[1]), self._secret)
         return self.address
+
+    async def _greet(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """Whether the stream opened with this server's secret (answered), else refused."""
+        try:
+            frame = await asyncio.wait_for(read_frame(reader), _CONNECT_WAIT)
+            if frame is None:
+                return False
+            secret = frame.get("s")
+            if frame["t"] != "h" or not isinstance(secret, str):
+                raise SerializationError("a direct stream must open with its hello frame")
+            if not hmac.compare_digest(secret.encode(), self._secret.encode()):
+                raise SerializationError("the hello frame does not carry this stream's secret")
+        except SerializationError as exc:
+            await _write(writer, encode({"t": "x", "err": wire.failed(exc)["err"]}))
+            await writer.drain()
+            return False
+        except TimeoutError:
+            return False
+        await _write(writer, encode({"t": "h"}))
+        return True
 
     async def close(self) -> None:
         """Stop listening and end every stream (a router waiting on one sees it lost)."""
@@ -153,6 +178,8 @@ class DirectServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
         try:
+            if not await self._greet(reader, writer):
+                return
             while True:
                 try:
                     frame = await read_frame(reader)
@@ -280,6 +307,7 @@ class DirectClient:
         self._conns: dict[Address, _Connection] = {}
         self._opening: dict[Address, asyncio.Future[_Connection]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._unreachable: set[str] = set()  # hosts a connection timed out to
 
     async def connection(self, address: Address, wait: float | None) -> _Connection:
         """The open connection to `address`; `Refused` when none can be opened in time."""
@@ -297,13 +325,27 @@ class DirectClient:
         try:
             return await asyncio.wait_for(asyncio.shield(opening), bound)
         except TimeoutError:
+            if bound >= _CONNECT_WAIT:  # a whole connect wait: Ray calls to that host
+                self._unreachable.add(address[0])
             raise Refused(f"no stream to {address[0]}:{address[1]} within {bound}s") from None
 
     async def _open(self, address: Address) -> _Connection:
+        host, port, secret = address
+        if host in self._unreachable:
+            raise Refused(f"{host} could not be reached before: Ray calls to it")
         try:
-            reader, writer = await asyncio.open_connection(*address)
+            reader, writer = await asyncio.open_connection(host, port)
         except OSError as exc:
-            raise Refused(f"{address[0]}:{address[1]} refused the stream: {exc}") from None
+            raise Refused(f"{host}:{port} refused the stream: {exc}") from None
+        try:
+            writer.write(encode({"t": "h", "s": secret}))
+            answer = await read_frame(reader)
+        except (OSError, Lost, SerializationError) as exc:
+            writer.close()
+            raise Refused(f"{host}:{port} did not open the stream: {exc}") from None
+        if answer is None or answer["t"] != "h":
+            writer.close()
+            raise Refused(f"{host}:{port} refused the stream: {answer}")
         conn = self._conns[address] = _Connection(reader, writer)
         return conn
 
@@ -346,7 +388,7 @@ async def address_of(handle: Any, wait: float) -> Address | None:
         )
     except (RayActorError, TimeoutError):
         return None
-    return None if found is None else (str(found[0]), int(found[1]))
+    return None if found is None else (str(found[0]), int(found[1]), str(found[2]))
 
 
 async def died(handle: Any, wait: float) -> bool:

@@ -208,7 +208,7 @@ class AgentHost:
         self._via["ray"] += 1
         return await self._handle(env, is_rpc=False)
 
-    async def direct_address(self) -> tuple[str, int] | None:
+    async def direct_address(self) -> tuple[str, int, str] | None:
         """Where this actor takes messages directly (listening from the first ask on); None
         when the runtime turned the direct path off or no port could be opened."""
         if self._gone or not self._config.get("direct", True):

@@ -258,7 +258,9 @@ class Router:
                 if address is not None:
                     self._direct.drop(address)
                 self.forget(recipient)
-                if not await died(handle, _CONFIRM_WAIT):
+                left = _remaining(deadline)
+                wait = _CONFIRM_WAIT if left is None else left + self._grace + 5.0
+                if not await died(handle, min(wait, _CONFIRM_WAIT)):
                     raise AgentUnavailable(
                         f"the stream to the actor of agent {recipient} broke with {what}, and "
                         "the actor still answers Ray; the handler may have run, so it is not "
