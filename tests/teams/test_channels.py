@@ -19,6 +19,7 @@ from cantata.core import (
     TimeoutError,
 )
 from cantata.models import ChatOptions, ScriptedChatClient, tool_call
+from cantata.runtime import LocalRuntime
 from cantata.teams import (
     ChannelSet,
     ChannelSyncError,
@@ -27,7 +28,7 @@ from cantata.teams import (
     ServiceChannel,
     channel_key,
 )
-from cantata.teams.channels import factories_for
+from cantata.teams.channels import Reduction, factories_for
 
 from ._agents import counting_agent
 from ._server import ChatServer, ServerAgent
@@ -381,3 +382,76 @@ async def test_run_options_reach_an_agent_on_a_service_channel() -> None:
     await channel.invoke(agent, options=ChatOptions(temperature=0.1))
     await channel.invoke(agent)
     assert [o.temperature if o else None for o in agent.seen] == [0.1, None]
+
+
+# -- catching up from the history log (a runtime that copies messages) ---------------------
+
+
+async def test_two_thread_kinds_say_the_same_on_a_runtime_that_copies_messages() -> None:
+    async def run(runtime: LocalRuntime | None) -> tuple[list[str], list[list[str]]]:
+        server = ChatServer()
+        agents = [counting_agent("la"), ServerAgent(server, name="ra")]
+        agents += [counting_agent("lb"), ServerAgent(server, name="rb")]
+        team = GroupChat(agents, max_turns=6)
+        session = team.create_session(runtime=runtime)
+        first = [m.text for m in (await session.run("topic")).messages]
+        second = [m.text for m in (await session.run("more")).messages]
+        kept = [[m.text for m in c] for c in server.conversations.values()]
+        return first + second, kept
+
+    expected = await run(None)
+    async with LocalRuntime(serialize_messages=True) as copying:
+        got = await run(copying)
+    assert got == expected
+    assert len(got[1]) == 1  # one server conversation, every message once
+    assert got[1][0] == got[0]
+
+
+async def test_catching_up_skips_what_the_channel_wrote_and_retries_a_failed_delivery() -> None:
+    server = ChatServer()
+    agent = ServerAgent(server, name="ra")
+    key = channel_key(agent)
+    channels = ChannelSet(factories_for([agent]))
+    history = [Message("user", "task")]
+    channel = await channels.catch_up(key, agent, history)
+    assert isinstance(channel, ServiceChannel)
+    reply = await channel.invoke(agent)
+    channels.wrote(key, reply.messages)
+    history += [*reply.messages, Message("assistant", "other", author_name="lb")]
+    server.fail_next = 1
+    with pytest.raises(ChannelSyncError, match=r"failed to receive 1 message"):
+        await channels.catch_up(key, agent, history)
+    await channels.catch_up(key, agent, history)  # the same message, delivered now
+    (conversation,) = server.conversations.values()
+    assert [m.text for m in conversation] == ["task", "ra saw 1: task", "other"]
+
+
+async def test_a_reply_that_never_reached_the_history_resets_the_channel() -> None:
+    local = counting_agent("la")
+    key = channel_key(local)
+    channels = ChannelSet(factories_for([local]))
+    history = [Message("user", "task")]
+    channel = await channels.catch_up(key, local, history)
+    assert isinstance(channel, LocalChannel)
+    orphan = await channel.invoke(local)  # its turn was cancelled: the team never said it
+    channels.wrote(key, orphan.messages)
+    history.append(Message("assistant", "lb says 1", author_name="lb"))
+    channel = await channels.catch_up(key, local, history)
+    assert isinstance(channel, LocalChannel)
+    assert [m.text for m in channel.view("la")] == ["task", "lb says 1"]
+
+
+async def test_catching_up_after_a_reduction_mirrors_the_reduced_history() -> None:
+    local = counting_agent("la")
+    key = channel_key(local)
+    channels = ChannelSet(factories_for([local]))
+    history = [Message("user", str(i)) for i in range(4)]
+    await channels.catch_up(key, local, history)
+    summary = Reduction(len(history), [Message("user", "summary")])
+    history.append(Message("user", "after"))
+    channel = await channels.catch_up(key, local, history, [summary])
+    assert isinstance(channel, LocalChannel)
+    assert [m.text for m in channel.view("la")] == ["summary", "after"]
+    history.append(Message("user", "later"))
+    await channels.catch_up(key, local, history, [summary])  # applied once
+    assert [m.text for m in channel.view("la")] == ["summary", "after", "later"]

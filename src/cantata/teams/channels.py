@@ -538,9 +538,10 @@ class ChannelSet:
         if reset:
             own.clear()  # an empty channel takes its own messages too
             entry.broken = True
+        passed: list[str] = []  # its own messages, passed in the history
         for m in history[start:]:
             if m.message_id in own:
-                own.discard(m.message_id)
+                passed.append(m.message_id)
                 continue
             kept = channel.admit(m)
             if kept is not None:
@@ -563,6 +564,7 @@ class ChannelSet:
                 f"participant {agent.name!r} could read it: {exc}; they are delivered again "
                 "at the next sync"
             ) from exc
+        own.difference_update(passed)  # only now: a failed delivery is done again in full
         entry.seen = len(history)
         entry.reductions = len(reductions)
         entry.broken = False
