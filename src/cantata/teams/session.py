@@ -183,8 +183,8 @@ class TeamSession:
         """Fresh channels, under a new session key (a remote process's channel sets of the
         old key are then never read again)."""
         channels = self.team._new_channels()
-        self._key = f"{self.team.name}.{new_id()}"
         if self._copying:
+            self._key = f"{self.team.name}.{new_id()}"
             register_channels(self._key, channels)
         return channels
 
