@@ -70,6 +70,20 @@ class Waiter:
         raise TimeoutError(f"marker {self.marker} never appeared")
 
 
+class CrashOnce:
+    """Ends its worker process at its first answer (no marker file yet: it leaves one), then
+    answers as a `Counter` would: a participant whose actor dies mid-turn."""
+
+    def __init__(self, name: str, marker: str) -> None:
+        self.name, self.marker = name, marker
+
+    def __call__(self, messages: list[Message], options: ChatOptions) -> str:
+        if not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os._exit(1)
+        return f"{self.name} says {len(messages)}"
+
+
 # -- teams -----------------------------------------------------------------------------------
 
 
@@ -182,6 +196,12 @@ def waiting(marker: str) -> Team:
     """A round robin whose second speaker waits for `marker` (to be cancelled meanwhile)."""
     slow = ChatAgent(ScriptedChatClient(Waiter("slow", marker)), name="slow")
     return GroupChat([counter("quick"), slow], max_turns=4, name="waiting")
+
+
+def crashing(marker: str) -> Team:
+    """A round robin whose third speaker's worker dies at its first turn."""
+    crashy = ChatAgent(ScriptedChatClient(CrashOnce("crashy", marker)), name="crashy")
+    return GroupChat([counter("a"), counter("b"), crashy], max_turns=5, name="crashing")
 
 
 BUILDERS = {

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import ray_teams as rt
 
-from cantata.core import CancellationToken, CancelledError, Message
+from cantata.core import CancellationToken, CancelledError, Message, WorkflowError
 from cantata.runtime import AgentRuntime, LocalRuntime
-from cantata.runtime.ray import RayRuntime
+from cantata.runtime.ray import AgentUnavailable, RayRuntime
 from cantata.teams import RoutingEvent, TaskResult, Team, TeamMessageEvent
 from cantata.workflows import InMemoryCheckpointStore
 
@@ -136,4 +136,25 @@ async def test_a_cancelled_run_goes_on_where_it_stopped(
     open(marker, "w").close()  # noqa: ASYNC230 (a test's flag)
     finished = transcript(await chat.run())
     expected = await conversation(rt.waiting(marker), ["wait for it"])
+    assert finished == expected[0]
+
+
+async def test_a_participant_whose_worker_dies_fails_the_run_which_resumes(
+    cluster: Any, tmp_path: Any
+) -> None:
+    marker = str(tmp_path / "crashed")
+    team = rt.crashing(marker)
+    store = InMemoryCheckpointStore()
+    async with RayRuntime(name=f"t{uuid.uuid4().hex[:8]}", default_timeout=60) as ray_rt:
+        chat = team.create_session(checkpoint_store=store, runtime=ray_rt)
+        with pytest.raises(WorkflowError, match="executor 'crashy' failed") as failed:
+            async with asyncio.timeout(90):  # the caller is not left hanging
+                await chat.run("go")
+        assert isinstance(failed.value.__cause__, AgentUnavailable)
+        # the turns before the crash were committed: resume from the last checkpoint
+        last = max(await store.list_checkpoints(), key=lambda c: c.superstep)
+        assert last.superstep >= 4  # the task, a's and b's turns
+        resumed = await team.resume(last.checkpoint_id, checkpoint_store=store, runtime=ray_rt)
+        finished = transcript(await resumed.run())
+    expected = await conversation(rt.crashing(marker), ["go"])  # the marker is there now
     assert finished == expected[0]
