@@ -189,3 +189,19 @@ async def test_a_refused_direct_path_falls_back_to_ray_calls(cluster: Any) -> No
         await rt.register_factory("counter", ra.Counter)
         assert await rt.send_message(ra.Add(1), a) == 1
         assert await paths(rt, a) == {"ray": 1, "direct": 0}
+
+
+async def test_a_stream_that_breaks_under_a_live_actor_is_agent_unavailable(
+    cluster: Any,
+) -> None:
+    async with fresh() as rt:
+        await rt.register_factory("counter", ra.Counter)
+        a = AgentId("counter", "a")
+        assert await rt.send_message(ra.Add(1), a) == 1
+        pending = asyncio.ensure_future(rt.send_message(ra.Hang(), a))
+        await asyncio.sleep(0.5)
+        await host_of(rt, a).close_direct.remote()  # the stream ends; the actor lives on
+        with pytest.raises(AgentUnavailable, match="still answers Ray"):
+            await asyncio.wait_for(pending, 60)  # at most once: not sent again
+        assert await rt.send_message(ra.Add(1), a) == 2  # the same actor, by Ray call
+        assert await paths(rt, a) == {"ray": 1, "direct": 2}

@@ -395,7 +395,8 @@ async def died(handle: Any, wait: float) -> bool:
     """Whether Ray says the actor behind a broken stream is dead; False when it answers a
     bounded call (or cannot tell within `wait` seconds)."""
     try:
-        await asyncio.wait_for(asyncio.wrap_future(handle.where.remote().future()), wait)
+        probe = handle.__ray_ready__.remote()  # every Ray actor has it
+        await asyncio.wait_for(asyncio.wrap_future(probe.future()), wait)
     except ActorDiedError:
         return True
     except (RayActorError, TimeoutError):

@@ -405,7 +405,13 @@ class Router:
         """What waits in the directory for this process's local subscribers (a long poll
         of `wait` seconds at most)."""
         bound = wait + self._grace + 30.0
-        items = await self._to_directory("p", None, bound, origin=self._origin, w=wait)
+        try:
+            items = await self._to_directory("p", None, bound, origin=self._origin, w=wait)
+        except AgentUnavailable:  # the stream broke: the directory's end, or just the stream?
+            if await died(self._directory, _CONFIRM_WAIT):
+                raise
+            self._directory_address = _UNKNOWN  # a new stream for the next poll
+            items = None
         if items is None:
             ref = self._directory.take.remote(self._origin, wait)
             items = await asyncio.wait_for(_wait(ref), bound)
