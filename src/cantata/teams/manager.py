@@ -97,8 +97,16 @@ def channels_of(ctx: WorkflowContext[Any, Any], executor: Any = None) -> Channel
     if isinstance(channels, ChannelSet):
         return channels
     factories = getattr(executor, "channel_factories", None)
-    if isinstance(channels, str) and factories is not None:
-        return channels_for(channels, factories, executor.sync_timeout)
+    if isinstance(channels, str):
+        if factories is not None:
+            return channels_for(channels, factories, executor.sync_timeout)
+        raise ConfigurationError(
+            f"executor {ctx.executor_id!r} of a team reads the team's channels on a runtime "
+            "that copies messages, where they are made in each process from the team's "
+            "channel factories: pass the executor to channels_of(ctx, executor), and give "
+            "it channel_factories and sync_timeout as ParticipantExecutor has (a team sets "
+            "them on every ParticipantExecutor of its workflow)"
+        )
     raise ConfigurationError(
         f"executor {ctx.executor_id!r} of a team runs without its channels: run a team "
         "through team.run(), team.create_session() or team.resume(), not its workflow"

@@ -5,6 +5,11 @@ once (a `TeamManager` executor and one executor per participant, passing a turn 
 Conversations live in sessions: `create_session()` gives an independent one (any number
 may run at once), and the team's own default session serves AutoGen-style code:
 ``await team.run(task)``, ``await team.run()`` to continue, ``await team.reset()``.
+
+A session given a runtime that copies messages (``RayRuntime``, or
+``LocalRuntime(serialize_messages=True)``) runs the same workflow with each participant on
+an actor of its own (`workflow_for`), in whatever process the runtime puts it; the team's
+code and its transcript are the same (see `channels.py` for how the history reaches it).
 """
 
 from __future__ import annotations
