@@ -4,6 +4,7 @@ plan review, fallbacks."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from cantata.agents import ChatAgent
 from cantata.core import ConfigurationError, Message
 from cantata.models import ChatOptions, ScriptedChatClient, tool_call
+from cantata.runtime import LocalRuntime
 from cantata.stores import SQLiteStore
 from cantata.teams.code_executor import LocalCodeExecutor, coder_agent
 from cantata.teams.events import RoutingEvent
@@ -153,10 +155,21 @@ async def test_require_plan_done_waits_for_every_planned_participant() -> None:
     assert result.stop_message is not None and result.stop_message.source == "satisfied"
 
 
-async def test_plan_review_pauses_until_a_person_answers() -> None:
+@pytest.fixture(params=["in process", "copying"])
+async def runtime(request: pytest.FixtureRequest) -> AsyncIterator[LocalRuntime | None]:
+    """No runtime, or one that copies messages (each executor an actor of its own, as on
+    Ray: the review request and its answers cross as JSON)."""
+    if request.param == "in process":
+        yield None
+        return
+    async with LocalRuntime(serialize_messages=True) as copying:
+        yield copying
+
+
+async def test_plan_review_pauses_until_a_person_answers(runtime: LocalRuntime | None) -> None:
     script = ManagerScript([progress("a", satisfied=True)], plan=[("a", "first plan")])
     team = Magentic(script.client, [worker("a"), worker("b")], plan_review=True)
-    session = team.create_session()
+    session = team.create_session(runtime=runtime)
     events = [e async for e in session.run_stream("t")]
     requests = [e for e in events if isinstance(e, RequestInfoEvent)]
     assert len(requests) == 1 and isinstance(requests[0].data, PlanReview)
