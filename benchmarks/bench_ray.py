@@ -18,7 +18,7 @@
    `RayRuntime`, its executors' actors spread over both nodes, against the same workflow
    in one process (the default placement); reported with the cost per message (each
    executor invocation is one request and its result one reply; the events go through
-   the driver's local subscriber).
+   the directory to the driver's local subscriber, all over the direct streams).
 
 The cluster is started once per process (head and one worker node, no dashboard, small
 object stores, free ports) and shut down at exit; contenders take turns within each round
