@@ -19,6 +19,7 @@ from ..core import (
     CancellationToken,
     CancelledError,
     CantataError,
+    Content,
     Message,
     SerializationError,
     ThreadError,
@@ -88,8 +89,8 @@ async def events(
             await close()
 
 
-def answer_message(agent: Agent, text: str, message_id: str) -> Message:
-    """The server's answer as the remote agent's own message."""
+def answer_message(agent: Agent, text: str | list[Content], message_id: str) -> Message:
+    """The server's answer (its text, or contents) as the remote agent's own message."""
     return Message(
         "assistant",
         text,

@@ -11,11 +11,25 @@ a cantata server reads to split them again; other servers see one message).
 
 What travels: text, and binary data or links (`DataContent`, as raw or URL parts). Tool
 calls and results of the local side are its own business and stay here. Anything else
-(approvals, usage) cannot be carried and is refused with `InvalidMessageError`, and the
-server cannot delete a context, so `delete()` of a thread that reached the server raises
-`ThreadError` (use `forget()` to drop it here).
+(usage, approvals when nothing waits for one) cannot be carried and is refused with
+`InvalidMessageError`, and the server cannot delete a context, so `delete()` of a thread
+that reached the server raises `ThreadError` (use `forget()` to drop it here).
 
-Serialized threads (schema 1, kind ``"a2a"``) add ``pending`` (a list of messages).
+A task the server leaves ``input-required`` (a served agent's tool needs approval, a served
+workflow calls ``request_info``) is an answer, as from the local agent: its message holds
+the status text and one `FunctionApprovalRequestContent` or ``request_info``
+`FunctionCallContent` per request listed in the status's ``cantata_input`` data part, and
+the thread waits on that task (`A2AThread.waiting_task_id`). The next run's answers
+(approval responses, function results) go on that task as one data part
+``{"answers": {...}}``; messages beside them wait for the turn after. The one subtle thing:
+a waiting thread sends a run without answers on the task too, where the server reads its
+text as the answer (``yes``), so text alone answers as it would in any A2A client. Requests
+the client cannot read are a `ModelOutputError` quoting the status; a task that ends in any
+state but completed is a `ModelError` (and nothing waits on it any more).
+
+Serialized threads (schema 1, kind ``"a2a"``) add ``pending`` (a list of messages) and
+``waiting`` (null, or ``{"task_id", "requests": {request_id: "approval" | "request_info"}}``;
+absent in threads written before it, read as null).
 """
 
 from __future__ import annotations
@@ -24,7 +38,8 @@ import asyncio
 import math
 import re
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Unpack
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias, Unpack
 
 from ..core import (
     CancellationToken,
@@ -32,20 +47,24 @@ from ..core import (
     ConfigurationError,
     Content,
     DataContent,
+    FunctionApprovalRequestContent,
+    FunctionApprovalResponseContent,
     FunctionCallContent,
     FunctionResultContent,
     InvalidMessageError,
     Message,
     ModelError,
+    ModelOutputError,
     SerializationError,
     TextContent,
     ThreadError,
     TimeoutError,
     UsageContent,
     new_id,
+    short_repr,
     to_json,
 )
-from ..models import ChatOptions
+from ..models import ChatOptions, FinishReason
 from ._remote import RemoteThread, answer_message, bounded, call, events, load_messages, mapped
 from .agent import Agent, AgentInput, IntermediateCallback
 from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
@@ -56,7 +75,7 @@ if TYPE_CHECKING:
     import httpx
     from a2a.client import Client
     from a2a.types.a2a_pb2 import Message as A2AMessage
-    from a2a.types.a2a_pb2 import Part, Task
+    from a2a.types.a2a_pb2 import Part, SendMessageRequest, Task
 
 __all__ = ["A2AAgent", "A2AThread", "a2a_parts", "cantata_messages"]
 
@@ -136,6 +155,89 @@ def _text(parts: Iterable[Part]) -> str:
     return "".join(p.text for p in parts if p.HasField("text"))
 
 
+# -- a task waiting for input ----------------------------------------------------------
+
+_INPUT_KEY = "cantata_input"  # serve.human_input.INPUT_KEY (serve is a layer below)
+_REQUEST_INFO = "request_info"  # workflows.REQUEST_INFO: the call a WorkflowAgent asks with
+_KINDS = ("approval", "request_info")
+_MAX_REQUESTS = 100
+_InputRequest: TypeAlias = FunctionApprovalRequestContent | FunctionCallContent
+"""What a waiting task's request becomes: an approval request, or a ``request_info`` call."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Waiting:
+    """A task that waits for input: its id, and the kind of each request by request id."""
+
+    task_id: str
+    requests: dict[str, str]
+
+    def answer(self, content: Content) -> tuple[str, Any] | None:
+        """The request id `content` answers and the answer as sent, or None (not an answer:
+        a tool result of the local side, text); an approval of no waiting approval is
+        refused."""
+        if type(content) is FunctionApprovalResponseContent:
+            if self.requests.get(content.request_id) != "approval":
+                raise InvalidMessageError(
+                    f"an approval answers request {content.request_id!r}, but task "
+                    f"{self.task_id!r} waits for approvals of {self._ids('approval')}"
+                )
+            return content.request_id, bool(content.approved)
+        if (
+            type(content) is FunctionResultContent
+            and self.requests.get(content.call_id) == "request_info"
+        ):
+            return content.call_id, to_json(content.result)
+        return None
+
+    def _ids(self, kind: str) -> list[str]:
+        return sorted(r for r, k in self.requests.items() if k == kind)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "requests": dict(self.requests)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> _Waiting:
+        requests = data.get("requests") if type(data) is dict else None
+        if (
+            type(data) is not dict
+            or type(data.get("task_id")) is not str
+            or not data["task_id"]
+            or type(requests) is not dict
+            or not requests
+            or not all(type(r) is str and k in _KINDS for r, k in requests.items())
+        ):
+            raise SerializationError(
+                "'waiting' of a serialized A2A thread needs a 'task_id' string and 'requests' "
+                "mapping request ids to 'approval' or 'request_info'"
+            )
+        return cls(data["task_id"], dict(requests))
+
+
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    """One message to the server, and what it does to the thread once it succeeds."""
+
+    request: SendMessageRequest
+    taken: int
+    """How many of the thread's pending messages it took."""
+    recorded: list[Message]
+    """What joins the history (sent, or local tool traffic)."""
+    held: list[Message]
+    """Messages that wait for the next turn (written beside answers to a waiting task)."""
+
+
+def _whole(value: Any) -> Any:
+    """JSON numbers from A2A data parts are doubles; a whole one becomes an int."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_whole(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _whole(v) for k, v in value.items()}
+    return value
+
+
 # -- the thread ------------------------------------------------------------------------
 
 
@@ -155,6 +257,13 @@ class A2AThread(RemoteThread):
         # None: the history is on the server only (a thread restored from its id)
         self._history: list[Message] | None = list(history or []) if id is None else history
         self._pending: list[Message] = list(pending or [])
+        self._waiting: _Waiting | None = None
+
+    @property
+    def waiting_task_id(self) -> str | None:
+        """The id of the server's task that waits for input on this thread (its requests
+        were the last answer), or None; the next run answers it."""
+        return self._waiting.task_id if self._waiting is not None else None
 
     async def _delete_on_service(self, thread_id: str) -> None:
         raise ThreadError(
@@ -168,7 +277,20 @@ class A2AThread(RemoteThread):
 
     def _check_outgoing(self, messages: list[Message]) -> None:
         for m in messages:
+            if self._waiting is not None:  # answers to the waiting task may wait here too
+                m = m.copy(contents=[c for c in m.contents if self._waiting.answer(c) is None])
             a2a_parts(m)
+
+    def _took_a2a_turn(
+        self, turn: _Turn, answer: Message, context_id: str, waiting: _Waiting | None
+    ) -> None:
+        """A turn succeeded: what it sent joins the history, what it held back waits for the
+        next turn (so do messages written meanwhile), and the thread waits on `waiting`."""
+        if self._history is not None:
+            self._history.extend([*turn.recorded, answer])
+        self._set_id(context_id)
+        self._pending = [*turn.held, *self._pending[turn.taken :]]
+        self._waiting = waiting
 
     def _restored_hint(self) -> str:
         return (
@@ -177,7 +299,11 @@ class A2AThread(RemoteThread):
         )
 
     async def _serialize(self) -> dict[str, Any]:
-        return {"pending": [to_json(m) for m in self._pending]}
+        waiting = self._waiting
+        return {
+            "pending": [to_json(m) for m in self._pending],
+            "waiting": None if waiting is None else waiting.to_json(),
+        }
 
     @classmethod
     async def deserialize(cls, data: Any, **kwargs: Any) -> A2AThread:
@@ -189,6 +315,10 @@ class A2AThread(RemoteThread):
         messages = load_messages(fields.get("pending"), "pending", "A2A")
         thread = cls(id=thread_id, pending=messages, **kwargs)
         thread._state = fields["state"] if thread_id is not None else "new"
+        if fields.get("waiting") is not None:
+            if thread_id is None:
+                raise SerializationError("a serialized A2A thread without an id cannot wait")
+            thread._waiting = _Waiting.from_json(fields["waiting"])
         return thread
 
 
@@ -202,6 +332,13 @@ class A2AAgent(Agent):
     ``<url>/.well-known/agent-card.json`` (for ``cantata serve``:
     ``http://host:port/a2a/<name>``). `token` is sent as a bearer token (the server's
     ``--token``). `httpx_client` (yours to close) replaces the client the agent makes.
+
+    A remote run that waits for a person returns like a local one: approvals in
+    `AgentResponse.user_input_requests` (finish reason ``"approval_required"``), a served
+    workflow's requests as ``request_info`` function calls (``"tool_calls"``). Answer on the
+    same thread (restored from `serialize()` data or not): ``request.create_response(True)``
+    in a user message, or ``FunctionResultContent(call.call_id, value)`` (a JSON value) in a
+    tool message; every waiting request in one run.
     """
 
     thread_type = A2AThread
@@ -279,11 +416,37 @@ class A2AAgent(Agent):
 
     # -- one turn ----------------------------------------------------------------------
 
-    def _request(self, thread: A2AThread, incoming: list[Message]) -> Any:
+    def _request(self, thread: A2AThread, incoming: list[Message]) -> _Turn:
+        """The next message on the thread's context: what is new, or, when a task waits for
+        input, the answers to it on that task (other messages then wait for the next turn;
+        text alone is sent on the task, where the server reads it as the answer)."""
         from a2a.types.a2a_pb2 import Message as A2AMessage
         from a2a.types.a2a_pb2 import Role, SendMessageRequest
 
-        outgoing = [m for m in [*thread._pending, *incoming] if not self._said_it(m)]
+        queued = [*thread._pending, *incoming]
+        waiting = thread._waiting
+        answers, held = self._answers(waiting, queued) if waiting is not None else ({}, [])
+        if answers and waiting is not None:
+            parts = [self._answers_part(answers, waiting)]
+        else:
+            held = []
+            parts = self._parts([m for m in queued if not self._said_it(m)])
+        kept = {id(m) for m in held}
+        message = A2AMessage(
+            role=Role.ROLE_USER,
+            message_id=new_id(),
+            parts=parts,
+            context_id=thread.id or "",
+            task_id=waiting.task_id if waiting is not None else "",
+        )
+        return _Turn(
+            SendMessageRequest(message=message),
+            taken=len(thread._pending),
+            recorded=[m for m in queued if id(m) not in kept],
+            held=held,
+        )
+
+    def _parts(self, outgoing: list[Message]) -> list[Part]:
         several = len(outgoing) > 1
         parts = [
             p for i, m in enumerate(outgoing) for p in a2a_parts(m, index=i if several else None)
@@ -293,34 +456,133 @@ class A2AAgent(Agent):
                 f"agent `{self.name}`: nothing to send (the run has no text or data input); "
                 "pass a message"
             )
-        message = A2AMessage(
-            role=Role.ROLE_USER, message_id=new_id(), parts=parts, context_id=thread.id or ""
-        )
-        return SendMessageRequest(message=message)
+        return parts
+
+    def _answers(
+        self, waiting: _Waiting, queued: list[Message]
+    ) -> tuple[dict[str, Any], list[Message]]:
+        """The answers `queued` gives the waiting task, and the messages that are no
+        answers (held for the next turn). Answers come all at once, each in a message of
+        its own kind: a message mixing them with text is refused (the text would be lost)."""
+        answers: dict[str, Any] = {}
+        held: list[Message] = []
+        for m in queued:
+            found = dict(a for a in map(waiting.answer, m.contents) if a is not None)
+            if not found:
+                held.append(m)
+                continue
+            rest = [c for c in m.contents if waiting.answer(c) is None]
+            if a2a_parts(m.copy(contents=rest)):
+                raise InvalidMessageError(
+                    f"agent `{self.name}`: a message answering task {waiting.task_id!r} also "
+                    "holds text or data, which has no place on that task; send it in a "
+                    "message of its own (it then goes with the next turn)"
+                )
+            answers.update(found)
+        missing = sorted(set(waiting.requests) - set(answers))
+        if answers and missing:
+            raise InvalidMessageError(
+                f"agent `{self.name}`: task {waiting.task_id!r} at {self.url} waits for "
+                f"answers to {sorted(waiting.requests)}, all in one run; missing {missing}"
+            )
+        return answers, held
+
+    def _answers_part(self, answers: dict[str, Any], waiting: _Waiting) -> Part:
+        from a2a.helpers import new_data_part
+        from google.protobuf.json_format import Error as ProtobufJsonError
+
+        try:
+            return new_data_part({"answers": answers})
+        except (ProtobufJsonError, TypeError, ValueError) as exc:
+            raise InvalidMessageError(
+                f"agent `{self.name}`: the answers to task {waiting.task_id!r} cannot travel "
+                f"as JSON ({exc}); answer with JSON values"
+            ) from None
 
     def _said_it(self, message: Message) -> bool:
         """An answer of this agent is on the server already."""
         return message.role == "assistant" and message.author_name == self.name
 
-    def _finish(
-        self, thread: A2AThread, incoming: list[Message], task: Task, message_id: str
-    ) -> AgentResponse:
+    def _finish(self, thread: A2AThread, turn: _Turn, task: Task, message_id: str) -> AgentResponse:
+        """The task's end as this agent's answer: its text, or (``input-required``) the
+        requests it waits for, the thread then waiting on it."""
         from a2a.types.a2a_pb2 import TaskState
 
         state = task.status.state
         text = _text(task.status.message.parts) if task.status.HasField("message") else ""
-        if state != TaskState.TASK_STATE_COMPLETED:
+        waiting: _Waiting | None = None
+        if state == TaskState.TASK_STATE_INPUT_REQUIRED:
+            requests = self._input_requests(task, text)
+            waiting = _Waiting(task.id, {_request_id(r): _kind(r) for r in requests})
+            said: list[Content] = [TextContent(text)] if text else []
+            answer = answer_message(self, [*said, *requests], message_id)
+            approvals = any(type(r) is FunctionApprovalRequestContent for r in requests)
+            finish: FinishReason = "approval_required" if approvals else "tool_calls"
+        elif state == TaskState.TASK_STATE_COMPLETED:
+            if not text:
+                text = "".join(_text(a.parts) for a in task.artifacts)
+            answer = answer_message(self, text, message_id)
+            finish = "stop"
+        else:
+            if thread._waiting is not None and thread._waiting.task_id == task.id:
+                thread._waiting = None  # the task it waited on ended: nothing waits now
             label = TaskState.Name(state).removeprefix("TASK_STATE_").lower()
             raise ModelError(
                 f"the A2A agent at {self.url} ended task {task.id!r} as {label}"
                 f"{': ' + text if text else ''}"
             )
-        if not text:
-            text = "".join(_text(a.parts) for a in task.artifacts)
-        answer = answer_message(self, text, message_id)
-        thread._took_turn(incoming, answer, task.context_id)
+        thread._took_a2a_turn(turn, answer, task.context_id, waiting)
         return AgentResponse(
-            [answer], thread=thread, agent_id=self.id, finish_reason="stop", response_id=task.id
+            [answer], thread=thread, agent_id=self.id, finish_reason=finish, response_id=task.id
+        )
+
+    def _input_requests(self, task: Task, text: str) -> list[_InputRequest]:
+        """The requests a waiting task lists in its status (a data part ``cantata_input``),
+        or a `ModelOutputError` quoting the status, so a person can still act on it."""
+        from google.protobuf.json_format import MessageToDict
+
+        listed: Any = None
+        for part in task.status.message.parts:
+            if part.HasField("data"):
+                value = MessageToDict(part.data)
+                if type(value) is dict and _INPUT_KEY in value:
+                    listed = value[_INPUT_KEY]
+        if type(listed) is not list or not 0 < len(listed) <= _MAX_REQUESTS:
+            raise self._unreadable(
+                task, text, f"its status lists no requests (a data part {{{_INPUT_KEY!r}: [...]}})"
+            )
+        out = [self._input_request(item, task, text) for item in listed]
+        if len({_request_id(r) for r in out}) != len(out):
+            raise self._unreadable(task, text, "its status lists a request id twice")
+        return out
+
+    def _input_request(self, item: Any, task: Task, text: str) -> _InputRequest:
+        fields = item if type(item) is dict else {}
+        rid, kind, name = fields.get("request_id"), fields.get("kind"), fields.get("name")
+        arguments = _whole(fields.get("arguments", {}))
+        if (
+            type(rid) is not str
+            or not rid
+            or kind not in _KINDS
+            or type(name) is not str
+            or not name
+            or (kind == "request_info" and name != _REQUEST_INFO)
+            or type(arguments) not in (dict, str)
+        ):
+            raise self._unreadable(
+                task,
+                text,
+                f"it lists a request this client cannot read ({short_repr(item, 120)}); each "
+                "needs a request_id, a kind ('approval' or 'request_info'), a name and "
+                "arguments (an object)",
+            )
+        call = FunctionCallContent(rid, name, arguments)
+        return FunctionApprovalRequestContent(rid, call) if kind == "approval" else call
+
+    def _unreadable(self, task: Task, text: str, why: str) -> ModelOutputError:
+        return ModelOutputError(
+            f"the A2A agent at {self.url} (agent `{self.name}`) left task {task.id!r} waiting "
+            f"for input, but {why}; its status said: {short_repr(text, 500)}"
         )
 
     async def run(
@@ -340,11 +602,11 @@ class A2AAgent(Agent):
         """One turn on the server (``SendMessage``): sends what is new on the context."""
         used = self._checked(thread, chat_options, instructions_override)
         incoming = self._incoming(messages)
-        request = self._request(used, incoming)
+        turn = self._request(used, incoming)
         client = await bounded(lambda: self._client(False), cancellation_token)
 
         async def send() -> Task:
-            replies = client.send_message(request)
+            replies = client.send_message(turn.request)
             try:
                 async for event in replies:
                     if event.HasField("task"):
@@ -356,7 +618,7 @@ class A2AAgent(Agent):
             raise ModelError(f"the A2A agent at {self.url} answered nothing")
 
         task = await call(send, self._errors, cancellation_token)
-        return self._finish(used, incoming, task, new_id())
+        return self._finish(used, turn, task, new_id())
 
     def run_stream(
         self,
@@ -379,15 +641,17 @@ class A2AAgent(Agent):
         async def updates() -> AsyncIterator[AgentResponseUpdate]:
             used = self._checked(thread, chat_options, instructions_override)
             incoming = self._incoming(messages)
-            request = self._request(used, incoming)
+            turn = self._request(used, incoming)
             client = await bounded(lambda: self._client(True), cancellation_token)
             message_id = new_id()
             task: Task | None = None
-            stream = client.send_message(request)
+            streamed: list[str] = []
+            stream = client.send_message(turn.request)
             async for event in events(stream, self._errors, cancellation_token):
                 if event.HasField("artifact_update"):
                     piece = _text(event.artifact_update.artifact.parts)
                     if piece:
+                        streamed.append(piece)
                         yield AgentResponseUpdate(
                             [TextContent(piece)],
                             author_name=self.name,
@@ -402,9 +666,26 @@ class A2AAgent(Agent):
                     task = _as_task(event.message, used.id)
             if task is None:
                 raise ModelError(f"the A2A stream of {self.url} ended without a task")
-            final.append(self._finish(used, incoming, task, message_id))
+            response = self._finish(used, turn, task, message_id)
+            if used._waiting is not None:  # the requests, and the words not streamed yet
+                yield self._rest(response, "".join(streamed))
+            final.append(response)
 
         return AgentResponseStream(updates(), lambda: final[-1])
+
+    def _rest(self, response: AgentResponse, streamed: str) -> AgentResponseUpdate:
+        """The last update of a streamed run that waits: its requests, after the part of
+        the status text the artifact chunks did not carry."""
+        (message,) = response.messages
+        said = message.text
+        rest = said[len(streamed) :] if said.startswith(streamed) else ""
+        requests = [c for c in message.contents if type(c) is not TextContent]
+        return AgentResponseUpdate(
+            [*([TextContent(rest)] if rest else []), *requests],
+            author_name=self.name,
+            message_id=message.message_id,
+            agent_id=self.id,
+        )
 
     def _errors(self, exc: Exception) -> CantataError | None:
         """The SDK's failures as cantata errors naming the agent and its URL."""
@@ -443,6 +724,16 @@ def _name_from(url: str) -> str:
     tail = url.rstrip("/").rsplit("/", 1)[-1]
     name = re.sub(r"[^A-Za-z0-9_-]", "_", tail)[:64]
     return name if name and "." not in tail and ":" not in tail else "a2a_agent"
+
+
+def _request_id(request: _InputRequest) -> str:
+    if isinstance(request, FunctionApprovalRequestContent):
+        return request.request_id
+    return request.call_id
+
+
+def _kind(request: _InputRequest) -> str:
+    return "approval" if type(request) is FunctionApprovalRequestContent else "request_info"
 
 
 def _as_task(message: A2AMessage, context_id: str | None) -> Task:
