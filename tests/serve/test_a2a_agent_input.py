@@ -22,7 +22,17 @@ from a2a.server.request_handlers import DefaultRequestHandlerV2
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes.jsonrpc_routes import create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, TaskState
+from a2a.types.a2a_pb2 import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    Task,
+    TaskState,
+    TaskStatus,
+)
+from a2a.types.a2a_pb2 import Message as A2AMessage
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -423,3 +433,56 @@ async def test_a_damaged_waiting_field_is_refused() -> None:
     assert (await A2AThread.deserialize(good)).waiting_task_id == "t1"
     old = {k: v for k, v in data.items() if k != "waiting"}  # written before waiting existed
     assert (await A2AThread.deserialize(old)).waiting_task_id is None
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=10,
+)
+_REQUEST = st.fixed_dictionaries(
+    {},
+    optional={
+        "request_id": st.sampled_from(["r1", "r2", ""]) | _JSON,
+        "kind": st.sampled_from(["approval", "request_info", "other"]) | _JSON,
+        "name": st.sampled_from(["delete_file", REQUEST_INFO, ""]) | _JSON,
+        "arguments": _JSON,
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(listed=st.lists(_REQUEST, max_size=3) | _JSON)
+def test_any_request_data_is_read_whole_or_refused_with_a_model_output_error(
+    listed: Any,
+) -> None:
+    status = TaskStatus(
+        state=TaskState.TASK_STATE_INPUT_REQUIRED,
+        message=A2AMessage(parts=[new_text_part("asks"), new_data_part({INPUT_KEY: listed})]),
+    )
+    task = Task(id="t1", context_id="c1", status=status)
+    remote = A2AAgent("http://127.0.0.1:9/a2a/ops")
+    thread = remote.create_thread()
+    turn = remote._request(thread, [Message("user", "hi")])
+    try:
+        response = remote._finish(thread, turn, task, "m1")
+    except ModelOutputError as exc:
+        assert "http://127.0.0.1:9/a2a/ops" in str(exc) and "asks" in str(exc)
+        assert thread.waiting_task_id is None and thread.id is None
+        return
+    requests = [c for c in response.messages[-1].contents if not isinstance(c, TextContent)]
+    assert len(requests) == len(listed) > 0 and thread.waiting_task_id == "t1"
+    assert response.finish_reason in ("approval_required", "tool_calls")
+    ids = [getattr(r, "request_id", None) or r.call_id for r in requests]
+    assert ids == [r["request_id"] for r in listed]
+
+
+@settings(max_examples=200, deadline=None)
+@given(waiting=_JSON)
+async def test_any_waiting_field_loads_or_is_a_serialization_error(waiting: Any) -> None:
+    data = {"schema_version": 1, "kind": "a2a", "id": "ctx", "state": "created"}
+    try:
+        thread = await A2AThread.deserialize({**data, "pending": [], "waiting": waiting})
+    except SerializationError:
+        return
+    assert waiting is None or thread.waiting_task_id == waiting["task_id"]
