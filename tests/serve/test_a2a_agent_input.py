@@ -58,7 +58,7 @@ from cantata.models import ScriptedChatClient, tool_call
 from cantata.serve.a2a_executor import context_thread
 from cantata.serve.human_input import INPUT_KEY
 from cantata.stores import MemoryStore, SQLiteStore
-from cantata.workflows import REQUEST_INFO, WorkflowBuilder
+from cantata.workflows import REQUEST_INFO, AgentUpdateEvent, WorkflowBuilder
 from cantata.workflows import AgentExecutor as WorkflowAgentExecutor
 
 from ._servers import running, serving
@@ -276,21 +276,38 @@ async def test_a_task_that_fails_while_waited_on_is_a_model_error_and_waits_no_m
 # -- as a participant -------------------------------------------------------------------
 
 
-async def test_as_a_workflow_participant_its_requests_surface_where_a_local_agents_would() -> None:
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_as_a_workflow_participant_its_requests_surface_where_a_local_agents_would(
+    streaming: bool,
+) -> None:
     deleted: list[str] = []
     async with _served(_ops_agent(deleted), "ops") as (remote, _):
         for agent in (_ops_agent(deleted), remote):
             workflow = WorkflowBuilder(
                 WorkflowAgentExecutor(agent, requests_for_input=True)
             ).build()
-            first = await workflow.run("delete /tmp/x")
+            if streaming:
+                stream = workflow.run_stream("delete /tmp/x")
+                updates = [e.data async for e in stream if isinstance(e, AgentUpdateEvent)]
+                first = stream.result
+                assert any(
+                    isinstance(c, FunctionApprovalRequestContent)
+                    for u in updates
+                    for c in u.contents
+                )
+            else:
+                first = await workflow.run("delete /tmp/x")
             assert first.status == "idle_with_pending_requests"
             (request,) = first.pending_requests
             assert isinstance(request.data, FunctionApprovalRequestContent)
             assert request.data.function_call.name == "delete_file"
-            done = await first.send_responses(
-                {request.request_id: request.data.create_response(True)}
-            )
+            answers = {request.request_id: request.data.create_response(True)}
+            if streaming:
+                more = first.send_responses_stream(answers)
+                _ = [e async for e in more]
+                done = more.result
+            else:
+                done = await first.send_responses(answers)
             assert done.status == "idle"
             (output,) = [o for o in done.outputs if isinstance(o, AgentResponse)][-1:]
             assert output.text == "done: deleted /tmp/x"
