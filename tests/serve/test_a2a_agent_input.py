@@ -163,6 +163,21 @@ async def test_text_alone_answers_a_waiting_task_as_the_server_reads_it() -> Non
         assert done.text == "done: deleted /tmp/x" and thread.waiting_task_id is None
 
 
+async def test_a_thread_can_leave_the_waiting_task_unanswered() -> None:
+    deleted: list[str] = []
+    async with _served(_ops_agent(deleted), "ops") as (remote, _):
+        thread = remote.create_thread()
+        asked = await remote.run("delete /tmp/x", thread=thread)
+        thread.stop_waiting()
+        restored = await _restored(remote, thread)
+        assert restored.waiting_task_id is None
+        again = await remote.run("delete /tmp/y", thread=restored)  # a new task, same context
+        assert again.response_id != asked.response_id and restored.id == thread.id
+        # the served agent, as a local one, closes the unanswered call with an error result
+        assert again.finish_reason == "stop" and "not run" in again.text
+        assert restored.waiting_task_id is None and deleted == []
+
+
 async def test_wrong_answers_are_refused_here_and_the_thread_keeps_waiting() -> None:
     deleted: list[str] = []
     async with _served(_ops_agent(deleted), "ops") as (remote, _):

@@ -23,7 +23,8 @@ the thread waits on that task (`A2AThread.waiting_task_id`). The next run's answ
 (approval responses, function results) go on that task as one data part
 ``{"answers": {...}}``; messages beside them wait for the turn after. The one subtle thing:
 a waiting thread sends a run without answers on the task too, where the server reads its
-text as the answer (``yes``), so text alone answers as it would in any A2A client. Requests
+text as the answer (``yes``), so text alone answers as it would in any A2A client
+(`A2AThread.stop_waiting` leaves the task unanswered instead). Requests
 the client cannot read are a `ModelOutputError` quoting the status; a task that ends in any
 state but completed is a `ModelError` (and nothing waits on it any more).
 
@@ -270,6 +271,11 @@ class A2AThread(RemoteThread):
             f"A2A has no way to delete context {thread_id!r}: it stays on the server with "
             "its tasks. Call `thread.forget()` to stop using it here"
         )
+
+    def stop_waiting(self) -> None:
+        """Leave the task that waits for input unanswered: the next run starts a new task
+        on the context (the server keeps the old one as input-required)."""
+        self._waiting = None
 
     def forget(self) -> None:
         """Drop this thread here (the server keeps the context); it cannot be used again."""
