@@ -205,3 +205,23 @@ async def test_a_stream_that_breaks_under_a_live_actor_is_agent_unavailable(
             await asyncio.wait_for(pending, 60)  # at most once: not sent again
         assert await rt.send_message(ra.Add(1), a) == 2  # the same actor, by Ray call
         assert await paths(rt, a) == {"ray": 1, "direct": 2}
+
+
+async def test_a_frame_holding_the_wrong_things_is_answered_with_a_typed_error() -> None:
+    async def strict(frame: dict[str, Any]) -> wire.Envelope:
+        return wire.ok(int(frame["env"]["id"]))  # ValueError for an id that is not a number
+
+    server = DirectServer(strict, lambda frame: None)
+    client = DirectClient()
+    try:
+        conn = await client.connection(await server.start("127.0.0.1"), 5)
+        replies = await asyncio.wait_for(
+            asyncio.gather(await conn.call("q", {"id": "x"}), await conn.call("q", {"id": "7"})),
+            5,
+        )
+        with pytest.raises(ValueError, match="invalid literal"):
+            wire.result(replies[0], "a request")
+        assert wire.result(replies[1], "a request") == 7  # the stream goes on
+    finally:
+        client.close()
+        await server.close()

@@ -209,7 +209,10 @@ class DirectServer:
 
     async def _answer(self, writer: asyncio.StreamWriter, frame: dict[str, Any]) -> None:
         n = frame.get("n")
-        reply = await self._on_request(frame)
+        try:
+            reply = await self._on_request(frame)
+        except Exception as exc:  # a frame of the right kind holding the wrong things
+            reply = wire.failed(exc)
         try:
             data = encode({"t": "r", "n": n, "reply": reply})
         except SerializationError as exc:  # a result too big for a frame
@@ -285,6 +288,8 @@ class _Connection:
             self._fail(exc)
         except OSError as exc:
             self._fail(Lost(f"the stream broke: {exc.__class__.__name__}: {exc}"))
+        except Exception as exc:  # a reply frame holding the wrong things
+            self._fail(SerializationError(f"a direct-path reply could not be read: {exc!r}"))
 
     def _fail(self, exc: BaseException) -> None:
         self.closed = True
