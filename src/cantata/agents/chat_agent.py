@@ -38,7 +38,7 @@ from .recorder import Recorder
 from .reducers import HistoryReducer
 from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
 from .run_options import ChatOptionKeywords
-from .thread import AgentThread, LocalThread
+from .thread import AgentThread, LocalThread, messages_now
 
 __all__ = ["ChatAgent", "ToolLike"]
 
@@ -221,9 +221,11 @@ class ChatAgent(Agent):
             instructions_override=instructions_override,
         )
 
-    async def _prepare(
+    def _begin(
         self, ctx: AgentRunContext, log: _RunLog
-    ) -> tuple[AgentThread, list[Message], ChatOptions, Sequence[FunctionTool]]:
+    ) -> tuple[AgentThread, list[Message], str | None, Sequence[FunctionTool]]:
+        """The synchronous start of a run: the checks, its thread, its instructions and
+        tools, and the input not recorded yet."""
         if ctx.cancellation_token is not None:
             ctx.cancellation_token.raise_if_cancelled()
         if self._closed:
@@ -236,14 +238,18 @@ class ChatAgent(Agent):
         call_tools: Sequence[FunctionTool] = self._call_tools  # only read: no copy
         if ctx.tools:
             call_tools = [*self._call_tools, *_as_tools(ctx.tools, owner=self.name)]
-        # inline, not log.record_input: a turn without input then costs no coroutine
         fresh = log.fresh(thread, self._incoming(ctx.messages) if ctx.messages else [])
-        if fresh or thread.state == "new":  # nothing to add: the thread only has to exist
-            await thread.on_new_message(fresh)
-        ctx.thread = thread  # a retry (``call_next`` again) continues on the same thread
-        history = await thread.get_messages()
-        if self._reduce_before_loop and self.history_reducer is not None:
-            history = await self.history_reducer.reduce(history)
+        return thread, fresh, instructions, call_tools
+
+    def _request(
+        self,
+        ctx: AgentRunContext,
+        thread: AgentThread,
+        history: list[Message],
+        instructions: str | None,
+        call_tools: Sequence[FunctionTool],
+    ) -> ChatOptions:
+        """Put the instructions in front of the request; the options of the call."""
         if instructions:
             history.insert(0, Message("system", instructions, author_name=self.name))
         if _log.isEnabledFor(logging.DEBUG):
@@ -258,7 +264,19 @@ class ChatAgent(Agent):
                 len(call_tools) + len(self._call_tools),
                 ctx.is_streaming,
             )
-        options = self._options if ctx.options is None else self._options.merge(ctx.options)
+        return self._options if ctx.options is None else self._options.merge(ctx.options)
+
+    async def _prepare(
+        self, ctx: AgentRunContext, log: _RunLog
+    ) -> tuple[AgentThread, list[Message], ChatOptions, Sequence[FunctionTool]]:
+        thread, fresh, instructions, call_tools = self._begin(ctx, log)
+        if fresh or thread.state == "new":  # nothing to add: the thread only has to exist
+            await thread.on_new_message(fresh)
+        ctx.thread = thread  # a retry (``call_next`` again) continues on the same thread
+        history = await thread.get_messages()
+        if self._reduce_before_loop and self.history_reducer is not None:
+            history = await self.history_reducer.reduce(history)
+        options = self._request(ctx, thread, history, instructions, call_tools)
         return thread, history, options, call_tools
 
     async def run(
@@ -324,11 +342,21 @@ class ChatAgent(Agent):
         on_intermediate: IntermediateCallback | None,
         log: _RunLog,
     ) -> AgentResponse:
+        # `_prepare` and `_finish` inline: two coroutines fewer on every turn
         try:
-            thread, request, opts, call_tools = await self._prepare(ctx, log)
+            thread, fresh, instructions, call_tools = self._begin(ctx, log)
+            if fresh or thread.state == "new":  # nothing to add: the thread only has to exist
+                await thread.on_new_message(fresh)
+            ctx.thread = thread  # a retry (``call_next`` again) continues on the same thread
+            history = messages_now(thread)
+            if history is None:
+                history = await thread.get_messages()
+            if self._reduce_before_loop and self.history_reducer is not None:
+                history = await self.history_reducer.reduce(history)
+            opts = self._request(ctx, thread, history, instructions, call_tools)
             recorder = Recorder(thread, self, on_intermediate, log.seen)
             response = await self._loop.get_response(
-                request,
+                history,
                 options=opts,
                 cancellation_token=ctx.cancellation_token,
                 tools=call_tools,
@@ -336,15 +364,15 @@ class ChatAgent(Agent):
                 tool_kwargs=ctx.kwargs,
                 retry_policy=self.retry_policy,
             )
-            return await self._finish(recorder, thread, response)
+            return self._response(await recorder.drain(response.messages), thread, response)
         except BaseException as exc:
             _log_failure(self.name, exc)
             raise
 
-    async def _finish(
-        self, recorder: Recorder, thread: AgentThread, response: ChatResponse
+    def _response(
+        self, produced: list[Message], thread: AgentThread, response: ChatResponse
     ) -> AgentResponse:
-        produced = await recorder.drain(response.messages)
+        """The run's response, from the messages it recorded and the loop's answer."""
         if _log.isEnabledFor(logging.DEBUG):
             _log.debug(
                 "agent %s: run done, finish reason %s, %d message(s), usage %s",
@@ -459,7 +487,7 @@ class ChatAgent(Agent):
                 if close is not None:  # stop the loop now when the caller stops early
                     await close()
             response = ChatResponse.from_updates(chunks, response_format=opts.response_format)
-            result.append(await self._finish(recorder, used, response))
+            result.append(self._response(await recorder.drain(response.messages), used, response))
 
         return AgentResponseStream(updates(), lambda: result[-1])
 

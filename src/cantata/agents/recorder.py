@@ -14,7 +14,7 @@ request with such a dangling call, so one failed run would break every later one
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING
 
 from ..core import (
@@ -23,8 +23,9 @@ from ..core import (
     FunctionResultContent,
     Message,
 )
+from ..tools.invoking import RECORDED
 from .agent import AGENT_ID_KEY, IntermediateCallback, notify
-from .thread import AgentThread
+from .thread import AgentThread, append_now
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -88,19 +89,35 @@ class Recorder:
         self._held.append(message)
         return not self._open
 
-    async def on_message(self, message: Message) -> None:
-        """Called by the loop with each message as it is produced."""
-        if message.message_id in self._seen:
-            return
-        self._stamp(message)
-        self._seen[message.message_id] = message
+    def on_message(self, message: Message) -> Awaitable[None]:
+        """Called by the loop with each message as it is produced: `RECORDED` when it is
+        recorded already (a thread in memory, the usual case: no coroutine), else what
+        the loop awaits to record it."""
+        seen = self._seen
+        if message.message_id in seen:
+            return RECORDED
+        if message.author_name is None:  # `_stamp`, inline
+            message.author_name = self._name
+        message.metadata.setdefault(AGENT_ID_KEY, self._agent_id)
+        seen[message.message_id] = message
         if self._callback is not None and is_intermediate(message):
-            await notify(self._callback, message)
+            return self._notified(message)
+        return self._write(message)
+
+    async def _notified(self, message: Message) -> None:
+        await notify(self._callback, message)
+        await self._write(message)
+
+    def _write(self, message: Message) -> Awaitable[None]:
         if self._hold(message):
             batch, self._held = self._held, []
-            await self._thread.on_new_message(batch)
         elif not self._held:
-            await self._thread.on_new_message([message])
+            batch = [message]
+        else:
+            return RECORDED  # held until its calls are answered
+        if append_now(self._thread, batch):
+            return RECORDED
+        return self._thread.on_new_message(batch)
 
     async def drain(self, messages: Sequence[Message]) -> list[Message]:
         """Record the messages of the final response not seen yet, and whatever was held
@@ -122,6 +139,6 @@ class Recorder:
             fresh.append(message)
             if self._callback is not None and is_intermediate(message):
                 await notify(self._callback, message)
-        if fresh:
+        if fresh and not append_now(self._thread, fresh):
             await self._thread.on_new_message(fresh)
         return produced

@@ -177,6 +177,19 @@ class LocalThread(AgentThread):
         self._check_usable("read the id of")
         return self._id
 
+    async def on_new_message(self, messages: Message | Sequence[Message]) -> None:
+        """Record new messages (see `AgentThread.on_new_message`); in memory, at once."""
+        if type(messages) is list and append_now(self, messages):
+            return
+        await super().on_new_message(messages)
+
+    async def get_messages(self) -> list[Message]:
+        """The conversation so far, oldest first (a new list)."""
+        now = messages_now(self)
+        if now is not None:
+            return now
+        return await super().get_messages()
+
     async def _create(self) -> None:
         pass
 
@@ -281,6 +294,35 @@ class ServiceThread(AgentThread):
 
 def _memory_store(thread_id: str) -> MessageStore:
     return InMemoryMessageStore()
+
+
+def append_now(thread: AgentThread, messages: list[Message]) -> bool:
+    """Append `messages` to a created `LocalThread` whose store is the in-memory one, at
+    once; False (nothing done) for any other thread, store or state, whose caller then
+    awaits `on_new_message`. Agents record every turn's messages: without the three
+    coroutines of the general path (thread, hook, store), a turn is cheaper."""
+    if type(thread) is not LocalThread or thread._state != "created":
+        return False
+    store = thread.message_store
+    if type(store) is not InMemoryMessageStore:
+        return False
+    for item in messages:
+        if type(item) is not Message:  # a subclass or a wrong item: the general path
+            return False
+    store._messages.extend(messages)
+    return True
+
+
+def messages_now(thread: AgentThread) -> list[Message] | None:
+    """The messages of a `LocalThread` whose store is the in-memory one, at once (a new
+    list); None for any other thread or store, or a deleted thread (whose caller then
+    awaits `get_messages`, which raises)."""
+    if type(thread) is not LocalThread or thread._state == "deleted":
+        return None
+    store = thread.message_store
+    if type(store) is not InMemoryMessageStore:
+        return None
+    return store._messages.copy()
 
 
 def load_thread_data(data: Any, kind: str) -> dict[str, Any]:

@@ -81,8 +81,8 @@ class ScriptedCall:
         """The record of `messages`, sharing what it can with the last call of the same
         conversation in `recent` (keyed by the first message after the leading system
         ones; each with its messages after those), which it updates."""
-        lead = _lead(messages)
-        body = list(messages[lead:])
+        lead = _lead(messages) if messages and messages[0].role == "system" else 0
+        body = messages[lead:] if type(messages) is list else list(messages[lead:])
         key = id(body[0]) if body else 0
         previous, previous_body = recent.pop(key, (None, []))
         shared = _shared_prefix(previous_body, body) if previous is not None else 0
@@ -315,8 +315,24 @@ class ScriptedChatClient:
         if self.latency:
             return await self._next(messages, options, False, cancellation_token)
         # what _next does, without its coroutine (no latency: no sleep); hot in benchmarks
-        self._note(messages, options, False, cancellation_token)
-        turn = self._take(messages, options)
+        if cancellation_token is not None:  # `_note`, inline
+            cancellation_token.raise_if_cancelled()
+        self.calls.append(ScriptedCall._record(self._recent, messages, options, False))
+        function = self._function
+        turn = (
+            function(list(messages), options)
+            if function is not None
+            else self._take(messages, options)
+        )
+        if type(turn) is str and options.response_format is None:
+            # the usual answer, plain text: what `_to_response` makes of it, inline
+            return ChatResponse(
+                [Message("assistant", turn)],
+                self.usage,
+                "stop",
+                self.model,
+                new_id(),
+            )
         if type(turn) is not str and inspect.isawaitable(turn):
             turn = await turn
         return self._to_response(turn, options)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -77,7 +78,7 @@ class Closed(NamedTuple):
     """Ids of calls without a result left open because they are pending."""
 
 
-def close_open_calls(view: list[Message], pending: set[str]) -> Closed:
+def close_open_calls(view: list[Message], pending: AbstractSet[str]) -> Closed:
     """The view with an error result for every call that has none and will get none in this
     run (`pending`: the ids of calls a person just answered), with the ids of the calls
     closed and of those left open; `view` itself when none is closed (no copy).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from types import CoroutineType
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
@@ -39,6 +39,38 @@ TERMINATED_TEXT = "not run: a middleware ended the run before this call ran"
 LimitName: TypeAlias = Literal["max_iterations", "max_function_calls", "max_consecutive_errors"]
 """The value stored under ``"cantata.limit"`` in the last message's metadata."""
 _FORCED_CHOICES = (None, "auto", "none")
+_NO_PENDING: frozenset[str] = frozenset()
+
+
+class _Recorded:
+    """What an ``on_message`` callback may return when it did its work at once: the loop
+    goes on without awaiting anything (awaiting it anyway is fine: it is done already)."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return self  # type: ignore[return-value]  # an iterator that ends at once
+
+    def __iter__(self) -> _Recorded:
+        return self
+
+    def __next__(self) -> Any:
+        raise StopIteration
+
+    def send(self, value: Any) -> Any:
+        """Ends at once (what ``await`` asks of an iterator)."""
+        raise StopIteration
+
+    def throw(self, *args: Any) -> Any:
+        """Nothing to pass an exception into: it is raised here."""
+        raise args[0] if len(args) == 1 else args[1]
+
+    def __repr__(self) -> str:
+        return "RECORDED"
+
+
+RECORDED = _Recorded()
+"""Returned by an ``on_message`` callback that recorded the message at once."""
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
@@ -81,14 +113,17 @@ class FunctionLoopRun:
             pending_approvals(messages) if messages and messages[-1].role == "user" else []
         )
         self._conversation = views.view(
-            messages, {v.call.call_id for v in self._approvals} if self._approvals else set()
+            messages,
+            {v.call.call_id for v in self._approvals} if self._approvals else _NO_PENDING,
         )
         self._settings = settings
         self._token = token
         self._on_message = on_message
         self._kwargs = tool_kwargs
         self._streaming = streaming
-        self._chat_chain = compose(chat_middleware, self._call_inner)
+        self._chat_chain = (
+            compose(chat_middleware, self._call_inner) if chat_middleware else self._call_inner
+        )
         # Middleware gets copies it may change (see ChatContext): of the options, and of the
         # messages it reads (RequestMessages); without any, the model client (which only
         # reads) gets the messages and options themselves: copying every message of a long
@@ -128,15 +163,30 @@ class FunctionLoopRun:
         """Run the loop to its end, each model answer whole (`get_response`)."""
         if self._approvals:
             await self._resume()
+        on_message = self._on_message
         while self._finish is None:
             limit = self._limit
             context = self._model_context(limit)
             await self._chat_chain(context)
-            if limit is None:  # what _answered does, without its coroutine
-                self._take_response(context, drop_calls=False)
-                await self._turn()
-            else:
+            if limit is not None:
                 await self._answered(context, limit)
+                continue
+            # what _answered, _turn and _emit_all do for an answer without tool calls,
+            # inline: three coroutines fewer on every turn
+            response = self._take_response(context, drop_calls=False)
+            if response.function_calls or self._chat_terminated:
+                await self._turn()
+                continue
+            for message in response.messages:
+                self._produced.append(message)
+                if on_message is not None:
+                    outcome = on_message(message)
+                    if outcome is not RECORDED and (
+                        type(outcome) is CoroutineType
+                        or (outcome is not None and inspect.isawaitable(outcome))
+                    ):
+                        await outcome
+            self._finish = response.finish_reason or "stop"
 
     async def steps(self) -> AsyncIterator[ChatResponseUpdate]:
         """Run the loop streaming (`get_streaming_response`): model calls stream live; what
@@ -328,7 +378,9 @@ class FunctionLoopRun:
     def _model_context(self, limit: LimitName | None) -> ChatContext:
         """The next model call; at a limit, one that may not call tools."""
         self._token.raise_if_cancelled()
-        options = self._request_options()
+        options = self._options  # `_request_options`, inline
+        if (self._iterations or self._approvals) and options.tool_choice not in _FORCED_CHOICES:
+            options = self._request_options()
         if limit is not None and options.tools:
             options = dataclasses.replace(options, tool_choice="none")
         return ChatContext(
@@ -344,7 +396,8 @@ class FunctionLoopRun:
             cancellation_token=self._token,
         )
 
-    def _take_response(self, context: ChatContext, *, drop_calls: bool) -> None:
+    def _take_response(self, context: ChatContext, *, drop_calls: bool) -> ChatResponse:
+        """Take the model's answer into the conversation; returns it (as kept)."""
         response = bound_calls(_require_response(context), self._dropped)
         if drop_calls:
             response = _without_calls(response)
@@ -353,14 +406,23 @@ class FunctionLoopRun:
         self._conversation.extend(response.messages)
         self._chat_terminated = context.terminate
         self._last = response
+        return response
 
     async def _call_inner(self, context: ChatContext) -> None:
         scope = current_effects()
         if scope is None:
             policy = self._retry_policy
             if (policy is None or policy.attempts == 1) and not tracing.enabled():
-                # what _retried and _call_model come to here, two coroutines fewer a turn
-                await self._ask_model(context)
+                # what _retried, _call_model and _ask_model come to here, three coroutines
+                # fewer a turn
+                if context.is_streaming:
+                    await self._ask_model(context)
+                    return
+                context.response = await context.client.get_response(
+                    request_list(context.messages),
+                    options=context.options,
+                    cancellation_token=context.cancellation_token,
+                )
                 return
             await self._retried(context)
             return
@@ -513,8 +575,9 @@ class FunctionLoopRun:
             self._produced.append(message)
             if on_message is not None:
                 outcome = on_message(message)
-                if type(outcome) is CoroutineType or (
-                    outcome is not None and inspect.isawaitable(outcome)
+                if outcome is not RECORDED and (
+                    type(outcome) is CoroutineType
+                    or (outcome is not None and inspect.isawaitable(outcome))
                 ):
                     await outcome
 
@@ -522,8 +585,9 @@ class FunctionLoopRun:
         self._produced.append(message)
         if self._on_message is not None:
             outcome = self._on_message(message)
-            if type(outcome) is CoroutineType or (  # the usual callback: one type check
-                outcome is not None and inspect.isawaitable(outcome)
+            if outcome is not RECORDED and (
+                type(outcome) is CoroutineType  # the usual callback: one type check
+                or (outcome is not None and inspect.isawaitable(outcome))
             ):
                 await outcome
 

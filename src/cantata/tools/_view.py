@@ -12,17 +12,31 @@ new messages could change the view of older ones, everything is converted again.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from ..core import DataContent, Message, TextContent
-from ._approvals import close_open_calls, model_view
+from ..core import (
+    DataContent,
+    FunctionApprovalRequestContent,
+    FunctionApprovalResponseContent,
+    FunctionCallContent,
+    Message,
+    TextContent,
+)
+from ._approvals import close_open_calls, holds, model_view
 
 _MAX_LEAD = 8
 _PLAIN = (TextContent, DataContent)
+_NOT_PLAIN = (
+    FunctionApprovalRequestContent,
+    FunctionApprovalResponseContent,
+    FunctionCallContent,
+)
+"""What makes a message's view differ from it (approvals) or may need a result (a call)."""
 
 
-@dataclass(slots=True, frozen=True)
-class _Seen:
+@dataclass(slots=True)
+class _Seen:  # never changed once made (not frozen: a frozen class costs more to make)
     messages: list[Message]
     """Held, so the id of the first one cannot be reused while the entry lives."""
     view: list[Message]
@@ -47,7 +61,7 @@ class ViewMemo:
         # an entry is immutable and right about its messages, so a race costs a miss
         self._entries: dict[int, _Seen] = {}
 
-    def view(self, messages: list[Message], pending: set[str]) -> list[Message]:
+    def view(self, messages: list[Message], pending: AbstractSet[str]) -> list[Message]:
         """The messages as the model may see them (see `close_open_calls`); `pending` are
         the ids of calls answered in this run. A new list the caller may change."""
         lead = _lead(messages)
@@ -73,7 +87,7 @@ class ViewMemo:
                 break
 
 
-def _extend(seen: _Seen, rest: list[Message], pending: set[str]) -> _Seen | None:
+def _extend(seen: _Seen, rest: list[Message], pending: AbstractSet[str]) -> _Seen | None:
     """What `rest` is and looks like, from what its first messages looked like; None when
     `rest` does not start with them or its new messages could change their view."""
     count = len(seen.messages)
@@ -86,6 +100,10 @@ def _extend(seen: _Seen, rest: list[Message], pending: set[str]) -> _Seen | None
     tail = rest[count:]
     if not tail:
         return _Seen(rest, seen.view, seen.closed, seen.held)
+    if not seen.closed and not holds(tail, _NOT_PLAIN):
+        # the usual turn: new text only; its view is itself (what model_view and
+        # close_open_calls find, in one scan)
+        return _Seen(rest, [*seen.view, *tail], seen.closed, seen.held)
     # the view of the tail, not the tail: an approval request the model never sees may
     # stand between the closed calls and a tool message that then follows them directly
     tail_view = model_view(tail)

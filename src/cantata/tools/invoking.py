@@ -14,15 +14,17 @@ from typing import Any
 from ..core import CancellationToken, ConfigurationError, Message
 from ..core.retry import RetryPolicy
 from ..models import ChatClient, ChatOptions, ChatResponse, ChatResponseUpdate
-from ._run import FunctionLoopRun, LimitName, LoopSettings, closing
+from ._run import RECORDED, FunctionLoopRun, LimitName, LoopSettings, closing
 from ._view import ViewMemo
 from .middleware import ChatMiddleware, FunctionMiddleware
 from .tool import FunctionTool, ToolMethod
 
-__all__ = ["FunctionInvokingChatClient", "LimitName", "OnMessage"]
+__all__ = ["RECORDED", "FunctionInvokingChatClient", "LimitName", "OnMessage"]
 
 OnMessage = Callable[[Message], Awaitable[None] | None]
-"""Called with every message the loop produces, in order, as soon as it is complete."""
+"""Called with every message the loop produces, in order, as soon as it is complete; it may
+return an awaitable (the loop awaits it), None, or `RECORDED` (done at once, awaiting it
+does nothing)."""
 
 
 class FunctionInvokingChatClient:
