@@ -294,7 +294,8 @@ async def _next(queue: asyncio.Queue[str | _End], model: SharedModel) -> str | _
         except asyncio.QueueEmpty:
             pass
         try:
-            return await asyncio.wait_for(queue.get(), _POLL)
+            async with asyncio.timeout(_POLL):  # no task per item, unlike wait_for
+                return await queue.get()
         except TimeoutError:
             await asyncio.sleep(0)  # let a hand-over already scheduled on the loop land
             if not model.decoder.alive and queue.empty():
