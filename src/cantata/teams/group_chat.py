@@ -65,9 +65,10 @@ class GroupChatManager(TeamManager):
     ) -> None:
         if self.history_reducer is not None:
             await self._reduce(ctx)
-        if self._plain_round_robin:  # decided here: no state view, no coroutine
-            choice = RoundRobin.next_of(state.last_speaker, self.participants)
-            self._route(state, choice, ctx)
+        if self._plain_round_robin:  # decided here: no state view, no coroutine, no choice
+            # object (what RoundRobin.next_of chooses, routed as `_route` would)
+            speaker = RoundRobin.after(state.last_speaker, self.participants)
+            self.speak(state, speaker, ctx, reason=RoundRobin.reason)
             return
         await self._next(state, ctx)
 

@@ -95,10 +95,18 @@ class RoundRobin(SpeakerPolicy):
     ) -> SpeakerChoice:
         return self.next_of(state.last_speaker, state.participants)
 
+    reason = "round robin"
+    """The reason its routing decisions give."""
+
     @staticmethod
     def next_of(last: str | None, participants: Sequence[str]) -> SpeakerChoice:
         """The round robin's choice after `last` (the first participant when None)."""
-        return SpeakerChoice(_after(last, participants), "round robin")
+        return SpeakerChoice(_after(last, participants), RoundRobin.reason)
+
+    @staticmethod
+    def after(last: str | None, participants: Sequence[str]) -> str:
+        """The name `next_of` chooses (no choice object: a team's turn asks it each time)."""
+        return _after(last, participants)
 
     def __repr__(self) -> str:
         return "RoundRobin()"

@@ -326,7 +326,7 @@ class WorkflowContext(Generic[OutT, WorkflowOutT]):
         if result.log_appends is _NO_KEYS:
             result.log_appends = {}
         pending = result.log_appends.setdefault(key, [])
-        return RunLog(self._logs.get(key, []), pending)
+        return RunLog(self._logs.get(key, _NO_ITEMS), pending)  # the committed part is read only
 
     # -- human in the loop -------------------------------------------------------------
 

@@ -111,6 +111,9 @@ class Runner:
         self._observed = observed
         """Whether the sink consumes events: when not, superstep and executor events are
         not made at all (a result needs only outputs, status, requests and a failure)."""
+        self._direct: dict[tuple[str, str], EdgeGroup | None] = {}
+        """By (source, target): the one edge a message sent to that target can take, when
+        it is a plain single edge (None: route through every group of the source)."""
 
     async def drive(self, sink: Sink, *, resumed_from: str | None = None) -> RunStatus:
         """Run supersteps until nothing is pending (see `_drive`), in a span when traced."""
@@ -216,7 +219,21 @@ class Runner:
 
     # -- one superstep -----------------------------------------------------------------
 
-    async def _superstep(self, sink: Sink) -> None:
+    def _superstep(self, sink: Sink) -> Awaitable[None]:
+        """The next superstep. A plain function: the usual one in a run nobody observes and
+        nothing checkpoints (a turn token, a chain) is one coroutine (`_one`), not two."""
+        run = self.run
+        pending = run.pending
+        if len(pending) == 1 and not run.answers and not self._observed and self._store is None:
+            run.superstep += 1
+            d = pending[0]
+            inv = self._invocation({}, d.target, sink)
+            inv.items.append((d.message, d.sources))
+            run.pending = []
+            return self._one(inv, sink)
+        return self._step(sink)
+
+    async def _step(self, sink: Sink) -> None:
         run = self.run
         run.superstep += 1
         batches: dict[str, Invocation] = {}
@@ -290,6 +307,45 @@ class Runner:
                 checkpoint_id,
             )
 
+    async def _one(self, inv: Invocation, sink: Sink) -> None:
+        """A superstep of one invocation in a run nobody observes and nothing checkpoints:
+        what `_step` does, without the bookkeeping that has nothing to do then."""
+        debug = _log.isEnabledFor(logging.DEBUG)
+        if debug:
+            _log.debug(
+                "workflow run %r: superstep %d starts, executors %s",
+                self.run.run_id,
+                self.run.superstep,
+                [inv.executor_id],
+            )
+        assert self.dispatch is not None, "the placement sets dispatch before driving"
+        try:
+            outcomes = await self.dispatch([inv])
+            outcome = outcomes[0] if len(outcomes) == 1 else None
+            if type(outcome) is not StepResult:
+                failure = _first_failure([inv], outcomes)
+                if failure is not None:
+                    raise failure
+            self._commit(outcomes, sink)  # type: ignore[arg-type]  # no exception among them
+        except BaseException:
+            # as in `_step`: nothing of it is committed, its message can be delivered again
+            run = self.run
+            run.superstep -= 1
+            run.pending = [
+                Delivery(inv.executor_id, message, sources) for message, sources in inv.items
+            ]
+            for request, _ in inv.answers:
+                run.requests[request.request_id] = request
+            raise
+        if debug:
+            _log.debug(
+                "workflow run %r: superstep %d committed (%d deliveries next, checkpoint %s)",
+                self.run.run_id,
+                self.run.superstep,
+                len(self.run.pending),
+                None,
+            )
+
     def _invocation(self, batches: dict[str, Invocation], target: str, sink: Sink) -> Invocation:
         inv = batches.get(target)
         if inv is None:
@@ -361,6 +417,16 @@ class Runner:
         warnings: list[WarningEvent],
     ) -> None:
         wf = self.workflow
+        if target_id is not None:  # a star sends to one of its targets: one edge to take
+            key = (source, target_id)
+            direct = self._direct.get(key, _UNKNOWN)
+            if direct is _UNKNOWN:
+                direct = self._direct[key] = _direct_edge(wf._out_groups.get(source, ()), target_id)
+            if direct is not None:
+                ex = wf._by_id[target_id]
+                if type(message) in ex._exact or ex.can_handle(message):
+                    routed.append(Delivery(target_id, message, [source]))
+                    return
         groups = wf._out_groups.get(source, ())
         if not groups and target_id is None:
             # a terminal executor (an agent whose answer is the run's output) sends by habit
@@ -420,6 +486,27 @@ class Runner:
 
 
 _EMPTY: Mapping[str, Any] = types.MappingProxyType({})
+_UNKNOWN: Any = object()
+
+
+def _direct_edge(groups: tuple[EdgeGroup, ...], target_id: str) -> EdgeGroup | None:
+    """The edge a message sent to `target_id` takes when routing it through `groups` could
+    do nothing else: every group is a single edge or a fan-in into another target (no
+    condition, selection or case is called for other targets), and exactly one of them is
+    an unconditional single edge to `target_id`. None otherwise."""
+    found: EdgeGroup | None = None
+    for group in groups:
+        if group.kind == "fan_in":
+            if group.targets[0] == target_id:
+                return None
+            continue
+        if group.kind != "single":
+            return None
+        if group.targets[0] == target_id:
+            if found is not None or group.condition is not None:
+                return None
+            found = group
+    return found
 
 
 def _edge_name(group: EdgeGroup) -> str:
