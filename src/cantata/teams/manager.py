@@ -225,7 +225,9 @@ class TeamManager(Executor):
         one they were written on)."""
         if not messages:
             return
-        ctx.log(HISTORY_LOG, shared=True).extend(list(messages))
+        ctx.log(HISTORY_LOG, shared=True).extend(
+            messages if type(messages) is list else list(messages)
+        )
         shown = visible(messages)
         ctx.log(TRANSCRIPT_LOG, shared=True).extend(shown)
         if ctx.streaming:

@@ -222,7 +222,7 @@ async def _execute(
                 marks = _invoked(sink, eid, message, result)
             try:
                 if inline:  # Executor._execute, inlined: two coroutines fewer per message
-                    h = executor._handler_for(message)
+                    h = executor._exact.get(type(message)) or executor._handler_for(message)
                     returned = executor._invoke(h, (message, ctx) if h.takes_ctx else (message,))
                     if h.is_async:
                         returned = await returned
