@@ -228,14 +228,14 @@ class _Turn:
     """Messages that wait for the next turn (written beside answers to a waiting task)."""
 
 
-def _whole(value: Any) -> Any:
+def whole_numbers(value: Any) -> Any:
     """JSON numbers from A2A data parts are doubles; a whole one becomes an int."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, list):
-        return [_whole(v) for v in value]
+        return [whole_numbers(v) for v in value]
     if isinstance(value, dict):
-        return {k: _whole(v) for k, v in value.items()}
+        return {k: whole_numbers(v) for k, v in value.items()}
     return value
 
 
@@ -565,7 +565,7 @@ class A2AAgent(Agent):
     def _input_request(self, item: Any, task: Task, text: str) -> _InputRequest:
         fields = item if type(item) is dict else {}
         rid, kind, name = fields.get("request_id"), fields.get("kind"), fields.get("name")
-        arguments = _whole(fields.get("arguments", {}))
+        arguments = whole_numbers(fields.get("arguments", {}))
         if (
             type(rid) is not str
             or not rid

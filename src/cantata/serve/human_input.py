@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..agents import LocalThread
+from ..agents.remote_a2a import whole_numbers
 from ..core import (
     FunctionApprovalRequestContent,
     FunctionApprovalResponseContent,
@@ -176,7 +177,7 @@ def read_answers(
 
 
 def _answer(request: InputRequest, value: Any) -> Any:
-    value = _whole(value)
+    value = whole_numbers(value)
     if request.kind == "request_info":
         return value
     if isinstance(value, bool):
@@ -188,17 +189,6 @@ def _answer(request: InputRequest, value: Any) -> Any:
         f"`{request.call.name}`) must be yes or no (or true/false), got {short_repr(value, 60)}",
         param="answers",
     )
-
-
-def _whole(value: Any) -> Any:
-    """JSON numbers from A2A data parts are doubles; a whole one becomes an int."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, list):
-        return [_whole(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _whole(v) for k, v in value.items()}
-    return value
 
 
 def answer_messages(requests: Sequence[InputRequest], answers: Mapping[str, Any]) -> list[Message]:
