@@ -465,11 +465,7 @@ class ChannelSet:
             try:
                 await asyncio.wait_for(asyncio.shield(entry.task), self.sync_timeout)
             except builtins_timeout as exc:
-                raise TimeoutError(
-                    f"channel {key!r} did not catch up within {self.sync_timeout:g}s before "
-                    f"participant {agent.name!r} could read it; raise sync_timeout or look at "
-                    "why its thread is slow to take messages"
-                ) from exc
+                raise _late(key, agent, self.sync_timeout) from exc
         if entry.failure is not None:
             return await self.sync(key, agent, history)
         return entry.channel
@@ -553,11 +549,7 @@ class ChannelSet:
                 if batch:
                     await channel.receive(batch)
         except builtins_timeout as exc:
-            raise TimeoutError(
-                f"channel {key!r} did not catch up within {self.sync_timeout:g}s before "
-                f"participant {agent.name!r} could read it; raise sync_timeout or look at "
-                "why its thread is slow to take messages"
-            ) from exc
+            raise _late(key, agent, self.sync_timeout) from exc
         except Exception as exc:
             raise ChannelSyncError(
                 f"channel {key!r} failed to receive {len(batch)} message(s) before "
@@ -642,3 +634,12 @@ def channels_for(
     else:
         _made.move_to_end(session)
     return found
+
+
+def _late(key: str, agent: Agent, sync_timeout: float) -> TimeoutError:
+    """The error of a channel that did not catch up in time for its participant's turn."""
+    return TimeoutError(
+        f"channel {key!r} did not catch up within {sync_timeout:g}s before "
+        f"participant {agent.name!r} could read it; raise sync_timeout or look at "
+        "why its thread is slow to take messages"
+    )
