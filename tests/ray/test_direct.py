@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import os
 import struct
 from typing import Any
@@ -14,10 +15,10 @@ import pytest
 import ray_agents as ra
 
 import ray
-from cantata.core import SerializationError
+from cantata.core import CancellationToken, SerializationError
 from cantata.runtime import AgentId
 from cantata.runtime.ray import AgentUnavailable, RayRuntime, wire
-from cantata.runtime.ray.direct import DirectClient, DirectServer, encode, read_frame
+from cantata.runtime.ray.direct import DirectClient, DirectServer, Lost, encode, read_frame
 
 _names = itertools.count()
 
@@ -109,6 +110,80 @@ async def test_a_refused_stream_is_refused_not_lost() -> None:
         await DirectClient().connection((host, port, secret), 5)
 
 
+class _Handlers:
+    """Request handlers that wait for their token (one per message id, as a host's), and
+    the `on_lost` that cancels it: what began, what was lost, what ended."""
+
+    def __init__(self) -> None:
+        self.tokens: dict[str, CancellationToken] = {}
+        self.begun: list[str] = []
+        self.lost: list[str] = []
+        self.ended: dict[str, asyncio.Event] = {}
+
+    async def on_request(self, frame: dict[str, Any]) -> wire.Envelope:
+        mid = str(frame["env"]["id"])
+        self.begun.append(mid)
+        if mid.startswith("quick"):
+            return wire.ok(mid)
+        token = self.tokens[mid] = CancellationToken()
+        ended = self.ended[mid] = asyncio.Event()
+        token.add_callback(ended.set)
+        await ended.wait()
+        return wire.ok(f"{mid} cancelled")
+
+    def on_lost(self, frame: dict[str, Any]) -> None:
+        mid = str(frame["env"]["id"])
+        self.lost.append(mid)
+        self.tokens[mid].cancel()
+
+
+async def test_a_stream_the_client_closes_cancels_its_unanswered_handlers() -> None:
+    handlers = _Handlers()
+    server = DirectServer(handlers.on_request, lambda frame: None, on_lost=handlers.on_lost)
+    host, port, secret = await server.start("127.0.0.1")
+    client = DirectClient()
+    try:
+        conn = await client.connection((host, port, secret), 5)
+        slow = await conn.call("q", {"id": "slow"})
+        quick = await conn.call("q", {"id": "quick"})
+        assert wire.result(await asyncio.wait_for(quick, 5), "quick") == "quick"
+        client.close()  # with "slow" still running
+        with pytest.raises(Lost):
+            await asyncio.wait_for(slow, 5)
+        await asyncio.wait_for(handlers.ended["slow"].wait(), 5)  # its token cancelled
+        assert handlers.lost == ["slow"]  # the answered request is left alone
+        # a request followed at once by the stream's end: it never runs, or it is cancelled
+        reader, writer = await _opened(host, port, secret)
+        writer.write(encode({"t": "q", "n": 0, "env": {"id": "late"}}))
+        writer.write_eof()
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # the server closed it
+        writer.close()
+        assert handlers.begun.count("late") == handlers.lost.count("late")
+        assert all(token.is_cancelled for token in handlers.tokens.values())
+    finally:
+        client.close()
+        await server.close()
+
+
+async def test_a_server_that_closes_cancels_its_streams_unanswered_handlers() -> None:
+    handlers = _Handlers()
+    server = DirectServer(handlers.on_request, lambda frame: None, on_lost=handlers.on_lost)
+    client = DirectClient()
+    try:
+        conn = await client.connection(await server.start("127.0.0.1"), 5)
+        waiters = [await conn.call("q", {"id": mid}) for mid in ("one", "two", "quick")]
+        assert wire.result(await asyncio.wait_for(waiters[2], 5), "quick") == "quick"
+        await server.close()
+        for waiter in waiters[:2]:
+            with pytest.raises(Lost):
+                await asyncio.wait_for(waiter, 5)
+        assert sorted(handlers.lost) == ["one", "two"]
+        assert all(token.is_cancelled for token in handlers.tokens.values())
+    finally:
+        client.close()
+        await server.close()
+
+
 # -- on the cluster ------------------------------------------------------------------------
 
 
@@ -192,19 +267,27 @@ async def test_a_refused_direct_path_falls_back_to_ray_calls(cluster: Any) -> No
 
 
 async def test_a_stream_that_breaks_under_a_live_actor_is_agent_unavailable(
-    cluster: Any,
+    cluster: Any, tmp_path: Any
 ) -> None:
+    marker = tmp_path / "hanging"
     async with fresh() as rt:
         await rt.register_factory("counter", ra.Counter)
         a = AgentId("counter", "a")
         assert await rt.send_message(ra.Add(1), a) == 1
-        pending = asyncio.ensure_future(rt.send_message(ra.Hang(), a))
-        await asyncio.sleep(0.5)
+        # no timeout: only a cancellation ends this handler
+        hang = rt.send_message(ra.Hang(str(marker)), a, timeout=math.inf, message_id="orphan")
+        pending = asyncio.ensure_future(hang)
+        async with asyncio.timeout(60):
+            while not marker.exists():  # noqa: ASYNC110 (the handler hangs in the actor)
+                await asyncio.sleep(0.05)
         await host_of(rt, a).close_direct.remote()  # the stream ends; the actor lives on
         with pytest.raises(AgentUnavailable, match="still answers Ray"):
             await asyncio.wait_for(pending, 60)  # at most once: not sent again
-        assert await rt.send_message(ra.Add(1), a) == 2  # the same actor, by Ray call
-        assert await paths(rt, a) == {"ray": 1, "direct": 2}
+        # nobody can read the hang's answer, so the actor cancelled it (its token): the
+        # agent's turn is free for the next request (by Ray call), not held forever
+        assert await rt.send_message(ra.Add(1), a, timeout=30) == 2  # the same actor
+        assert (await rt.send_message(ra.Get(), a, timeout=30)).cancelled == ["orphan:token"]
+        assert await paths(rt, a) == {"ray": 2, "direct": 2}
 
 
 async def test_a_frame_holding_the_wrong_things_is_answered_with_a_typed_error() -> None:

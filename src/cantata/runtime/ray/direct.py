@@ -22,7 +22,11 @@ envelope inside is `wire.Envelope`, unchanged. A stream opens with ``{"t": "h", 
   "err"}`` the last frame was unreadable (a `wire.failed` error), and the stream closes.
 
 A stream that ends while calls wait on it fails them with `Lost` (the router decides what
-that means: see router.py); a frame that cannot be read is a `SerializationError`.
+that means: see router.py); a frame that cannot be read is a `SerializationError`. On the
+host's side, the requests of a stream that ends unanswered are orphans (nobody can read
+their replies), so they stop: a handler that began is cancelled through the server's
+`on_lost` (the host cancels its token, as the caller's ``"c"`` would), one that had not
+begun never runs.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import logging
 import secrets
 import struct
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from ray.exceptions import ActorDiedError, RayActorError
 
@@ -118,8 +122,23 @@ async def _write(writer: asyncio.StreamWriter, data: bytes) -> None:
 # -- the host's side ---------------------------------------------------------------------
 
 
+class _Unanswered:
+    """One stream's requests not answered yet, by the task answering each, and which of
+    those tasks have begun (called the request handler)."""
+
+    __slots__ = ("begun", "frames")
+
+    def __init__(self) -> None:
+        self.frames: dict[asyncio.Task[None], dict[str, Any]] = {}
+        self.begun: set[asyncio.Task[None]] = set()
+
+
 class DirectServer:
-    """Serves one actor's requests, events and cancellations over streams."""
+    """Serves one actor's requests, events and cancellations over streams.
+
+    `on_lost` is called with each request frame whose handler began and had not answered
+    when its stream ended (closed by either side, broken, or unreadable): nobody can read
+    its reply, so the owner cancels it."""
 
     def __init__(
         self,
@@ -128,13 +147,15 @@ class DirectServer:
         *,
         answers: frozenset[str] = frozenset("qe"),
         notes: frozenset[str] = frozenset("c"),
+        on_lost: NoteHandler | None = None,
     ) -> None:
         self._on_request = on_request
         self._on_note = on_note
+        self._on_lost = on_lost
         self._answers = answers
         self._notes = notes
         self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
+        self._streams: dict[asyncio.StreamWriter, _Unanswered] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._secret = secrets.token_hex(16)
         self.address: Address | None = None
@@ -167,16 +188,32 @@ class DirectServer:
         return True
 
     async def close(self) -> None:
-        """Stop listening and end every stream (a router waiting on one sees it lost)."""
+        """Stop listening and end every stream (a router waiting on one sees it lost; the
+        requests still running from one are cancelled)."""
         server, self._server = self._server, None
         if server is not None:
             server.close()
-        for writer in list(self._writers):
+        streams, self._streams = self._streams, {}
+        for writer, unanswered in streams.items():
             writer.close()
-        self._writers.clear()
+            self._orphan(unanswered)
+
+    def _orphan(self, unanswered: _Unanswered) -> None:
+        """Stop a stream's unanswered requests: `on_lost` for each whose handler began, and
+        a cancelled task (the handler never runs) for each that had not begun."""
+        frames, unanswered.frames = unanswered.frames, {}
+        for task, frame in frames.items():
+            if task not in unanswered.begun:
+                task.cancel()
+            elif self._on_lost is not None:
+                try:
+                    self._on_lost(frame)
+                except Exception:
+                    _log.exception("cancelling a request of a lost direct stream failed")
+        unanswered.begun.clear()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._writers.add(writer)
+        unanswered = self._streams[writer] = _Unanswered()
         try:
             if not await self._greet(reader, writer):
                 return
@@ -191,7 +228,10 @@ class DirectServer:
                     return
                 kind = frame["t"]
                 if kind in self._answers:
-                    task = asyncio.get_running_loop().create_task(self._answer(writer, frame))
+                    task = asyncio.get_running_loop().create_task(
+                        self._answer(writer, frame, unanswered)
+                    )
+                    unanswered.frames[task] = frame
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
                 elif kind in self._notes:
@@ -204,15 +244,23 @@ class DirectServer:
         except (Lost, ConnectionError):
             return
         finally:
-            self._writers.discard(writer)
+            self._streams.pop(writer, None)
             writer.close()
+            self._orphan(unanswered)
 
-    async def _answer(self, writer: asyncio.StreamWriter, frame: dict[str, Any]) -> None:
+    async def _answer(
+        self, writer: asyncio.StreamWriter, frame: dict[str, Any], unanswered: _Unanswered
+    ) -> None:
         n = frame.get("n")
+        task = cast("asyncio.Task[None]", asyncio.current_task())
+        unanswered.begun.add(task)
         try:
             reply = await self._on_request(frame)
         except Exception as exc:  # a frame of the right kind holding the wrong things
             reply = wire.failed(exc)
+        finally:  # answered (or ended): nothing of it is left to cancel
+            unanswered.frames.pop(task, None)
+            unanswered.begun.discard(task)
         try:
             data = encode({"t": "r", "n": n, "reply": reply})
         except SerializationError as exc:  # a result too big for a frame

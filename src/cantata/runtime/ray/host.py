@@ -214,7 +214,9 @@ class AgentHost:
         if self._gone or not self._config.get("direct", True):
             return None
         if self._direct is None:
-            server = DirectServer(self._direct_message, self._direct_cancel)
+            server = DirectServer(
+                self._direct_message, self._direct_cancel, on_lost=self._direct_lost
+            )
             try:
                 await server.start(node_ip())
             except OSError:
@@ -239,6 +241,14 @@ class AgentHost:
     def _direct_cancel(self, frame: dict[str, Any]) -> None:
         self.cancel(str(frame.get("id")))
 
+    def _direct_lost(self, frame: dict[str, Any]) -> None:
+        """A request whose stream ended before its answer: nobody will read that answer, so
+        its handler is cancelled as its caller's cancellation would (it would hold the
+        agent's turn, and the caller's next request queue behind it, until its timeout)."""
+        env = frame.get("env")
+        if isinstance(env, dict) and "id" in env:
+            self.cancel(str(env["id"]))
+
     async def close_direct(self) -> None:
         """Stop taking messages directly (routers fall back to Ray calls)."""
         self._config = {**self._config, "direct": False}
@@ -255,6 +265,7 @@ class AgentHost:
             return wire.GONE
         self._inflight += 1
         mid = ""
+        token: CancellationToken | None = None
         try:
             env = wire.check(env, "message")
             mid = str(env["id"])
@@ -266,7 +277,8 @@ class AgentHost:
         except Exception as exc:
             return wire.failed(exc)
         finally:
-            self._tokens.pop(mid, None)
+            if token is not None and self._tokens.get(mid) is token:
+                del self._tokens[mid]  # not a later delivery's of the same id
             self._inflight -= 1
             self._last = time.monotonic()
 
