@@ -15,7 +15,10 @@ stream of its own, where routers hand it publications and requests to local subs
 
 Local subscribers (callbacks in a driver, which hosts no actor) have an inbox here per
 process (its router's origin): their events, and direct requests to them with a future for
-the answer, wait there until that process takes them (`take`, a bounded long poll).
+the answer, wait there until that process takes them (`take`, a bounded long poll) and
+acknowledges them with its next poll: a poll's reply lost with its stream, or its Ray call,
+is handed out again (see _inbox.py). A poll or local request whose stream ends before its
+answer is ended (the server's `on_lost`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from ..ids import AgentId, TopicId
 from ..protocol import LOCAL_TYPE, AgentFactory
 from ..subscriptions import Subscription
 from . import wire
+from ._inbox import Inbox
 from .direct import (
     DIRECT_LIMIT,
     Address,
@@ -53,21 +57,7 @@ _log = logging.getLogger("cantata.runtime.ray")
 _LOCAL_PREFIX = LOCAL_TYPE + "/"
 _REDELIVERIES = 3
 _RETIRED_MEMORY = 4096
-
-
-class _Inbox:
-    """What waits for one process's local subscribers, and the wake-up of its poll."""
-
-    __slots__ = ("items", "wake")
-
-    def __init__(self) -> None:
-        self.items: list[dict[str, Any]] = []
-        self.wake: asyncio.Event | None = None
-
-    def put(self, item: dict[str, Any]) -> None:
-        self.items.append(item)
-        if self.wake is not None:
-            self.wake.set()
+_WAITING = "_task"  # a direct frame's key for the task answering it (not sent on)
 
 
 def _remember(seen: OrderedDict[str, None], actor_id: str) -> None:
@@ -92,7 +82,8 @@ class Directory:
         self._pending = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._locals: dict[str, str] = {}  # local subscriber key -> its process's origin
-        self._inboxes: dict[str, _Inbox] = {}
+        self._inboxes: dict[str, Inbox] = {}
+        self._closed_end = 0  # where every closed inbox's numbers had got to
         self._asks: dict[str, tuple[str, asyncio.Future[Any]]] = {}  # by message id
         self._server: DirectServer | None = None
         self._direct = DirectClient()
@@ -294,6 +285,7 @@ class Directory:
                 self._direct_answer,
                 answers=frozenset("qep"),
                 notes=frozenset("a"),
+                on_lost=self._direct_lost,
             )
             try:
                 await server.start(node_ip())
@@ -308,8 +300,19 @@ class Directory:
         if kind == "e":
             return self.publish(frame.get("env"))
         if kind == "p":
-            return await self.take(str(frame.get("origin")), float(wait or 0.0))
+            frame[_WAITING] = asyncio.current_task()  # for _direct_lost
+            ack = int(frame.get("k") or 0)
+            return await self.take(str(frame.get("origin")), ack, float(wait or 0.0))
+        frame[_WAITING] = asyncio.current_task()
         return await self.ask(frame.get("env"), None if wait is None else float(wait))
+
+    def _direct_lost(self, frame: dict[str, Any]) -> None:
+        """A poll or local request whose stream ended before its answer: nobody reads that
+        answer, so its wait ends here (a poll would otherwise sit on its inbox's wake-up;
+        what it would have handed out stays in the inbox, unacknowledged)."""
+        task = frame.get(_WAITING)
+        if isinstance(task, asyncio.Task):
+            task.cancel()
 
     def _direct_answer(self, frame: dict[str, Any]) -> None:
         reply = frame.get("reply")
@@ -321,7 +324,13 @@ class Directory:
     def open_local(self, origin: str, key: str) -> None:
         """Route what is sent to local subscriber `key` to the inbox of process `origin`."""
         self._locals[key] = origin
-        self._inboxes.setdefault(origin, _Inbox())
+        self._inbox(origin)
+
+    def _inbox(self, origin: str) -> Inbox:
+        box = self._inboxes.get(origin)
+        if box is None:
+            box = self._inboxes[origin] = Inbox(self._closed_end)
+        return box
 
     def close_local(self, key: str) -> None:
         """Forget local subscriber `key`; what is sent to it from now on is refused, and
@@ -339,8 +348,10 @@ class Directory:
         for key in [k for k, o in self._locals.items() if o == origin]:
             self.close_local(key)
         box = self._inboxes.pop(origin, None)
-        if box is not None and box.wake is not None:
-            box.wake.set()
+        if box is not None:
+            self._closed_end = max(self._closed_end, box.end)
+            if box.wake is not None:
+                box.wake.set()
 
     def _to_local(self, agent_id: str, item: dict[str, Any]) -> bool:
         origin = self._locals.get(agent_id[len(_LOCAL_PREFIX) :])
@@ -350,19 +361,11 @@ class Directory:
         box.put(item)
         return True
 
-    async def take(self, origin: str, wait: float) -> list[dict[str, Any]]:
-        """What waits for process `origin`'s local subscribers; waits up to `wait` seconds
-        for something when nothing does."""
-        box = self._inboxes.setdefault(origin, _Inbox())
-        if not box.items:
-            box.wake = box.wake or asyncio.Event()
-            box.wake.clear()
-            try:
-                await asyncio.wait_for(box.wake.wait(), wait)
-            except builtins.TimeoutError:
-                return []
-        items, box.items = box.items, []
-        return items
+    async def take(self, origin: str, ack: int, wait: float) -> list[Any]:
+        """What waits for process `origin`'s local subscribers and it has not acknowledged
+        (`ack`: the number it expects next), as ``[first number, *items]``; waits up to
+        `wait` seconds for something when nothing does (see _inbox.py)."""
+        return await self._inbox(origin).take(ack, wait)
 
     async def ask(self, env: Any, wait: float | None) -> wire.Envelope:
         """A direct request to a local subscriber: queued in its process's inbox; the

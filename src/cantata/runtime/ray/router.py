@@ -50,6 +50,7 @@ from ..interventions import DROP, InterventionHandler
 from ..protocol import LOCAL_TYPE
 from ..subscriptions import Subscription
 from . import wire
+from ._inbox import Taken
 from .direct import DIRECT_LIMIT, Address, DirectClient, Lost, Refused, address_of, died
 from .errors import AgentUnavailable
 
@@ -87,6 +88,7 @@ class Router:
         self._direct = DirectClient()
         self._addresses: dict[AgentId, Address | None] = {}
         self._directory_address: Address | object | None = _UNKNOWN
+        self._taken = Taken()  # what this process's local subscribers were handed
         self.pending = 0  # requests and publications from here not yet answered
 
     @property
@@ -403,19 +405,27 @@ class Router:
 
     async def take(self, wait: float) -> list[dict[str, Any]]:
         """What waits in the directory for this process's local subscribers (a long poll
-        of `wait` seconds at most)."""
+        of `wait` seconds at most), each item once and in order: the poll acknowledges
+        what the last one brought, so a reply lost with its stream or its Ray call comes
+        again with the next (see _inbox.py)."""
         bound = wait + self._grace + 30.0
+        ack = self._taken.next
         try:
-            items = await self._to_directory("p", None, bound, origin=self._origin, w=wait)
+            reply = await self._to_directory("p", None, bound, origin=self._origin, w=wait, k=ack)
         except AgentUnavailable:  # the stream broke: the directory's end, or just the stream?
             if await died(self._directory, _CONFIRM_WAIT):
                 raise
             self._directory_address = _UNKNOWN  # a new stream for the next poll
-            items = None
-        if items is None:
-            ref = self._directory.take.remote(self._origin, wait)
-            items = await asyncio.wait_for(_wait(ref), bound)
-        return list(items)
+            reply = None
+        except TimeoutError:  # no reply within the bound: the next poll asks again
+            return []
+        if reply is None:
+            ref = self._directory.take.remote(self._origin, ack, wait)
+            try:
+                reply = await asyncio.wait_for(_wait(ref), bound)
+            except builtins.TimeoutError:
+                return []
+        return self._taken.fresh(reply)
 
     def answer(self, message_id: str, reply: wire.Envelope) -> None:
         """A local subscriber's answer to request `message_id`, for the directory."""
