@@ -9,7 +9,9 @@ a shared channel would show one sibling's answer to the next). `FreshTurnPartici
 builds a new thread of the agent's kind for each turn from the messages its `select`
 picks, shown as the local channel shows them (its own messages as they are, others'
 replies as user messages), and runs the agent there with per-turn options. The history
-itself stays the manager's, so a checkpoint and a resume see the same thing.
+itself stays the manager's, so a checkpoint and a resume see the same thing. A turn that
+pauses for a person (see `_paused.py`) goes on on a thread built the same way, from the
+history as it was when the turn began, with what the turn said and the answers after it.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from typing import Any
 from ..agents import Agent, AgentResponse, AgentResponseUpdate
 from ..core import Message, Usage, tracing
 from ..models import ChatOptions
-from ..workflows import AgentUpdateEvent, Executor, WorkflowContext, handler
+from ..workflows import AgentUpdateEvent, WorkflowContext, handler
+from ._paused import ASKING, PausingParticipant, requests_of, team_tools_of
 from .channels import LocalChannel
 from .manager import sourced, turn_span
-from .turns import HISTORY_LOG, SpeakTurn, TurnDone
+from .turns import HISTORY_LOG, PausedTurn, SpeakTurn, TurnDone
 
 __all__ = ["FreshTurnParticipant", "HistorySelector", "OptionsFor", "view_for"]
 
@@ -41,7 +44,7 @@ async def view_for(agent: Agent, messages: Sequence[Message]) -> list[Message]:
     return channel.view(agent.name)
 
 
-class FreshTurnParticipant(Executor):
+class FreshTurnParticipant(PausingParticipant):
     """Runs `agent` on the turn token, on a new thread holding what `select` picks from
     the history (all of it by default), with `options_for(history)` for that run."""
 
@@ -69,9 +72,27 @@ class FreshTurnParticipant(Executor):
                 response = await self._run(view, options, ctx)
         else:
             response = await self._run(view, options, ctx)
+        if response.finish_reason in ASKING:
+            requests = requests_of(response, team_tools_of(options))
+            if requests:
+                usage = response.usage or Usage()
+                self._pause(turn, response.messages, requests, usage, ctx, start=len(history))
+                return
         name = self.agent.name
         messages = [m if m.author_name else m.copy(author_name=name) for m in response.messages]
         ctx.send_message(TurnDone(name, messages, response.usage or Usage(), ""))
+
+    async def _go_on(
+        self, paused: PausedTurn, inputs: list[Message], ctx: WorkflowContext[Any, Any]
+    ) -> tuple[AgentResponse, frozenset[str]]:
+        """The paused turn goes on: its view rebuilt from the history as the turn began,
+        then what it said and the answers."""
+        history: list[Message] = list(ctx.log(HISTORY_LOG, shared=True).entries[: paused.start])
+        shown = self._select(history) if self._select is not None else history
+        options = self._options_for(history) if self._options_for is not None else None
+        view = await view_for(self.agent, shown)
+        response = await self._run([*view, *paused.messages, *inputs], options, ctx)
+        return response, team_tools_of(options)
 
     async def _run(
         self, view: list[Message], options: ChatOptions | None, ctx: WorkflowContext[Any, Any]

@@ -112,6 +112,27 @@ class AgentChannel(ABC):
         only (laid over the agent's own, as ``agent.run(options=...)`` does); the channel
         keeps the reply."""
 
+    async def continue_turn(
+        self,
+        agent: Agent,
+        said: Sequence[Message],
+        answers: Sequence[Message],
+        *,
+        options: ChatOptions | None = None,
+        on_update: UpdateSink | None = None,
+        cancellation_token: CancellationToken | None = None,
+    ) -> AgentResponse:
+        """Go on with `agent`'s turn that paused for a person: it had said `said` (its
+        requests last), and `answers` are the person's answers; run it on them as `invoke`
+        runs it (the channel keeps the reply). A channel made since the turn paused (a
+        resume) holds none of `said`: it takes it first. A channel kind that cannot go on
+        with a turn refuses here (the default)."""
+        raise ConfigurationError(
+            f"participant {agent.name!r} waits for a person's answer on a channel of kind "
+            f"{type(self).__name__}, which cannot go on with a paused turn; implement "
+            "AgentChannel.continue_turn for it"
+        )
+
     @abstractmethod
     async def reset(self) -> None:
         """Forget everything (the history was reduced; the reduced one follows)."""
@@ -190,6 +211,34 @@ class LocalChannel(AgentChannel):
         self._seen[name] = len(mirror)  # its own reply is in its thread already
         return response
 
+    async def continue_turn(
+        self,
+        agent: Agent,
+        said: Sequence[Message],
+        answers: Sequence[Message],
+        *,
+        options: ChatOptions | None = None,
+        on_update: UpdateSink | None = None,
+        cancellation_token: CancellationToken | None = None,
+    ) -> AgentResponse:
+        # the answers go to the agent's thread only: they are its own tool traffic, and a
+        # person's approval must not reach another agent's thread as a user message
+        name = agent.name
+        mirror = self._mirror
+        written = {m.message_id for source, m in mirror if source == name}
+        if not all(m.message_id in written for m in said):  # made since the turn paused
+            mirror.extend([(name, m) for m in said if m.message_id not in written])
+        thread = self._threads.get(name)
+        if thread is None:
+            thread = self._threads[name] = agent.create_thread()
+        new = _side_of(name, mirror[self._seen.get(name, 0) :], self._inputs)
+        await thread.on_new_message([*new, *answers])
+        self._seen[name] = len(mirror)
+        response = await _call(agent, None, thread, options, on_update, cancellation_token)
+        mirror.extend([(name, m) for m in response.messages])
+        self._seen[name] = len(mirror)
+        return response
+
     async def reset(self) -> None:
         threads, self._threads = self._threads, {}
         for thread in threads.values():
@@ -243,6 +292,8 @@ class ServiceChannel(AgentChannel):
         self._first = agent
         self._thread: AgentThread | None = None
         self._unsent: list[Message] = []
+        self._replied: list[Message] = []
+        """The last reply run on the thread (a turn that paused has it there already)."""
 
     @property
     def thread(self) -> AgentThread:
@@ -276,16 +327,45 @@ class ServiceChannel(AgentChannel):
     ) -> AgentResponse:
         unsent, self._unsent = self._unsent, []
         try:
-            return await _call(
+            response = await _call(
                 agent, unsent or None, self.thread, options, on_update, cancellation_token
             )
         except BaseException:
             self._unsent = unsent + self._unsent  # not delivered: keep it for the next run
             raise
+        self._replied = response.messages
+        return response
+
+    async def continue_turn(
+        self,
+        agent: Agent,
+        said: Sequence[Message],
+        answers: Sequence[Message],
+        *,
+        options: ChatOptions | None = None,
+        on_update: UpdateSink | None = None,
+        cancellation_token: CancellationToken | None = None,
+    ) -> AgentResponse:
+        # the server thread holds the turn so far if this channel ran it; a channel made
+        # since (a resume) sends it along with what the thread has not seen
+        ran = {m.message_id for m in self._replied}
+        held = [] if all(m.message_id in ran for m in said) else list(said)
+        unsent, self._unsent = self._unsent, []
+        try:
+            response = await _call(
+                agent, [*unsent, *held, *answers], self.thread, options, on_update,
+                cancellation_token,
+            )  # fmt: skip
+        except BaseException:
+            self._unsent = unsent + self._unsent
+            raise
+        self._replied = response.messages
+        return response
 
     async def reset(self) -> None:
         old, self._thread = self._thread, None
         self._unsent = []
+        self._replied = []
         if old is not None:
             await old.delete()
 

@@ -302,10 +302,12 @@ class Handoff(Team):
         )
         # The shared history through the channels (each agent's thread is handed only what
         # is new), with each agent's transfer tools as its run options.
-        executors = [
-            ParticipantExecutor(a, options=_transfer_options(self.tools_for(a.name)))
-            for a in self.participants
-        ]
+        executors = []
+        for a in self.participants:
+            transfers = self.tools_for(a.name)
+            executor = ParticipantExecutor(a, options=_transfer_options(a, transfers))
+            executor.team_tools = frozenset(spec.name for spec in transfers)
+            executors.append(executor)
         steps = 2 * self.max_turns + 8 if self.max_turns is not None else 10_000
         return self._star_workflow(manager, participants=executors, max_supersteps=steps)
 
@@ -314,8 +316,14 @@ Swarm = Handoff
 """AutoGen's name for the same team."""
 
 
-def _transfer_options(specs: list[ToolSpec]) -> ChatOptions | None:
-    return ChatOptions(tools=specs) if specs else None
+def _transfer_options(agent: Agent, specs: list[ToolSpec]) -> ChatOptions | None:
+    """The transfer tools, after the tools the agent itself declares in its options (the
+    run's tools replace the agent's, so those would be lost)."""
+    if not specs:
+        return None
+    own = getattr(agent, "options", None)
+    declared = list(own.tools or ()) if isinstance(own, ChatOptions) else []
+    return ChatOptions(tools=[*declared, *specs])
 
 
 def _targets(

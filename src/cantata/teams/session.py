@@ -263,16 +263,53 @@ class TeamSession:
         pending = [r.request_id for r in outcome.pending_requests]
         return TaskResult([], StopMessage(f"waiting for answers to requests {pending}", "input"))
 
-    async def send_responses(self, responses: Mapping[str, Any]) -> TaskResult:
-        """Answer requests a participant made (not the next task: use `run`) and go on."""
+    async def send_responses(
+        self,
+        responses: Mapping[str, Any],
+        *,
+        cancellation_token: CancellationToken | None = None,
+    ) -> TaskResult:
+        """Answer requests a participant or the manager made (a tool's approval, a declared
+        tool's result, a plan review; not the next task: use `run`) and go on."""
         self._enter()
         try:
-            if self._run is None:
-                raise UsageError(f"team {self.team.name!r} has not run in this session yet")
-            before = len(self._run.outputs)
-            return self._result_of(await self._run.send_responses(responses), before)
+            run = self._answerable()
+            before = len(run.outputs)
+            outcome = await run.send_responses(responses, cancellation_token=cancellation_token)
+            return self._result_of(outcome, before)
         finally:
             self._busy = False
+
+    def send_responses_stream(
+        self,
+        responses: Mapping[str, Any],
+        *,
+        cancellation_token: CancellationToken | None = None,
+    ) -> AsyncIterator[StreamItem]:
+        """`send_responses`, yielding what happens as `run_stream` does, then the result."""
+        return self._answer_events(responses, cancellation_token)
+
+    async def _answer_events(
+        self, responses: Mapping[str, Any], token: CancellationToken | None
+    ) -> AsyncIterator[StreamItem]:
+        self._enter()
+        try:
+            run = self._answerable()
+            before = len(run.outputs)
+            stream = run.send_responses_stream(responses, cancellation_token=token)
+            async with stream:
+                async for event in stream:
+                    if _shown(event):
+                        yield event
+                outcome = stream.result
+            yield self._result_of(outcome, before)
+        finally:
+            self._busy = False
+
+    def _answerable(self) -> WorkflowRun:
+        if self._run is None:
+            raise UsageError(f"team {self.team.name!r} has not run in this session yet")
+        return self._run
 
     # -- reset, save, load ------------------------------------------------------------------
 

@@ -1,8 +1,9 @@
 """The messages a team's workflow passes: the task in, the turn token out to a participant,
-the participant's turn back to the manager, and the manager's request for the next task.
+the participant's turn back to the manager, and the manager's request for the next task;
+and what a participant keeps while its turn waits for a person (`PausedTurn`).
 
 All are registered with the JSON type registry: any of them may be in flight at a
-checkpoint, or be the pending request a saved team waits on.
+checkpoint, or be the pending request (or the paused turn) a saved team waits on.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ..core import Message, Usage, register
 
-__all__ = ["HISTORY_LOG", "AwaitingTask", "SpeakTurn", "TeamTask", "TurnDone"]
+__all__ = ["HISTORY_LOG", "AwaitingTask", "PausedTurn", "SpeakTurn", "TeamTask", "TurnDone"]
 
 HISTORY_LOG = "team.history"
 """Name of the run's shared log holding the team's authoritative history."""
@@ -52,3 +53,29 @@ class TurnDone:
     usage: Usage = field(default_factory=Usage)
     channel: str = ""
     """The key of the channel the speaker ran on (that channel has the messages already)."""
+
+
+@register(name="cantata.teams.PausedTurn")
+@dataclass(slots=True)
+class PausedTurn:
+    """A participant's turn that waits for a person (an approval, the result of a tool
+    declared without a function): kept as the participant's executor state, so a
+    checkpoint taken while the team waits holds what the turn said so far."""
+
+    correlation_id: str = ""
+    turn: int = 0
+    messages: list[Message] = field(default_factory=list)
+    """What the participant said in this turn before it paused (its requests last)."""
+    requests: list[str] = field(default_factory=list)
+    """The ids of the workflow requests it waits on, in the order they were made."""
+    answers: dict[str, Message] = field(default_factory=dict)
+    """The answers that came, by request id (each a message holding the answer)."""
+    usage: Usage = field(default_factory=Usage)
+    start: int = 0
+    """How long the history was when the turn began (a participant that builds its view
+    from the history afresh builds the same one to go on)."""
+
+    @property
+    def waiting(self) -> list[str]:
+        """The requests not answered yet."""
+        return [r for r in self.requests if r not in self.answers]

@@ -1,0 +1,271 @@
+"""A participant's tool that needs a person's approval, or a tool declared without a
+function, pauses the team with a request the caller answers; the participant's turn then
+goes on (the tool runs, or the model reads the rejection or the answer) and the team goes
+on with the next speaker. For every team type that runs local agents, in process and on a
+runtime that copies messages, and across a checkpoint taken while the request waits."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from cantata.agents import Agent
+from cantata.core import (
+    FunctionApprovalRequestContent,
+    FunctionCallContent,
+    FunctionResultContent,
+    Message,
+    Usage,
+    UsageError,
+    dumps,
+    loads,
+)
+from cantata.models import ChatOptions
+from cantata.runtime import LocalRuntime
+from cantata.stores import SQLiteStore
+from cantata.teams import (
+    Concurrent,
+    GroupChat,
+    Handoff,
+    Magentic,
+    Selector,
+    Sequential,
+    TaskResult,
+    Team,
+    TeamSession,
+)
+from cantata.teams.turns import PausedTurn
+from cantata.workflows import RequestInfoEvent, StateStoreCheckpointStore
+
+from ._agents import asking_agent, function_agent, paying_agent
+from ._magentic_script import ManagerScript, progress
+
+REJECTED = "the user rejected this call"
+
+
+def _checker() -> Agent:
+    return function_agent("checker", lambda messages: f"checker saw: {messages[-1].text}")
+
+
+def _selector_client() -> object:
+    from cantata.models import ScriptedChatClient
+
+    def pick(messages: list[Message], options: ChatOptions) -> str:
+        fmt = options.response_format
+        assert isinstance(fmt, dict)
+        names = fmt["properties"]["speaker"]["enum"]
+        return json.dumps({"speaker": "payer" if "payer" in names else names[0]})
+
+    return ScriptedChatClient(pick)
+
+
+class _ReadingScript(ManagerScript):
+    """A magentic manager's model that reads the run so far: the payer works first, then
+    the checker, then the task is done (so a fresh team resumed mid-run answers alike)."""
+
+    def answer(self, messages: list[Message], options: ChatOptions) -> str:
+        said = "\n".join(m.text for m in messages)
+        if "checker saw" in said:
+            self.ledgers = [progress("checker", satisfied=True)]
+        elif "payer says" in said or "payer got" in said:
+            self.ledgers = [progress("checker", "check")]
+        else:
+            self.ledgers = [progress("payer", "pay")]
+        return super().answer(messages, options)
+
+
+def _magentic(agents: list[Agent]) -> Team:
+    script = _ReadingScript([], plan=[("payer", "pay"), ("checker", "check")])
+    return Magentic(script.client, agents)
+
+
+TEAMS: dict[str, tuple[Callable[[list[Agent]], Team], str]] = {
+    # name: (the team of [payer, checker], the source of the stop once both spoke)
+    "round robin": (lambda agents: GroupChat(agents, max_turns=2), "max_turns"),
+    "speaker function": (
+        lambda agents: GroupChat(
+            agents,
+            speaker=lambda s: "checker" if s.last_speaker == "payer" else "payer",
+            max_turns=2,
+        ),
+        "max_turns",
+    ),
+    "selector": (
+        lambda agents: GroupChat(
+            agents,
+            speaker=Selector(_selector_client(), structured=True),
+            max_turns=2,  # type: ignore[arg-type]
+        ),
+        "max_turns",
+    ),
+    "sequential": (lambda agents: Sequential(agents), "sequence"),
+    "chain": (lambda agents: Sequential(agents, chain_only_agent_responses=True), "sequence"),
+    "concurrent": (lambda agents: Concurrent(agents), "concurrent"),
+    "handoff": (lambda agents: Handoff(agents), "user_input"),
+    "magentic": (_magentic, "satisfied"),
+}
+
+
+def _team(kind: str, ran: list[int]) -> Team:
+    make, _ = TEAMS[kind]
+    hand_to = "checker" if kind == "handoff" else None
+    return make([paying_agent("payer", ran, hand_to=hand_to), _checker()])
+
+
+def _lines(result: TaskResult) -> list[str]:
+    return [f"{m.author_name}: {m.text}" for m in result.messages]
+
+
+def _approval(session: TeamSession) -> RequestInfoEvent:
+    [request] = session.pending_requests
+    assert isinstance(request.data, FunctionApprovalRequestContent)
+    return request
+
+
+@pytest.fixture(params=["in process", "copying"])
+async def runtime(request: pytest.FixtureRequest) -> AsyncIterator[LocalRuntime | None]:
+    """No runtime, or one that copies messages (each executor an actor of its own, as on
+    Ray: the request, its answer and the paused turn cross as JSON)."""
+    if request.param == "in process":
+        yield None
+        return
+    async with LocalRuntime(serialize_messages=True) as copying:
+        yield copying
+
+
+@pytest.mark.parametrize("kind", list(TEAMS))
+async def test_an_approval_pauses_the_team_and_the_turn_goes_on_once_approved(
+    kind: str, runtime: LocalRuntime | None
+) -> None:
+    ran: list[int] = []
+    session = _team(kind, ran).create_session(runtime=runtime)
+    paused = await session.run("pay the bill")
+    assert paused.stop_message is not None and paused.stop_message.source == "input"
+    request = _approval(session)
+    assert request.executor_id == "payer"
+    call = request.data.function_call
+    assert (call.name, call.arguments) == ("pay", {"amount": 5})
+    assert ran == []  # nothing ran before a person said so
+    with pytest.raises(UsageError, match="send_responses"):
+        await session.run()  # the team waits for the answer, not for a task
+
+    done = await session.send_responses({request.request_id: request.data.create_response(True)})
+    assert ran == [5]
+    assert session.pending_requests == []
+    _, stop_source = TEAMS[kind]
+    assert done.stop_message is not None and done.stop_message.source == stop_source
+    lines = _lines(done)
+    assert lines[0] == "user: pay the bill"
+    paid = "payer says paid 5" if kind != "handoff" else "payer handed the conversation"
+    said = next(i for i, line in enumerate(lines) if line.startswith(f"payer: {paid}"))
+    checked = [i for i, line in enumerate(lines) if line.startswith("checker: checker saw")]
+    assert checked, lines  # the team went on with the next speaker
+    if kind != "concurrent":  # the fan-out's checker answered while the payer waited
+        assert checked[0] > said
+    if kind in ("round robin", "sequential", "handoff"):  # the checker read the payer's word
+        assert lines[checked[0]] == f"checker: checker saw: {lines[said].removeprefix('payer: ')}"
+
+
+@pytest.mark.parametrize("kind", list(TEAMS))
+async def test_a_rejection_is_shown_to_the_model_and_the_tool_never_runs(kind: str) -> None:
+    ran: list[int] = []
+    team = _team(kind, ran)
+    session = team.create_session()
+    await session.run("pay the bill")
+    request = _approval(session)
+    done = await session.send_responses({request.request_id: request.data.create_response(False)})
+    assert ran == []
+    payer = team.participants[0]
+    last_call = payer.client.calls[-1]  # type: ignore[attr-defined]
+    results = [c for m in last_call.messages for c in m.function_results]
+    assert [r.error for r in results] == [REJECTED]
+    assert any(m.author_name == "checker" for m in done.messages)
+
+
+@pytest.mark.parametrize("kind", list(TEAMS))
+async def test_a_declared_tool_call_is_a_request_the_caller_answers(kind: str) -> None:
+    make, stop_source = TEAMS[kind]
+    team = make([asking_agent("payer"), _checker()])
+    session = team.create_session()
+    await session.run("how much?")
+    [request] = session.pending_requests
+    assert request.executor_id == "payer"
+    assert isinstance(request.data, FunctionCallContent) and request.data.name == "ask_clerk"
+    answer = FunctionResultContent(request.data.call_id, result="12 euros")
+    done = await session.send_responses({request.request_id: answer})
+    assert "payer: payer got 12 euros" in _lines(done)
+    assert done.stop_message is not None and done.stop_message.source == stop_source
+
+
+async def test_the_stream_yields_the_request_and_two_approvals_are_answered_one_by_one() -> None:
+    ran: list[int] = []
+    payer = paying_agent("payer", ran, amounts=(1, 2))
+    team = GroupChat([payer, _checker()], max_turns=2)
+    session = team.create_session()
+    items = [item async for item in session.run_stream("pay twice")]
+    requests = [e for e in items if isinstance(e, RequestInfoEvent)]
+    assert [r.data.function_call.arguments for r in requests] == [{"amount": 1}, {"amount": 2}]
+    assert isinstance(items[-1], TaskResult) and items[-1].stop_message is not None
+    assert items[-1].stop_message.source == "input"
+    one, two = requests
+    still = await session.send_responses({one.request_id: one.data.create_response(True)})
+    assert ran == [] and [r.request_id for r in session.pending_requests] == [two.request_id]
+    assert still.stop_message is not None and still.stop_message.source == "input"
+    done = await session.send_responses({two.request_id: two.data.create_response(False)})
+    assert ran == [1]
+    assert f"payer: payer says paid 1; {REJECTED}" in _lines(done)
+    assert done.stop_message is not None and done.stop_message.source == "max_turns"
+
+
+@pytest.mark.parametrize("kind", list(TEAMS))
+async def test_a_pending_approval_survives_a_checkpoint_and_a_fresh_team(
+    kind: str, tmp_path: Path
+) -> None:
+    reference_ran: list[int] = []
+    reference = _team(kind, reference_ran).create_session()
+    await reference.run("pay the bill")
+    request = _approval(reference)
+    expected = await reference.send_responses(
+        {request.request_id: request.data.create_response(True)}
+    )
+
+    store = StateStoreCheckpointStore(SQLiteStore(str(tmp_path / "team.db")))
+    try:
+        before: list[int] = []
+        session = _team(kind, before).create_session(checkpoint_store=store)
+        await session.run("pay the bill")
+        checkpoint = session.checkpoint_id
+        assert checkpoint is not None
+        waiting = _approval(session).data
+        after: list[int] = []
+        fresh = _team(kind, after)  # a new definition, as a new process would build
+        resumed = await fresh.resume(checkpoint, checkpoint_store=store)
+        request = _approval(resumed)
+        assert request.data == waiting
+        done = await resumed.send_responses(
+            {request.request_id: request.data.create_response(True)}
+        )
+    finally:
+        await store.close()
+    assert (before, after) == ([], [5])
+    assert _lines(done) == _lines(expected)
+    assert done.stop_reason == expected.stop_reason
+
+
+def test_a_paused_turn_round_trips_through_json() -> None:
+    call = FunctionCallContent("c1", "pay", {"amount": 5})
+    asked = FunctionApprovalRequestContent("r1", call)
+    paused = PausedTurn(
+        "corr",
+        3,
+        [Message("assistant", [call]), Message("assistant", [asked])],
+        ["q1", "q2"],
+        {"q1": Message("user", [asked.create_response(True)], author_name="payer")},
+        Usage(3, 4),
+        7,
+    )
+    back = loads(dumps(paused))
+    assert back == paused and back.waiting == ["q2"]
