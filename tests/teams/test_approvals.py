@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cantata.agents import Agent
+from cantata.agents import Agent, ChatAgent
 from cantata.core import (
     FunctionApprovalRequestContent,
     FunctionCallContent,
@@ -20,10 +20,11 @@ from cantata.core import (
     Message,
     Usage,
     UsageError,
+    WorkflowError,
     dumps,
     loads,
 )
-from cantata.models import ChatOptions
+from cantata.models import ChatOptions, ScriptedChatClient, ScriptedTurn, tool_call
 from cantata.runtime import LocalRuntime
 from cantata.stores import SQLiteStore
 from cantata.teams import (
@@ -35,10 +36,12 @@ from cantata.teams import (
     Sequential,
     TaskResult,
     Team,
+    TeamMessageEvent,
     TeamSession,
 )
 from cantata.teams.turns import PausedTurn
-from cantata.workflows import RequestInfoEvent, StateStoreCheckpointStore
+from cantata.tools import tool
+from cantata.workflows import AgentUpdateEvent, RequestInfoEvent, StateStoreCheckpointStore
 
 from ._agents import asking_agent, function_agent, paying_agent
 from ._magentic_script import ManagerScript, progress
@@ -51,8 +54,6 @@ def _checker() -> Agent:
 
 
 def _selector_client() -> object:
-    from cantata.models import ScriptedChatClient
-
     def pick(messages: list[Message], options: ChatOptions) -> str:
         fmt = options.response_format
         assert isinstance(fmt, dict)
@@ -222,7 +223,7 @@ async def test_the_stream_yields_the_request_and_two_approvals_are_answered_one_
 
 @pytest.mark.parametrize("kind", list(TEAMS))
 async def test_a_pending_approval_survives_a_checkpoint_and_a_fresh_team(
-    kind: str, tmp_path: Path
+    kind: str, tmp_path: Path, runtime: LocalRuntime | None
 ) -> None:
     reference_ran: list[int] = []
     reference = _team(kind, reference_ran).create_session()
@@ -235,14 +236,14 @@ async def test_a_pending_approval_survives_a_checkpoint_and_a_fresh_team(
     store = StateStoreCheckpointStore(SQLiteStore(str(tmp_path / "team.db")))
     try:
         before: list[int] = []
-        session = _team(kind, before).create_session(checkpoint_store=store)
+        session = _team(kind, before).create_session(checkpoint_store=store, runtime=runtime)
         await session.run("pay the bill")
         checkpoint = session.checkpoint_id
         assert checkpoint is not None
         waiting = _approval(session).data
         after: list[int] = []
         fresh = _team(kind, after)  # a new definition, as a new process would build
-        resumed = await fresh.resume(checkpoint, checkpoint_store=store)
+        resumed = await fresh.resume(checkpoint, checkpoint_store=store, runtime=runtime)
         request = _approval(resumed)
         assert request.data == waiting
         done = await resumed.send_responses(
@@ -269,3 +270,58 @@ def test_a_paused_turn_round_trips_through_json() -> None:
     )
     back = loads(dumps(paused))
     assert back == paused and back.waiting == ["q2"]
+
+
+async def test_the_answer_streams_the_rest_of_the_turn_and_of_the_team() -> None:
+    ran: list[int] = []
+    session = _team("round robin", ran).create_session()
+    await session.run("pay the bill")
+    request = _approval(session)
+    with pytest.raises(WorkflowError, match="must be a"):
+        await session.send_responses({request.request_id: "yes"})  # not an approval
+    assert _approval(session).request_id == request.request_id  # still waiting
+    answer = {request.request_id: request.data.create_response(True)}
+    items = [item async for item in session.send_responses_stream(answer)]
+    assert ran == [5]
+    result = items[-1]
+    assert isinstance(result, TaskResult) and result.stop_message is not None
+    assert result.stop_message.source == "max_turns"
+    chunks = [e for e in items if isinstance(e, AgentUpdateEvent) and e.executor_id == "payer"]
+    assert "".join(c.data.text for c in chunks) == "payer says paid 5"
+    shown = [(e.source, e.message.text) for e in items if isinstance(e, TeamMessageEvent)]
+    assert shown == [("payer", "payer says paid 5"), ("checker", "checker saw: payer says paid 5")]
+
+
+def _paying_twice(ran: list[int]) -> ChatAgent:
+    """Pays 1, and once that is paid, pays 2 (two approvals, one after the other)."""
+
+    @tool(name="pay", approval_mode="always_require")
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        ran.append(amount)
+        return f"paid {amount}"
+
+    def answer(messages: list[Message], options: ChatOptions) -> ScriptedTurn:
+        results = [r for m in messages for r in m.function_results]
+        if len(results) < 2:
+            return [tool_call("pay", {"amount": len(results) + 1})]
+        return "payer says " + ", ".join(str(r.result or r.error) for r in results)
+
+    return ChatAgent(ScriptedChatClient(answer), name="payer", tools=[pay])
+
+
+@pytest.mark.parametrize("kind", ["round robin", "concurrent"])
+async def test_a_turn_that_asks_again_after_an_answer_pauses_again(kind: str) -> None:
+    ran: list[int] = []
+    make, _ = TEAMS[kind]
+    session = make([_paying_twice(ran), _checker()]).create_session()
+    await session.run("pay the bill")
+    first = _approval(session)
+    await session.send_responses({first.request_id: first.data.create_response(True)})
+    second = _approval(session)
+    assert ran == [1] and second.data.function_call.arguments == {"amount": 2}
+    done = await session.send_responses({second.request_id: second.data.create_response(True)})
+    assert ran == [1, 2]
+    assert "payer: payer says paid 1, paid 2" in _lines(done)
+    turn = [m for m in done.messages if m.author_name == "payer"]
+    assert len(turn) == 1  # one turn: the transcript shows its last word only
