@@ -34,6 +34,7 @@ from cantata.teams import (
     Magentic,
     Selector,
     Sequential,
+    ServiceChannel,
     TaskResult,
     Team,
     TeamMessageEvent,
@@ -325,3 +326,66 @@ async def test_a_turn_that_asks_again_after_an_answer_pauses_again(kind: str) ->
     assert "payer: payer says paid 1, paid 2" in _lines(done)
     turn = [m for m in done.messages if m.author_name == "payer"]
     assert len(turn) == 1  # one turn: the transcript shows its last word only
+
+
+async def test_a_remote_participant_served_over_a2a_pauses_and_goes_on_alike() -> None:
+    from cantata.agents.remote_a2a import A2AAgent
+    from cantata.stores import MemoryStore
+
+    from ..serve._servers import serving
+
+    ran: list[int] = []
+    async with (
+        MemoryStore() as store,
+        serving(paying_agent("payer", ran), store=store) as url,
+        A2AAgent(f"{url}/a2a/payer") as remote,
+    ):
+        session = GroupChat([remote, _checker()], max_turns=2).create_session()
+        paused = await session.run("pay the bill")
+        assert paused.stop_message is not None and paused.stop_message.source == "input"
+        request = _approval(session)
+        assert request.executor_id == "payer" and ran == []
+        assert request.data.function_call.arguments == {"amount": 5}
+        done = await session.send_responses(
+            {request.request_id: request.data.create_response(True)}
+        )
+        kinds = {type(session.channels.channel(k)) for k in session.channels.keys}
+    assert ran == [5]
+    assert ServiceChannel in kinds  # the remote agent's turn went on on its server thread
+    lines = _lines(done)
+    assert lines[-1] == f"checker: checker saw: {lines[-2].removeprefix('payer: ')}"
+    assert "paid 5" in lines[-2]
+
+
+async def test_a_remote_participants_paused_turn_goes_on_in_a_fresh_team(tmp_path: Path) -> None:
+    from cantata.agents.remote_a2a import A2AAgent
+    from cantata.stores import MemoryStore
+
+    from ..serve._servers import serving
+
+    ran: list[int] = []
+    checkpoints = StateStoreCheckpointStore(SQLiteStore(str(tmp_path / "team.db")))
+    try:
+        async with (
+            MemoryStore() as store,
+            serving(paying_agent("payer", ran), store=store) as url,
+        ):
+            async with A2AAgent(f"{url}/a2a/payer") as remote:
+                team = GroupChat([remote, _checker()], max_turns=2)
+                session = team.create_session(checkpoint_store=checkpoints)
+                await session.run("pay the bill")
+                checkpoint = session.checkpoint_id
+                assert checkpoint is not None
+            async with A2AAgent(f"{url}/a2a/payer") as again:  # a new client, as after a restart
+                fresh = GroupChat([again, _checker()], max_turns=2)
+                resumed = await fresh.resume(checkpoint, checkpoint_store=checkpoints)
+                request = _approval(resumed)
+                done = await resumed.send_responses(
+                    {request.request_id: request.data.create_response(True)}
+                )
+    finally:
+        await checkpoints.close()
+    assert ran == [5]  # the served agent's waiting task took the approval
+    lines = _lines(done)
+    assert lines[-2] == "payer: payer says paid 5"
+    assert lines[-1] == "checker: checker saw: payer says paid 5"

@@ -23,7 +23,7 @@ from ..agents import Agent, AgentResponse, AgentResponseUpdate
 from ..core import Message, Usage, tracing
 from ..models import ChatOptions
 from ..workflows import AgentUpdateEvent, WorkflowContext, handler
-from ._paused import ASKING, PausingParticipant, requests_of, team_tools_of
+from ._paused import ASKING, PausingParticipant, WentOn, requests_of, team_tools_of
 from .channels import LocalChannel
 from .manager import sourced, turn_span
 from .turns import HISTORY_LOG, PausedTurn, SpeakTurn, TurnDone
@@ -84,7 +84,7 @@ class FreshTurnParticipant(PausingParticipant):
 
     async def _go_on(
         self, paused: PausedTurn, inputs: list[Message], ctx: WorkflowContext[Any, Any]
-    ) -> tuple[AgentResponse, frozenset[str]]:
+    ) -> WentOn:
         """The paused turn goes on: its view rebuilt from the history as the turn began,
         then what it said and the answers."""
         history: list[Message] = list(ctx.log(HISTORY_LOG, shared=True).entries[: paused.start])
@@ -92,7 +92,7 @@ class FreshTurnParticipant(PausingParticipant):
         options = self._options_for(history) if self._options_for is not None else None
         view = await view_for(self.agent, shown)
         response = await self._run([*view, *paused.messages, *inputs], options, ctx)
-        return response, team_tools_of(options)
+        return WentOn(response, team_tools_of(options))
 
     async def _run(
         self, view: list[Message], options: ChatOptions | None, ctx: WorkflowContext[Any, Any]

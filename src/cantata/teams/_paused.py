@@ -19,8 +19,8 @@ that asks for nothing, so a plain text turn costs what it did.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, TypeAlias
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, NamedTuple, TypeAlias
 
 from ..agents import Agent, AgentResponse
 from ..core import (
@@ -39,7 +39,7 @@ from ..workflows._agent_messages import open_requests
 from .manager import turn_span
 from .turns import PausedTurn, SpeakTurn, TurnDone
 
-__all__ = ["ASKING", "PausingParticipant", "requests_of", "team_tools_of"]
+__all__ = ["ASKING", "PausingParticipant", "WentOn", "requests_of", "team_tools_of"]
 
 ASKING = frozenset({"approval_required", "tool_calls"})
 """The finish reasons of an agent run that waits for the caller."""
@@ -64,6 +64,16 @@ def team_tools_of(options: ChatOptions | None) -> frozenset[str]:
     if options is None or not options.tools:
         return frozenset()
     return frozenset(spec.name for spec in options.tools)
+
+
+class WentOn(NamedTuple):
+    """A paused turn's run on the answers: its response, the names of the tools the team
+    declared for it (see `requests_of`), and how to read its channel's state should it
+    pause again (None: it has none)."""
+
+    response: AgentResponse
+    team_tools: frozenset[str]
+    channel_state: Callable[[], Awaitable[dict[str, Any] | None]] | None = None
 
 
 def _inputs(paused: PausedTurn, name: str) -> list[Message]:
@@ -101,10 +111,13 @@ class PausingParticipant(Executor):
         ctx: WorkflowContext[Any, Any],
         *,
         start: int = 0,
+        channel_state: dict[str, Any] | None = None,
     ) -> None:
         """Ask the caller each request; keep the turn so far until all are answered."""
         ids = [ctx.request_info(r).value for r in requests]
-        paused = PausedTurn(turn.correlation_id, turn.turn, messages, ids, {}, usage, start)
+        paused = PausedTurn(
+            turn.correlation_id, turn.turn, messages, ids, {}, usage, start, channel_state
+        )
         ctx.set_executor_state(paused)
 
     @response_handler(output=TurnDone)
@@ -144,24 +157,27 @@ class PausingParticipant(Executor):
         turn = SpeakTurn(paused.correlation_id, paused.turn)
         if tracing.enabled():
             with turn_span(ctx, turn, self.agent.name):
-                response, team_tools = await self._go_on(paused, inputs, ctx)
+                went = await self._go_on(paused, inputs, ctx)
         else:
-            response, team_tools = await self._go_on(paused, inputs, ctx)
+            went = await self._go_on(paused, inputs, ctx)
+        response = went.response
         said = [*paused.messages, *inputs, *response.messages]
         usage = paused.usage + (response.usage or Usage())
         if response.finish_reason in ASKING:
-            requests = requests_of(response, team_tools)
+            requests = requests_of(response, went.team_tools)
             if requests:
-                self._pause(turn, said, requests, usage, ctx, start=paused.start)
+                state = await went.channel_state() if went.channel_state is not None else None
+                self._pause(
+                    turn, said, requests, usage, ctx, start=paused.start, channel_state=state
+                )
                 return
         name = self.agent.name
         ctx.send_message(TurnDone(name, _authored(said, name), usage, self._went_on(said, ctx)))
 
     async def _go_on(
         self, paused: PausedTurn, inputs: list[Message], ctx: WorkflowContext[Any, Any]
-    ) -> tuple[AgentResponse, frozenset[str]]:
-        """Run the agent again on its turn so far (`paused.messages`) and the answers; with
-        the names of the tools the team declared for that run (see `requests_of`)."""
+    ) -> WentOn:
+        """Run the agent again on its turn so far (`paused.messages`) and the answers."""
         raise NotImplementedError
 
     def _went_on(self, said: list[Message], ctx: WorkflowContext[Any, Any]) -> str:

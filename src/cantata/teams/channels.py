@@ -112,12 +112,19 @@ class AgentChannel(ABC):
         only (laid over the agent's own, as ``agent.run(options=...)`` does); the channel
         keeps the reply."""
 
+    async def paused(self, agent: Agent) -> dict[str, Any] | None:
+        """`agent`'s turn on this channel paused for a person: what the channel needs to go
+        on with it after a resume, as JSON (kept in the checkpoint), or None (the default:
+        the turn's messages are enough)."""
+        return None
+
     async def continue_turn(
         self,
         agent: Agent,
         said: Sequence[Message],
         answers: Sequence[Message],
         *,
+        saved: dict[str, Any] | None = None,
         options: ChatOptions | None = None,
         on_update: UpdateSink | None = None,
         cancellation_token: CancellationToken | None = None,
@@ -125,8 +132,8 @@ class AgentChannel(ABC):
         """Go on with `agent`'s turn that paused for a person: it had said `said` (its
         requests last), and `answers` are the person's answers; run it on them as `invoke`
         runs it (the channel keeps the reply). A channel made since the turn paused (a
-        resume) holds none of `said`: it takes it first. A channel kind that cannot go on
-        with a turn refuses here (the default)."""
+        resume) holds none of `said`: it takes it first, or what `paused` returned
+        (`saved`). A channel kind that cannot go on with a turn refuses (the default)."""
         raise ConfigurationError(
             f"participant {agent.name!r} waits for a person's answer on a channel of kind "
             f"{type(self).__name__}, which cannot go on with a paused turn; implement "
@@ -217,6 +224,7 @@ class LocalChannel(AgentChannel):
         said: Sequence[Message],
         answers: Sequence[Message],
         *,
+        saved: dict[str, Any] | None = None,
         options: ChatOptions | None = None,
         on_update: UpdateSink | None = None,
         cancellation_token: CancellationToken | None = None,
@@ -342,14 +350,22 @@ class ServiceChannel(AgentChannel):
         said: Sequence[Message],
         answers: Sequence[Message],
         *,
+        saved: dict[str, Any] | None = None,
         options: ChatOptions | None = None,
         on_update: UpdateSink | None = None,
         cancellation_token: CancellationToken | None = None,
     ) -> AgentResponse:
         # the server thread holds the turn so far if this channel ran it; a channel made
-        # since (a resume) sends it along with what the thread has not seen
+        # since (a resume) takes that thread back from `saved` (it holds the history up to
+        # the pause, so nothing is unsent), or else sends the turn along with the history
         ran = {m.message_id for m in self._replied}
-        held = [] if all(m.message_id in ran for m in said) else list(said)
+        held: list[Message] = []
+        if not all(m.message_id in ran for m in said):
+            if saved is not None:
+                self._thread = await agent.deserialize_thread(saved)
+                self._unsent = []
+            else:
+                held = list(said)
         unsent, self._unsent = self._unsent, []
         try:
             response = await _call(
@@ -361,6 +377,9 @@ class ServiceChannel(AgentChannel):
             raise
         self._replied = response.messages
         return response
+
+    async def paused(self, agent: Agent) -> dict[str, Any] | None:
+        return await self.thread.serialize()
 
     async def reset(self) -> None:
         old, self._thread = self._thread, None

@@ -20,7 +20,7 @@ from ..agents import Agent, AgentResponse, AgentResponseUpdate
 from ..core import Message, Usage, tracing
 from ..models import ChatOptions
 from ..workflows import AgentUpdateEvent, WorkflowContext, handler
-from ._paused import ASKING, PausingParticipant, requests_of, team_tools_of
+from ._paused import ASKING, PausingParticipant, WentOn, requests_of, team_tools_of
 from .channels import REDUCED_LOG, AgentChannel, ChannelFactory, ChannelSet, channel_key
 from .manager import CHANNELS_KEY, channels_of, sourced, turn_span
 from .turns import HISTORY_LOG, PausedTurn, SpeakTurn, TurnDone
@@ -81,7 +81,9 @@ class ParticipantExecutor(PausingParticipant):
         if response.finish_reason in ASKING:
             requests = requests_of(response, self.team_tools)
             if requests:
-                self._pause(turn, response.messages, requests, response.usage or Usage(), ctx)
+                usage = response.usage or Usage()
+                state = await channel.paused(self.agent)
+                self._pause(turn, response.messages, requests, usage, ctx, channel_state=state)
                 return
         if copying:
             channels.wrote(self.channel_key, response.messages)
@@ -91,7 +93,7 @@ class ParticipantExecutor(PausingParticipant):
 
     async def _go_on(
         self, paused: PausedTurn, inputs: list[Message], ctx: WorkflowContext[Any, Any]
-    ) -> tuple[AgentResponse, frozenset[str]]:
+    ) -> WentOn:
         """The paused turn goes on on the participant's channel, caught up as for a turn
         (after a resume the channel is new, and is handed the turn so far again)."""
         given: Any = ctx.kwargs.get(CHANNELS_KEY)
@@ -113,11 +115,12 @@ class ParticipantExecutor(PausingParticipant):
             self.agent,
             paused.messages,
             inputs,
+            saved=paused.channel_state,
             options=self.options,
             on_update=on_update,
             cancellation_token=ctx.cancellation_token,
         )
-        return response, self.team_tools
+        return WentOn(response, self.team_tools, lambda: channel.paused(self.agent))
 
     def _went_on(self, said: list[Message], ctx: WorkflowContext[Any, Any]) -> str:
         if not isinstance(ctx.kwargs.get(CHANNELS_KEY), ChannelSet):  # a copying runtime

@@ -9,6 +9,7 @@ checkpoint, or be the pending request (or the paused turn) a saved team waits on
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..core import Message, Usage, register
 
@@ -74,6 +75,9 @@ class PausedTurn:
     start: int = 0
     """How long the history was when the turn began (a participant that builds its view
     from the history afresh builds the same one to go on)."""
+    channel_state: dict[str, Any] | None = None
+    """What the participant's channel needs to go on after a resume (a server-side
+    thread's serialized data: the server holds the turn), from `AgentChannel.paused`."""
 
     @property
     def waiting(self) -> list[str]:
