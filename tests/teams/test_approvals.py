@@ -18,6 +18,7 @@ from cantata.core import (
     FunctionCallContent,
     FunctionResultContent,
     Message,
+    ToolError,
     Usage,
     UsageError,
     WorkflowError,
@@ -389,3 +390,47 @@ async def test_a_remote_participants_paused_turn_goes_on_in_a_fresh_team(tmp_pat
     lines = _lines(done)
     assert lines[-2] == "payer: payer says paid 5"
     assert lines[-1] == "checker: checker saw: payer says paid 5"
+
+
+async def test_a_team_as_an_agent_asks_as_an_agent_does_and_the_next_run_answers() -> None:
+    ran: list[int] = []
+    agent = _team("round robin", ran).as_agent(name="payments")
+    thread = agent.create_thread()
+    asked = await agent.run("pay the bill", thread=thread)
+    assert asked.finish_reason == "approval_required"
+    [request] = asked.user_input_requests
+    assert request.function_call.name == "pay" and asked.messages[-1].author_name == "payer"
+    assert ran == []
+    done = await agent.run(Message("user", [request.create_response(True)]), thread=thread)
+    assert ran == [5]
+    assert [f"{m.author_name}: {m.text}" for m in done.messages] == [
+        "payer: payer says paid 5",
+        "checker: checker saw: payer says paid 5",
+    ]
+    assert done.finish_reason is not None and "maximum of 2 turns" in done.finish_reason
+    # a tool made of it has no thread to come back to: it says what it waits for
+    as_tool = _team("round robin", ran).as_agent(name="payments").as_tool()
+    with pytest.raises(ToolError, match="waiting on pay"):
+        await as_tool.invoke({"task": "pay the bill"})
+    assert ran == [5]
+
+
+async def test_a_team_served_over_a2a_asks_its_client_and_takes_the_approval() -> None:
+    from cantata.agents.remote_a2a import A2AAgent
+    from cantata.stores import MemoryStore
+
+    from ..serve._servers import serving
+
+    ran: list[int] = []
+    async with (
+        MemoryStore() as store,
+        serving(_team("round robin", ran), store=store) as url,
+        A2AAgent(f"{url}/a2a/group_chat") as remote,
+    ):
+        thread = remote.create_thread()
+        asked = await remote.run("pay the bill", thread=thread)
+        assert asked.finish_reason == "approval_required" and ran == []
+        [request] = asked.user_input_requests
+        done = await remote.run(Message("user", [request.create_response(True)]), thread=thread)
+    assert ran == [5]
+    assert "checker saw: payer says paid 5" in done.text

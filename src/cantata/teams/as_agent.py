@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..agents import Agent, AgentInput, AgentResponse, AgentThread, IntermediateCallback
-from ..core import CancellationToken, Usage
+from ..core import (
+    CancellationToken,
+    FunctionApprovalRequestContent,
+    FunctionApprovalResponseContent,
+    FunctionCallContent,
+    FunctionResultContent,
+    Message,
+    Usage,
+)
 from ..models import ChatOptions
+from ..workflows import RequestInfoEvent
 
 if TYPE_CHECKING:
+    from .session import TeamSession
     from .team import Team
 
 __all__ = ["TeamAgent"]
@@ -18,7 +29,13 @@ __all__ = ["TeamAgent"]
 class TeamAgent(Agent):
     """Runs its team once per call, on a fresh session, with the thread's conversation and
     the new messages as the task; answers with what the participants said (each message
-    keeps its author) and records it on the thread."""
+    keeps its author) and records it on the thread.
+
+    A participant that stops to wait for a person (a tool's approval, a declared tool's
+    result) stops the run: the answer ends with those requests, as an agent's own would
+    (finish reason ``"approval_required"`` or ``"tool_calls"``), and the waiting session is
+    kept with the thread object (in this process). The next run on that thread that brings
+    the answers (approval responses, function results) goes on with that session."""
 
     def __init__(
         self, team: Team, *, name: str | None = None, description: str | None = None
@@ -28,6 +45,9 @@ class TeamAgent(Agent):
             description=description if description is not None else team.description,
         )
         self.team = team
+        self._waiting: weakref.WeakKeyDictionary[AgentThread, TeamSession] = (
+            weakref.WeakKeyDictionary()
+        )
 
     async def run(
         self,
@@ -41,22 +61,78 @@ class TeamAgent(Agent):
         cancellation_token: CancellationToken | None = None,
         **kwargs: Any,
     ) -> AgentResponse:
-        """One team run on the conversation so far plus `messages`."""
+        """One team run on the conversation so far plus `messages` (or, on a thread whose
+        team waits for answers that `messages` bring, the rest of that run)."""
         thread = self._thread_for_run(thread)
         incoming = self._incoming(messages)
         history = await thread.get_messages()
-        session = self.team.create_session()
+        session = self._waiting.pop(thread, None)
+        answers = _answers(session.pending_requests, incoming) if session is not None else {}
+        if session is None or not answers:
+            if session is not None:
+                await session.close()  # not answered: the new task starts over
+            session = self.team.create_session()
+            run = session.run([*history, *incoming], cancellation_token=cancellation_token)
+        else:
+            run = session.send_responses(answers, cancellation_token=cancellation_token)
+        keep = False
         try:
-            result = await session.run([*history, *incoming], cancellation_token=cancellation_token)
+            result = await run
+            waiting = session.pending_requests
+            asked = _asked(waiting)
+            keep = bool(asked)
         finally:
-            await session.close()
+            if keep:
+                self._waiting[thread] = session
+            else:
+                await session.close()
         given = {m.message_id for m in [*history, *incoming]}
         replies = [m for m in result.messages if m.message_id not in given]
+        finish = result.stop_reason
+        if asked:
+            replies += asked
+            approvals = any(type(r.data) is FunctionApprovalRequestContent for r in waiting)
+            finish = "approval_required" if approvals else "tool_calls"
         await thread.on_new_message([*incoming, *replies])
         return AgentResponse(
             replies,
             thread=thread,
             usage=Usage(),
             agent_id=self.id,
-            finish_reason=result.stop_reason,
+            finish_reason=finish,
         )
+
+
+def _asked(waiting: list[RequestInfoEvent]) -> list[Message]:
+    """The requests a stopped run waits on, as the messages of the participants that made
+    them (approval requests and calls, as an agent's own answer would end)."""
+    out: list[Message] = []
+    for r in waiting:
+        data = r.data
+        if isinstance(data, FunctionApprovalRequestContent | FunctionCallContent):
+            out.append(Message("assistant", [data], author_name=r.executor_id))
+    return out
+
+
+def _answers(waiting: list[RequestInfoEvent], incoming: list[Message]) -> dict[str, Any]:
+    """The workflow requests `incoming` answers, by request id: an approval response by
+    its approval request's id, a function result by its call's id."""
+    by_key: dict[tuple[str, str], str] = {}
+    for r in waiting:
+        if isinstance(r.data, FunctionApprovalRequestContent):
+            by_key["approval", r.data.request_id] = r.request_id
+        elif isinstance(r.data, FunctionCallContent):
+            by_key["call", r.data.call_id] = r.request_id
+    out: dict[str, Any] = {}
+    for m in incoming:
+        for c in m.contents:
+            if type(c) is FunctionApprovalResponseContent:
+                key = ("approval", c.request_id)
+            elif type(c) is FunctionResultContent:
+                key = ("call", c.call_id)
+            else:
+                continue
+            request_id = by_key.get(key)
+            if request_id is not None:
+                out.setdefault(request_id, c)
+    return out
