@@ -15,9 +15,10 @@ envelope inside is `wire.Envelope`, unchanged. A stream opens with ``{"t": "h", 
 - to the host: ``{"t": "q", "n", "env"}`` a request, ``{"t": "e", "n", "env"}`` an event,
   ``{"t": "c", "id"}`` cancel the handler of message ``id`` (the directory's stream takes
   the same: an event is a publication, a request one to a local subscriber, with ``"w"``,
-  the seconds it may wait for the answer; and ``{"t": "p", "n", "origin", "w"}`` takes
-  what waits for process ``origin``'s local subscribers, ``{"t": "a", "id", "reply"}``
-  answers a request to one);
+  the seconds it may wait for the answer; and ``{"t": "p", "n", "origin", "w", "k"}``
+  takes what waits for process ``origin``'s local subscribers, acknowledging those before
+  number ``"k"`` (answered ``[first number, *items]``, see _inbox.py),
+  ``{"t": "a", "id", "reply"}`` answers a request to one);
 - to the router: ``{"t": "r", "n", "reply"}`` the reply to call ``n``; ``{"t": "x",
   "err"}`` the last frame was unreadable (a `wire.failed` error), and the stream closes.
 
