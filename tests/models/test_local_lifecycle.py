@@ -7,6 +7,7 @@ import logging
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
@@ -32,6 +33,39 @@ async def test_async_with_gives_back_the_model_when_the_last_client_closes() -> 
         assert model.leases == 1 and model.decoder.alive
     assert model.leases == 0 and not model.decoder.alive
     assert model.key not in _llama_model._models
+
+
+def _decode_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "cantata-decoder"]
+
+
+async def test_models_of_different_settings_decode_at_once_on_one_thread() -> None:
+    """One thread steps every decoder, so llama.cpp's OpenMP teams start from one thread
+    only (more makes libgomp's barriers sleep: see _batch_decoder.py)."""
+    options = ChatOptions(temperature=0.0, seed=3, max_tokens=12)
+    async with LocalChatClient(n_ctx=640) as small, LocalChatClient(n_ctx=1024) as wide:
+        models = small._shared(), wide._shared()
+        assert models[0] is not models[1]
+        question = [Message("user", "Name a colour.")]
+        alone = await small.get_response(question, options=options)
+        both = await asyncio.gather(
+            small.get_response(question, options=options),
+            wide.get_response(question, options=options),
+            small.get_response([Message("user", "Name a fruit.")], options=options),
+        )
+        assert len(_decode_threads()) == 1
+        assert both[0].text == alone.text and all(r.text for r in both)
+        await small.close()  # the other model goes on, on the same thread
+        assert (await wide.get_response(question, options=options)).text
+        assert len(_decode_threads()) == 1
+    assert not any(model.decoder.alive for model in models)
+    if _llama_model._models:  # a model another test left open keeps the thread
+        return
+    for _ in range(100):  # with no model left, the thread ends at its next look (0.5 s)
+        if not _decode_threads():
+            break
+        await asyncio.sleep(0.05)
+    assert not _decode_threads()
 
 
 async def test_closing_a_client_ends_its_running_requests_and_it_can_be_used_again() -> None:

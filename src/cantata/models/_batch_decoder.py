@@ -16,6 +16,15 @@ prefix with its prompt, so a conversation that grows turn by turn evaluates only
 tokens. (llama.cpp's CPU kernels round differently for a whole prompt and for its last few
 tokens, so an answer can differ in rare near-ties between a cold and a warm cache, exactly
 as with raw llama-cpp-python's own prompt cache.)
+
+Every decoder of the process runs its steps on one thread, `_LOOP`. llama.cpp's CPU backend
+runs a batch on an OpenMP team, and each thread that starts a team keeps a pool of worker
+threads. Once libgomp manages more threads than there are cores, it stops spinning in its
+barriers and sleeps in the kernel instead, several hundred times a step: a second decoder
+thread made every batched step of both decoders about a quarter slower on two cores. One
+thread for all of them keeps one pool (and two models that decode at once take turns rather
+than oversubscribing the cores). A process that starts OpenMP teams on other threads, through
+llama-cpp-python directly or another library built on libgomp, still adds to the count.
 """
 
 from __future__ import annotations
@@ -87,64 +96,56 @@ class BatchDecoder:
         self._piece = ctypes.create_string_buffer(64)
         self._slots = [_Slot(i) for i in range(parallel)]
         self._waiting: deque[Sequence] = deque()
-        self._cond = threading.Condition()
         self._closing = False
-        self._thread: threading.Thread | None = None
+        self._attached = False
+        self._ended = threading.Event()
         self._tick = 0
 
     # -- any thread -------------------------------------------------------------------
 
     def submit(self, seq: Sequence) -> None:
         """Queue a sequence; it joins the batch as soon as a slot and cache room are free."""
-        with self._cond:
+        with _LOOP.cond:
             if self._closing:
                 raise ModelError(f"the local model {self.name!r} was closed; open a new client")
             self._waiting.append(seq)
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name=f"cantata-decoder-{self.name}", daemon=True
-                )
-                self._thread.start()
-            self._cond.notify()
+            self._attached = True
+            _LOOP.attach(self)
 
     def wake(self) -> None:
         """Look at the sequences again now (one was cancelled)."""
-        with self._cond:
-            self._cond.notify()
+        with _LOOP.cond:
+            _LOOP.cond.notify()
 
     @property
     def alive(self) -> bool:
-        """False once the decoder thread has ended (closed, or failed)."""
-        if self._thread is None:
-            return not self._closing
-        return self._thread.is_alive()
+        """False once this decoder has ended (closed, or failed) or the decode thread died."""
+        if self._ended.is_set():
+            return False
+        return not self._attached or _LOOP.running
 
     def close(self, timeout: float) -> bool:
-        """Stop the thread (ending every sequence) and free the context; False if it hangs."""
-        with self._cond:
+        """Stop decoding (ending every sequence) and free the context; False if it hangs."""
+        with _LOOP.cond:
             self._closing = True
-            thread = self._thread
-            self._cond.notify()
-        if thread is not None:
-            thread.join(timeout)
-            if thread.is_alive():
-                return False
-        else:
-            self._free()
-        return True
+            attached = self._attached
+            _LOOP.cond.notify()
+        if not attached:
+            self._end(None)
+            return True
+        return self._ended.wait(timeout)
 
-    # -- the decoder thread -----------------------------------------------------------
+    # -- the decode thread ------------------------------------------------------------
 
-    def _run(self) -> None:
-        error: BaseException | None = None
+    def _ready(self) -> bool:
+        """Admit what fits; whether any sequence is in the batch (`_LOOP.cond` held)."""
+        self._admit()
+        return any(s.owner is not None for s in self._slots)
+
+    def _end(self, error: BaseException | None) -> None:
+        """End every sequence (with `error`, if the decoder failed) and free the context."""
         try:
-            while self._next_turn():
-                self._step()
-        except BaseException as exc:  # a failed decoder must not leave callers waiting
-            error = exc
-            _log.exception("local decoder %s failed", self.name)
-        finally:
-            with self._cond:
+            with _LOOP.cond:
                 self._closing = True
                 waiting = list(self._waiting)
                 self._waiting.clear()
@@ -161,18 +162,9 @@ class BatchDecoder:
                 if slot.owner is not None:
                     stopped = slot.owner.cancel.is_set()
                     self._finish(slot.owner, stopped=stopped, error=None if stopped else reason)
+        finally:
             self._free()
-
-    def _next_turn(self) -> bool:
-        """Wait until there is work (bounded waits), admit what fits; False when closing."""
-        with self._cond:
-            while True:
-                if self._closing:
-                    return False
-                self._admit()
-                if any(s.owner is not None for s in self._slots):
-                    return True
-                self._cond.wait(_IDLE_WAIT)
+            self._ended.set()
 
     def _admit(self) -> None:
         while self._waiting:
@@ -346,6 +338,83 @@ class BatchDecoder:
         if self._ctx is not None:
             self._lib.llama_free(self._ctx)
             self._ctx = None
+
+
+class _DecodeLoop:
+    """The one thread that runs the steps of every decoder of the process, in turn."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Start empty; in a forked child, forget the parent's thread and decoders (neither
+        runs there)."""
+        self.cond = threading.Condition()
+        """Guards every decoder's queue and closing flag, and this loop's list."""
+        self._decoders: list[BatchDecoder] = []
+        self._thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
+    def attach(self, decoder: BatchDecoder) -> None:
+        """Run `decoder`'s steps until it closes (call with `cond` held)."""
+        if decoder not in self._decoders:
+            self._decoders.append(decoder)
+        if not self.running:  # none yet, or it died with its process's fork
+            self._thread = threading.Thread(target=self._run, name="cantata-decoder", daemon=True)
+            self._thread.start()
+        self.cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self.cond:
+                work = self._next_turn()
+            if work is None:
+                return
+            busy, ending = work
+            for decoder in ending:
+                self._end(decoder, None)
+            for decoder in busy:
+                try:
+                    decoder._step()
+                except BaseException as exc:  # a failed decoder must not leave callers waiting
+                    _log.exception("local decoder %s failed", decoder.name)
+                    with self.cond:
+                        self._decoders.remove(decoder)
+                    self._end(decoder, exc)
+
+    def _next_turn(self) -> tuple[list[BatchDecoder], list[BatchDecoder]] | None:
+        """The decoders with a batch to step and those closing (bounded waits for either);
+        None once no decoder is left, and the thread ends."""
+        while True:
+            busy: list[BatchDecoder] = []
+            ending: list[BatchDecoder] = []
+            for decoder in list(self._decoders):
+                if decoder._closing:
+                    self._decoders.remove(decoder)
+                    ending.append(decoder)
+                elif decoder._ready():
+                    busy.append(decoder)
+            if busy or ending:
+                return busy, ending
+            if not self._decoders:
+                self._thread = None
+                return None
+            self.cond.wait(_IDLE_WAIT)
+
+    @staticmethod
+    def _end(decoder: BatchDecoder, error: BaseException | None) -> None:
+        try:
+            decoder._end(error)
+        except BaseException:  # the other decoders go on
+            _log.exception("local decoder %s failed while ending", decoder.name)
+
+
+_LOOP = _DecodeLoop()
+os.register_at_fork(after_in_child=_LOOP.reset)
 
 
 def _as_array(tokens: list[int]) -> Any:
