@@ -3,7 +3,10 @@
 Every team is a workflow: a manager executor (speaker policy, termination, routing log)
 and one executor per participant, passing a turn token. So a team streams, checkpoints,
 resumes in a fresh process, runs many conversations at once from one definition, and
-nests as an agent (`team.as_agent()`).
+nests as an agent (`team.as_agent()`). A participant whose tool needs a person's approval
+(or whose model calls a tool declared without a function) pauses the team with that
+request pending (`TeamSession.pending_requests`); `TeamSession.send_responses` answers it,
+the participant's turn goes on, and so does the team.
 """
 
 from ._fresh_turn import FreshTurnParticipant

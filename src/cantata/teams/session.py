@@ -5,6 +5,12 @@ team run stops, the manager yields the `TaskResult` and waits on a request for t
 task; `run(task)` answers it. So the whole conversation is one run that checkpoints,
 resumes in a fresh process (`Team.resume`), and is saved and loaded as JSON. A session
 does one thing at a time; sessions of one team are independent and may run at once.
+
+A run may also stop for a person in the middle: a participant's tool that needs approval,
+a tool it declared without a function, magentic's plan review. The request is pending
+(`pending_requests`, a `RequestInfoEvent` in `run_stream`), `run()` refuses to go on
+until it is answered, and `send_responses` (or `send_responses_stream`) answers it; the
+paused turn is in every checkpoint, so the answer may come to a resumed session too.
 """
 
 from __future__ import annotations
