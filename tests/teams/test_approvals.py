@@ -7,6 +7,9 @@ runtime that copies messages, and across a checkpoint taken while the request wa
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -43,7 +46,12 @@ from cantata.teams import (
 )
 from cantata.teams.turns import PausedTurn
 from cantata.tools import tool
-from cantata.workflows import AgentUpdateEvent, RequestInfoEvent, StateStoreCheckpointStore
+from cantata.workflows import (
+    AgentUpdateEvent,
+    InMemoryCheckpointStore,
+    RequestInfoEvent,
+    StateStoreCheckpointStore,
+)
 
 from ._agents import asking_agent, function_agent, paying_agent
 from ._magentic_script import ManagerScript, progress
@@ -434,3 +442,78 @@ async def test_a_team_served_over_a2a_asks_its_client_and_takes_the_approval() -
         done = await remote.run(Message("user", [request.create_response(True)]), thread=thread)
     assert ran == [5]
     assert "checker saw: payer says paid 5" in done.text
+
+
+@pytest.mark.parametrize("kind", ["round robin", "chain", "handoff"])
+async def test_a_pending_approval_travels_in_saved_state_as_json(kind: str) -> None:
+    before: list[int] = []
+    session = _team(kind, before).create_session(checkpoint_store=InMemoryCheckpointStore())
+    await session.run("pay the bill")
+    saved = json.loads(json.dumps(await session.save_state()))
+    after: list[int] = []
+    loaded = _team(kind, after).create_session()
+    await loaded.load_state(saved)
+    request = _approval(loaded)
+    done = await loaded.send_responses({request.request_id: request.data.create_response(True)})
+    assert (before, after) == ([], [5])
+    assert any(line.startswith("checker: checker saw") for line in _lines(done))
+
+
+_CHILD = """
+import asyncio, json, sys
+from cantata.stores import SQLiteStore
+from cantata.workflows import StateStoreCheckpointStore
+from tests.teams.test_approvals import _team
+
+async def main(mode, db, kind):
+    store = StateStoreCheckpointStore(SQLiteStore(db))
+    ran = []
+    try:
+        if mode == "pause":
+            session = _team(kind, ran).create_session(checkpoint_store=store)
+            await session.run("pay the bill")
+            print(json.dumps({"checkpoint": session.checkpoint_id, "ran": ran}))
+            return
+        session = await _team(kind, ran).resume(sys.argv[4], checkpoint_store=store)
+        [request] = session.pending_requests
+        done = await session.send_responses(
+            {request.request_id: request.data.create_response(True)}
+        )
+        lines = [f"{m.author_name}: {m.text}" for m in done.messages]
+        print(json.dumps({"ran": ran, "lines": lines, "stop": done.stop_reason}))
+    finally:
+        await store.close()
+
+asyncio.run(main(*sys.argv[1:4]))
+"""
+
+
+def _child(*args: str) -> dict[str, object]:
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, *args],
+        env={**os.environ, "PYTHONPATH": f"{root / 'src'}:{root}"},
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    out: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
+@pytest.mark.parametrize("kind", ["round robin", "concurrent"])
+async def test_a_pending_approval_is_answered_in_another_process(kind: str, tmp_path: Path) -> None:
+    reference_ran: list[int] = []
+    reference = _team(kind, reference_ran).create_session()
+    await reference.run("pay the bill")
+    request = _approval(reference)
+    expected = await reference.send_responses(
+        {request.request_id: request.data.create_response(True)}
+    )
+    db = str(tmp_path / "team.db")
+    paused = _child("pause", db, kind)
+    assert paused["ran"] == []
+    resumed = _child("resume", db, kind, str(paused["checkpoint"]))
+    assert resumed == {"ran": [5], "lines": _lines(expected), "stop": expected.stop_reason}
