@@ -21,6 +21,7 @@ from cantata.core import (
     FunctionCallContent,
     FunctionResultContent,
     Message,
+    ModelError,
     ToolError,
     Usage,
     UsageError,
@@ -517,3 +518,37 @@ async def test_a_pending_approval_is_answered_in_another_process(kind: str, tmp_
     assert paused["ran"] == []
     resumed = _child("resume", db, kind, str(paused["checkpoint"]))
     assert resumed == {"ran": [5], "lines": _lines(expected), "stop": expected.stop_reason}
+
+
+async def test_a_turn_that_fails_after_the_answer_waits_again_and_runs_the_tool_once() -> None:
+    ran: list[int] = []
+    down = [True]
+
+    @tool(name="pay", approval_mode="always_require")
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        ran.append(amount)
+        return f"paid {amount}"
+
+    def answer(messages: list[Message], options: ChatOptions) -> ScriptedTurn:
+        if messages[-1].role != "tool":
+            return [tool_call("pay", {"amount": 5})]
+        if down[0]:
+            down[0] = False
+            return ModelError("the model is down")
+        return f"payer says {messages[-1].function_results[-1].result}"
+
+    payer = ChatAgent(ScriptedChatClient(answer), name="payer", tools=[pay])
+    session = GroupChat([payer, _checker()], max_turns=2).create_session()
+    await session.run("pay the bill")
+    request = _approval(session)
+    with pytest.raises(WorkflowError, match="the model is down"):
+        await session.send_responses({request.request_id: request.data.create_response(True)})
+    again = _approval(session)  # the turn waits for its answer again
+    assert again.request_id == request.request_id and ran == [5]
+    done = await session.send_responses({again.request_id: again.data.create_response(True)})
+    assert ran == [5]  # its result was in the turn already: approved twice, run once
+    assert _lines(done)[-2:] == [
+        "payer: payer says paid 5",
+        "checker: checker saw: payer says paid 5",
+    ]
