@@ -1,4 +1,5 @@
-"""The decoder's model-free parts: streamed text cut at stop strings, and sampling options."""
+"""The decoder's model-free parts: streamed text cut at stop strings, sampling options, and the
+evaluated tokens a stopping criterion reads."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from hypothesis import strategies as st
 
 from cantata.core import ConfigurationError
 from cantata.models._batch_sampling import KNOBS, sampling_from
-from cantata.models._batch_sequence import StopText
+from cantata.models._batch_sequence import Sequence, StopText
 
 
 def stream(stops: list[str], chunks: list[bytes]) -> tuple[str, StopText]:
@@ -97,3 +98,19 @@ def test_any_extra_either_passes_or_is_a_configuration_error(extra: dict[str, ob
     except ConfigurationError:
         return
     assert all(v == v for v in sampling.floats.values())  # no NaN got through
+
+
+@given(
+    prompt=st.lists(st.integers(0, 50_000), min_size=1, max_size=40),
+    steps=st.lists(st.integers(0, 50_000), max_size=30),
+)
+def test_the_evaluated_ids_follow_the_evaluated_tokens(prompt: list[int], steps: list[int]) -> None:
+    seq = Sequence(prompt, len(steps), StopText([]), object, print, print)
+    for n_past in range(1, len(prompt) + 1):  # prefill in any chunks
+        seq.n_past = n_past
+        assert seq.evaluated_ids().tolist() == seq.evaluated()
+    for token in steps:  # one sampled token, then its evaluation
+        seq.completion.append(token)
+        assert seq.evaluated_ids().tolist() == seq.evaluated()
+        seq.n_past += 1
+        assert seq.evaluated_ids().tolist() == seq.evaluated()

@@ -269,7 +269,7 @@ class BatchDecoder:
     def _accept(self, seq: Sequence, token: int) -> None:
         """Take one sampled token: end the sequence, or stream its text and go on."""
         seq.next_token = None
-        if seq.criteria is not None and seq.criteria(_as_array(seq.evaluated()), _NO_LOGITS):
+        if seq.criteria is not None and seq.criteria(seq.evaluated_ids(), _NO_LOGITS):
             self._finish(seq, reason="stop")
             return
         if self._lib.llama_vocab_is_eog(self._vocab, token):
@@ -415,12 +415,6 @@ class _DecodeLoop:
 
 _LOOP = _DecodeLoop()
 os.register_at_fork(after_in_child=_LOOP.reset)
-
-
-def _as_array(tokens: list[int]) -> Any:
-    import numpy as np
-
-    return np.asarray(tokens, dtype=np.intc)
 
 
 _NO_LOGITS: Any = None

@@ -102,6 +102,9 @@ class Sequence:
     """Sampled, not yet evaluated."""
     finish_reason: str | None = None
     grammar_checks: tuple[int, int] = (0, 0)
+    _ids: Any = field(default=None, init=False, repr=False)
+    """The prompt and completion as one token array, for `criteria` (filled as they grow)."""
+    _filled: int = field(default=0, init=False, repr=False)
 
     @property
     def prefilling(self) -> bool:
@@ -110,6 +113,22 @@ class Sequence:
     def evaluated(self) -> list[int]:
         """The tokens whose keys and values this sequence has put in the cache."""
         return (self.prompt + self.completion)[: self.n_past]
+
+    def evaluated_ids(self) -> Any:
+        """`evaluated()` as a NumPy array (what llama-cpp-python's stopping criteria take),
+        without copying the whole conversation for every token."""
+        ids = self._ids
+        if ids is None:
+            import numpy as np  # a dependency of llama-cpp-python
+
+            ids = self._ids = np.empty(len(self.prompt) + self.max_tokens + 1, dtype=np.intc)
+            ids[: len(self.prompt)] = self.prompt
+            self._filled = len(self.prompt)
+        end = len(self.prompt) + len(self.completion)
+        if self._filled < end:
+            ids[self._filled : end] = self.completion[self._filled - len(self.prompt) :]
+            self._filled = end
+        return ids[: self.n_past]
 
     def result(self, *, stopped: bool = False) -> Generation:
         return Generation(
