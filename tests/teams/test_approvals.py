@@ -22,6 +22,7 @@ from cantata.core import (
     FunctionResultContent,
     Message,
     ModelError,
+    TextContent,
     ToolError,
     Usage,
     UsageError,
@@ -29,13 +30,14 @@ from cantata.core import (
     dumps,
     loads,
 )
-from cantata.models import ChatOptions, ScriptedChatClient, ScriptedTurn, tool_call
+from cantata.models import ChatOptions, ScriptedChatClient, ScriptedTurn, ToolSpec, tool_call
 from cantata.runtime import LocalRuntime
 from cantata.stores import SQLiteStore
 from cantata.teams import (
     Concurrent,
     GroupChat,
     Handoff,
+    LocalChannel,
     Magentic,
     Selector,
     Sequential,
@@ -552,3 +554,60 @@ async def test_a_turn_that_fails_after_the_answer_waits_again_and_runs_the_tool_
         "payer: payer says paid 5",
         "checker: checker saw: payer says paid 5",
     ]
+
+
+def _asking_twice() -> ChatAgent:
+    """Asks the clerk twice, one question after the other, then says what it got."""
+    spec = ToolSpec("ask_clerk", "Ask the clerk.", {"type": "object", "properties": {}})
+
+    def answer(messages: list[Message], options: ChatOptions) -> ScriptedTurn:
+        results = [r.result for m in messages for r in m.function_results]
+        if len(results) < 2:
+            return [tool_call("ask_clerk", {})]
+        return f"payer got {results}"
+
+    return ChatAgent(ScriptedChatClient(answer), name="payer", options=ChatOptions(tools=[spec]))
+
+
+@pytest.mark.parametrize("kind", ["round robin", "chain"])
+async def test_each_answer_reaches_the_participant_once_and_no_one_else(kind: str) -> None:
+    make, _ = TEAMS[kind]
+    team = make([_asking_twice(), _checker()])
+    session = team.create_session()
+    await session.run("ask twice")
+    for said in ("one", "two"):
+        [request] = session.pending_requests
+        assert isinstance(request.data, FunctionCallContent)
+        answer = FunctionResultContent(request.data.call_id, result=said)
+        done = await session.send_responses({request.request_id: answer})
+    assert "payer: payer got ['one', 'two']" in _lines(done)
+    checker = team.participants[1]
+    seen = checker.client.calls[-1].messages  # type: ignore[attr-defined]
+    assert not [c for m in seen for c in m.contents if type(c) is not TextContent]
+    for channel in (session.channels.channel(k) for k in session.channels.keys):
+        if isinstance(channel, LocalChannel):  # the checker's side holds text only
+            view = channel.view("checker")
+            assert all(type(c) is TextContent for m in view for c in m.contents)
+
+
+async def test_a_remote_participant_that_asks_twice_is_answered_twice() -> None:
+    from cantata.agents.remote_a2a import A2AAgent
+    from cantata.stores import MemoryStore
+
+    from ..serve._servers import serving
+
+    ran: list[int] = []
+    async with (
+        MemoryStore() as store,
+        serving(_paying_twice(ran), store=store) as url,
+        A2AAgent(f"{url}/a2a/payer") as remote,
+    ):
+        session = GroupChat([remote, _checker()], max_turns=2).create_session()
+        await session.run("pay the bill")
+        for _ in range(2):
+            request = _approval(session)
+            done = await session.send_responses(
+                {request.request_id: request.data.create_response(True)}
+            )
+    assert ran == [1, 2]
+    assert _lines(done)[-2] == "payer: payer says paid 1, paid 2"

@@ -229,18 +229,24 @@ class LocalChannel(AgentChannel):
         on_update: UpdateSink | None = None,
         cancellation_token: CancellationToken | None = None,
     ) -> AgentResponse:
-        # the answers go to the agent's thread only: they are its own tool traffic, and a
-        # person's approval must not reach another agent's thread as a user message
+        # Answers go to the agent's thread only: a person's approval must not reach another
+        # agent's thread as a user message. What the agent said itself is in the mirror
+        # (for the text others read), unless the channel was made since the turn paused
+        # (a resume): then the thread takes the turn so far, in order, and the mirror its
+        # own messages.
         name = agent.name
         mirror = self._mirror
-        written = {m.message_id for source, m in mirror if source == name}
-        if not all(m.message_id in written for m in said):  # made since the turn paused
-            mirror.extend([(name, m) for m in said if m.message_id not in written])
+        first = said[0].message_id if said else None  # what its run said first, before any answer
+        made_since = first is not None and not any(
+            m.message_id == first for source, m in reversed(mirror) if source == name
+        )
         thread = self._threads.get(name)
         if thread is None:
             thread = self._threads[name] = agent.create_thread()
         new = _side_of(name, mirror[self._seen.get(name, 0) :], self._inputs)
-        await thread.on_new_message([*new, *answers])
+        await thread.on_new_message([*new, *(said if made_since else ()), *answers])
+        if made_since:
+            mirror.extend([(name, m) for m in said if m.role != "user"])
         self._seen[name] = len(mirror)
         response = await _call(agent, None, thread, options, on_update, cancellation_token)
         mirror.extend([(name, m) for m in response.messages])
@@ -358,9 +364,9 @@ class ServiceChannel(AgentChannel):
         # the server thread holds the turn so far if this channel ran it; a channel made
         # since (a resume) takes that thread back from `saved` (it holds the history up to
         # the pause, so nothing is unsent), or else sends the turn along with the history
-        ran = {m.message_id for m in self._replied}
+        last = said[-1].message_id if said else None  # said by the run that paused last
         held: list[Message] = []
-        if not all(m.message_id in ran for m in said):
+        if not any(m.message_id == last for m in self._replied):
             if saved is not None:
                 self._thread = await agent.deserialize_thread(saved)
                 self._unsent = []
