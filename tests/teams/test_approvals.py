@@ -611,3 +611,34 @@ async def test_a_remote_participant_that_asks_twice_is_answered_twice() -> None:
             )
     assert ran == [1, 2]
     assert _lines(done)[-2] == "payer: payer says paid 1, paid 2"
+
+
+@pytest.mark.parametrize("kind", ["round robin", "concurrent"])
+async def test_a_turn_paused_a_second_time_goes_on_in_a_fresh_team(
+    kind: str, tmp_path: Path, runtime: LocalRuntime | None
+) -> None:
+    make, _ = TEAMS[kind]
+    store = StateStoreCheckpointStore(SQLiteStore(str(tmp_path / "team.db")))
+    try:
+        before: list[int] = []
+        session = make([_paying_twice(before), _checker()]).create_session(
+            checkpoint_store=store, runtime=runtime
+        )
+        await session.run("pay the bill")
+        first = _approval(session)
+        await session.send_responses({first.request_id: first.data.create_response(True)})
+        checkpoint = session.checkpoint_id
+        assert checkpoint is not None and before == [1]
+        after: list[int] = []
+        fresh = make([_paying_twice(after), _checker()])
+        resumed = await fresh.resume(checkpoint, checkpoint_store=store, runtime=runtime)
+        second = _approval(resumed)
+        assert second.data.function_call.arguments == {"amount": 2}
+        done = await resumed.send_responses({second.request_id: second.data.create_response(True)})
+    finally:
+        await store.close()
+    assert (before, after) == ([1], [2])
+    assert "payer: payer says paid 1, paid 2" in _lines(done)
+    payer = fresh.participants[0]
+    shown = payer.client.calls[-1].messages  # type: ignore[attr-defined]
+    assert [r.result for m in shown for r in m.function_results] == ["paid 1", "paid 2"]
