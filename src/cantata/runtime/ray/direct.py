@@ -22,6 +22,12 @@ envelope inside is `wire.Envelope`, unchanged. A stream opens with ``{"t": "h", 
 - to the router: ``{"t": "r", "n", "reply"}`` the reply to call ``n``; ``{"t": "x",
   "err"}`` the last frame was unreadable (a `wire.failed` error), and the stream closes.
 
+When Ray's TLS is on (``RAY_USE_TLS``), every stream is mutual TLS with Ray's own
+certificate files, checked as Ray's gRPC checks them (see _tls.py); the secret is still
+asked for inside it. A handshake that fails, or a server certificate that does not name
+the address dialed, is `Refused` (the router then takes Ray's call, itself under TLS); a
+client without a certificate the CA signed never reaches the hello.
+
 A stream that ends while calls wait on it fails them with `Lost` (the router decides what
 that means: see router.py); a frame that cannot be read is a `SerializationError`. On the
 host's side, the requests of a stream that ends unanswered are orphans (nobody can read
@@ -38,14 +44,15 @@ import hmac
 import json
 import logging
 import secrets
+import ssl
 import struct
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from ray.exceptions import ActorDiedError, RayActorError
 
 from ...core import SerializationError
-from . import wire
+from . import _tls, wire
 
 __all__: list[str] = []
 
@@ -60,6 +67,9 @@ _CONNECT_WAIT = 10.0  # seconds at most to open a connection (then the Ray call 
 Address = tuple[str, int, str]  # host, port, the server's secret
 RequestHandler = Callable[[dict[str, Any]], Awaitable[Any]]  # a frame -> its reply
 NoteHandler = Callable[[dict[str, Any]], None]  # a frame answered by nothing
+# A stream's TLS: "ray" follows Ray's own settings (the runtime's streams), None is plain
+# TCP, a context is used as given (tests).
+TLS = ssl.SSLContext | None | Literal["ray"]
 
 
 class Lost(Exception):
@@ -139,7 +149,9 @@ class DirectServer:
 
     `on_lost` is called with each request frame whose handler began and had not answered
     when its stream ended (closed by either side, broken, or unreadable): nobody can read
-    its reply, so the owner cancels it."""
+    its reply, so the owner cancels it. `tls` (see `TLS`) is read when the server is made,
+    so Ray's TLS on with its files missing is a `ConfigurationError` here, not at a
+    stream."""
 
     def __init__(
         self,
@@ -149,7 +161,9 @@ class DirectServer:
         answers: frozenset[str] = frozenset("qe"),
         notes: frozenset[str] = frozenset("c"),
         on_lost: NoteHandler | None = None,
+        tls: TLS = "ray",
     ) -> None:
+        self._ssl = _tls.ray_server_context() if isinstance(tls, str) else tls
         self._on_request = on_request
         self._on_note = on_note
         self._on_lost = on_lost
@@ -163,7 +177,13 @@ class DirectServer:
 
     async def start(self, host: str) -> Address:
         """Listen on `host` on a free port; the address to report (with the secret)."""
-        self._server = await asyncio.start_server(self._serve, host, 0)
+        self._server = await asyncio.start_server(
+            self._serve,
+            host,
+            0,
+            ssl=self._ssl,
+            ssl_handshake_timeout=None if self._ssl is None else _CONNECT_WAIT,
+        )
         sock = self._server.sockets[0].getsockname()
         self.address = (str(sock[0]), int(sock[1]), self._secret)
         return self.address
@@ -355,9 +375,12 @@ class _Connection:
 
 
 class DirectClient:
-    """A router's connections, one per host address, opened on first use."""
+    """A router's connections, one per host address, opened on first use. `tls` (see
+    `TLS`) is read when the client is made: Ray's TLS on with its files missing is a
+    `ConfigurationError` as the runtime starts."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, tls: TLS = "ray") -> None:
+        self._ssl = _tls.ray_client_context() if isinstance(tls, str) else tls
         self._conns: dict[Address, _Connection] = {}
         self._opening: dict[Address, asyncio.Future[_Connection]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -388,14 +411,28 @@ class DirectClient:
         if host in self._unreachable:
             raise Refused(f"{host} could not be reached before: Ray calls to it")
         try:
-            reader, writer = await asyncio.open_connection(host, port)
+            if self._ssl is None:
+                reader, writer = await asyncio.open_connection(host, port)
+            else:
+                reader, writer = await asyncio.open_connection(
+                    host, port, ssl=self._ssl, ssl_handshake_timeout=_CONNECT_WAIT
+                )
+        except ssl.SSLError as exc:
+            _log.warning("direct stream to %s:%s: TLS refused (%s); Ray calls", host, port, exc)
+            raise Refused(f"{host}:{port} refused the stream: TLS handshake: {exc}") from None
         except OSError as exc:
             raise Refused(f"{host}:{port} refused the stream: {exc}") from None
+        if self._ssl is not None and not _tls.peer_matches(writer.get_extra_info("peercert"), host):
+            writer.close()
+            _log.warning("direct stream to %s:%s: its certificate does not name it", host, port)
+            raise Refused(f"{host}:{port} refused the stream: its TLS certificate names another")
         try:
             writer.write(encode({"t": "h", "s": secret}))
             answer = await read_frame(reader)
         except (OSError, Lost, SerializationError) as exc:
             writer.close()
+            if isinstance(exc, ssl.SSLError):  # the host's TLS refused our certificate
+                _log.warning("direct stream to %s:%s: TLS refused (%s); Ray calls", host, port, exc)
             raise Refused(f"{host}:{port} did not open the stream: {exc}") from None
         if answer is None or answer["t"] != "h":
             writer.close()
