@@ -1,6 +1,6 @@
 """Continuous batching: the concurrent requests of one process decoded together on one model.
 
-One thread owns a llama.cpp context with `parallel` sequence slots. Each turn of its loop
+A decoder owns a llama.cpp context with `parallel` sequence slots. Each of its turns
 admits waiting requests into free slots, puts one token of every decoding sequence and a
 chunk of every new prompt into one batch, decodes it, and samples each sequence with its own
 chain. A request joins the batch when it arrives and leaves when it ends; stop strings, max
@@ -63,7 +63,8 @@ def default_threads() -> tuple[int, int]:
 
 
 class BatchDecoder:
-    """Decodes the sequences submitted from any thread, together, on its own thread."""
+    """Decodes the sequences submitted from any thread, together, on the process's one
+    decode thread (`_LOOP`)."""
 
     def __init__(
         self, llama: Any, *, n_ctx: int, parallel: int, n_threads: int | None, name: str
