@@ -341,6 +341,7 @@ async def test_a_turn_that_asks_again_after_an_answer_pauses_again(kind: str) ->
 
 
 async def test_a_remote_participant_served_over_a2a_pauses_and_goes_on_alike() -> None:
+    pytest.importorskip("a2a", reason="needs the serve extra")
     from cantata.agents.remote_a2a import A2AAgent
     from cantata.stores import MemoryStore
 
@@ -370,6 +371,7 @@ async def test_a_remote_participant_served_over_a2a_pauses_and_goes_on_alike() -
 
 
 async def test_a_remote_participants_paused_turn_goes_on_in_a_fresh_team(tmp_path: Path) -> None:
+    pytest.importorskip("a2a", reason="needs the serve extra")
     from cantata.agents.remote_a2a import A2AAgent
     from cantata.stores import MemoryStore
 
@@ -427,6 +429,7 @@ async def test_a_team_as_an_agent_asks_as_an_agent_does_and_the_next_run_answers
 
 
 async def test_a_team_served_over_a2a_asks_its_client_and_takes_the_approval() -> None:
+    pytest.importorskip("a2a", reason="needs the serve extra")
     from cantata.agents.remote_a2a import A2AAgent
     from cantata.stores import MemoryStore
 
@@ -591,6 +594,7 @@ async def test_each_answer_reaches_the_participant_once_and_no_one_else(kind: st
 
 
 async def test_a_remote_participant_that_asks_twice_is_answered_twice() -> None:
+    pytest.importorskip("a2a", reason="needs the serve extra")
     from cantata.agents.remote_a2a import A2AAgent
     from cantata.stores import MemoryStore
 
