@@ -360,3 +360,91 @@ def test_ray_tls_on_without_its_files_is_a_configuration_error(
     monkeypatch.setenv("RAY_TLS_SERVER_CERT", pki.other.cert)  # not the key's certificate
     with pytest.raises(ConfigurationError, match="could not be loaded"):
         DirectClient()
+
+
+# -- on a Ray cluster under TLS ----------------------------------------------------------
+
+
+def _cluster_check() -> None:
+    """Run in a child process whose environment turns Ray's TLS on: a one-node cluster,
+    a runtime on it, one request to an agent's actor, which must have gone over the direct
+    stream; that actor's server must refuse plain TCP, and this router's client be TLS.
+    Every wait bounded; the cluster is shut down whatever happens."""
+    import ray_agents as ra
+    from ray.cluster_utils import Cluster
+
+    import ray
+    from cantata.runtime import AgentId
+    from cantata.runtime.ray import RayRuntime
+    from conftest import _node_args, free_port
+
+    cluster = Cluster(initialize_head=True, head_node_args=_node_args(gcs_server_port=free_port()))
+    try:
+        ray.init(address=cluster.address, namespace="cantata-tls", log_to_driver=False)
+
+        async def check() -> None:
+            rt = RayRuntime(name="tls", default_timeout=60)
+            await asyncio.wait_for(rt.start(), 60)
+            try:
+                await rt.register_factory("counter", ra.Counter)
+                agent = AgentId("counter", "a")
+                assert await asyncio.wait_for(rt.send_message(ra.Add(1), agent), 60) == 1
+                host = ray.get_actor(f"tls/{agent}#0", namespace="cantata")
+                paths = await asyncio.wait_for(host.paths.remote(), 60)
+                assert paths == {"ray": 0, "direct": 1}, paths
+                address = await asyncio.wait_for(host.direct_address.remote(), 60)
+                with pytest.raises(Refused):
+                    await DirectClient(tls=None).connection(tuple(address), 10)
+                assert rt._router is not None and rt._router._direct._ssl is not None
+            finally:
+                await asyncio.wait_for(rt.close(), 60)
+
+        asyncio.run(check())
+        print("TLS CLUSTER OK")
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def test_a_cluster_under_ray_tls_carries_requests_over_tls_streams(tmp_path: Path) -> None:
+    """A second Ray cluster (one node, ~10 s), in a child process: Ray reads its TLS
+    settings when it is imported, and this session's cluster runs without them."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    import ray
+
+    ips = {HOST, socket.gethostbyname(socket.gethostname()), ray.util.get_node_ip_address()}
+    ca = _make_ca(tmp_path, "cluster")
+    node = _make_node(
+        tmp_path, ca, "node", [x509.IPAddress(ipaddress.ip_address(ip)) for ip in sorted(ips)]
+    )
+    here = str(Path(__file__).parent)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env |= {
+        "RAY_USE_TLS": "1",
+        "RAY_TLS_SERVER_CERT": node.cert,
+        "RAY_TLS_SERVER_KEY": node.key,
+        "RAY_TLS_CA_CERT": node.ca,
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        "PYTHONPATH": os.pathsep.join([here, env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    }
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import test_direct_tls as t; t._cluster_check()"],
+        env=env,
+        cwd=here,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group: Ray's processes end with it
+    )
+    try:
+        out, _ = child.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        out, _ = child.communicate(timeout=30)
+        pytest.fail(f"the TLS cluster did not finish in 240 s:\n{out[-4000:]}")
+    assert child.returncode == 0 and "TLS CLUSTER OK" in out, out[-4000:]

@@ -436,7 +436,8 @@ class DirectClient:
             raise Refused(f"{host}:{port} did not open the stream: {exc}") from None
         if answer is None or answer["t"] != "h":
             writer.close()
-            raise Refused(f"{host}:{port} refused the stream: {answer}")
+            why = "it ended the stream" if answer is None else answer  # a TLS refusal, say
+            raise Refused(f"{host}:{port} refused the stream: {why}")
         conn = self._conns[address] = _Connection(reader, writer)
         return conn
 
