@@ -360,6 +360,20 @@ def test_ray_tls_on_without_its_files_is_a_configuration_error(
     monkeypatch.setenv("RAY_TLS_SERVER_CERT", pki.other.cert)  # not the key's certificate
     with pytest.raises(ConfigurationError, match="could not be loaded"):
         DirectClient()
+    # a key under a password (Ray's gRPC takes none): an error, never a password prompt
+    monkeypatch.setenv("RAY_TLS_SERVER_CERT", pki.node.cert)
+    locked = tmp_path / "locked.key"
+    key = serialization.load_pem_private_key(Path(pki.node.key).read_bytes(), None)
+    locked.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"secret"),
+        )
+    )
+    monkeypatch.setenv("RAY_TLS_SERVER_KEY", str(locked))
+    with pytest.raises(ConfigurationError, match="could not be loaded"):
+        DirectServer(_Echo(), lambda frame: None)
 
 
 # -- on a Ray cluster under TLS ----------------------------------------------------------

@@ -57,7 +57,9 @@ def _load(context: ssl.SSLContext, cert: str, key: str, ca: str) -> ssl.SSLConte
     for what, path in (("RAY_TLS_SERVER_CERT", cert), ("RAY_TLS_SERVER_KEY", key)):
         _readable(what, path)
     try:
-        context.load_cert_chain(cert, key)
+        # an encrypted key would make OpenSSL prompt on the terminal (a hang in an actor);
+        # Ray's gRPC takes none, so an empty password fails it at once
+        context.load_cert_chain(cert, key, password=lambda: b"")
     except (OSError, ValueError) as exc:
         raise ConfigurationError(
             f"Ray's TLS certificate {cert!r} and key {key!r} could not be loaded: {exc}"
