@@ -43,7 +43,8 @@ async def test_models_of_different_settings_decode_at_once_on_one_thread() -> No
     """One thread steps every decoder, so llama.cpp's OpenMP teams start from one thread
     only (more makes libgomp's barriers sleep: see _batch_decoder.py)."""
     options = ChatOptions(temperature=0.0, seed=3, max_tokens=12)
-    async with LocalChatClient(n_ctx=640) as small, LocalChatClient(n_ctx=1024) as wide:
+    # sizes no other test uses, so that these two models are this test's alone
+    async with LocalChatClient(n_ctx=704) as small, LocalChatClient(n_ctx=1088) as wide:
         models = small._shared(), wide._shared()
         assert models[0] is not models[1]
         question = [Message("user", "Name a colour.")]
