@@ -68,6 +68,7 @@ from ..protocol import (
 from ..state import SCHEMA_VERSION, decode_runtime, encode_agent
 from ..subscriptions import Subscription, default_subscriptions
 from . import wire
+from ._tls import ray_client_context
 from .errors import AgentUnavailable
 from .host import directory_class
 from .router import Router, _wait
@@ -93,7 +94,8 @@ class RayRuntime:
     message missing from a sender's sequence. `actor_options` go to each agent's actor.
     `direct` (on by default) carries requests over a stream from each process to each
     agent's actor rather than as Ray calls (the same semantics, fewer hops; Ray calls where
-    no stream can be opened): see direct.py.
+    no stream can be opened): see direct.py. Under Ray's TLS (``RAY_USE_TLS``) the streams
+    are mutual TLS with Ray's certificate files.
     Interventions and `on_error` run in the process that sends (or handles) the message.
     """
 
@@ -354,6 +356,10 @@ class RayRuntime:
             raise RuntimeStateError("this RayRuntime is closed; create a new one")
         if self._state == "running":
             raise RuntimeStateError("the runtime is already running; stop() it first")
+        if self._config["direct"]:
+            # Ray's TLS on with files that are missing or unreadable: a ConfigurationError
+            # now, not after Ray has retried its own connections for minutes.
+            ray_client_context()
         if not ray.is_initialized():
             options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}
             address = self._address
