@@ -1,7 +1,8 @@
 """The direct data path: envelopes over one TCP stream per (router, host), not Ray calls.
 
 Ray still places, names, supervises and reports the death of every actor; only the bytes
-of a request, its reply and its cancellation take this path, because a Ray actor call costs
+of requests and events, their replies and cancellations (and, on the directory's stream,
+publications, polls and local subscribers' answers) take this path, because a Ray actor call costs
 several process hops (the caller's core worker, the callee's, the object store for the
 reply) where a stream costs one. A host (`DirectServer`) listens on its node's IP on a free
 port and reports the address with a secret of its own (through Ray, so only the
@@ -14,7 +15,8 @@ envelope inside is `wire.Envelope`, unchanged. A stream opens with ``{"t": "h", 
 
 - to the host: ``{"t": "q", "n", "env"}`` a request, ``{"t": "e", "n", "env"}`` an event,
   ``{"t": "c", "id"}`` cancel the handler of message ``id`` (the directory's stream takes
-  the same: an event is a publication, a request one to a local subscriber, with ``"w"``,
+  ``"q"`` and ``"e"`` with other meanings, and no ``"c"``: an event is a publication, a
+  request one to a local subscriber, with ``"w"``,
   the seconds it may wait for the answer; and ``{"t": "p", "n", "origin", "w", "k"}``
   takes what waits for process ``origin``'s local subscribers, acknowledging those before
   number ``"k"`` (answered ``[first number, *items]``, see _inbox.py),
