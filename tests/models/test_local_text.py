@@ -3,11 +3,14 @@ evaluated tokens a stopping criterion reads."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from cantata.core import ConfigurationError
+from cantata.models._batch_decoder import _physical_cores, default_threads
 from cantata.models._batch_sampling import KNOBS, sampling_from
 from cantata.models._batch_sequence import Sequence, StopText
 
@@ -114,3 +117,24 @@ def test_the_evaluated_ids_follow_the_evaluated_tokens(prompt: list[int], steps:
         assert seq.evaluated_ids().tolist() == seq.evaluated()
         seq.n_past += 1
         assert seq.evaluated_ids().tolist() == seq.evaluated()
+
+
+def _topology(root: Path, cores: dict[int, tuple[int, int]]) -> None:
+    for cpu, (package, core) in cores.items():
+        folder = root / f"cpu{cpu}" / "topology"
+        folder.mkdir(parents=True)
+        (folder / "physical_package_id").write_text(f"{package}\n")
+        (folder / "core_id").write_text(f"{core}\n")
+
+
+def test_one_step_thread_per_physical_core(tmp_path: Path) -> None:
+    smt = tmp_path / "smt"
+    _topology(smt, {0: (0, 0), 1: (0, 1), 2: (0, 0), 3: (0, 1)})  # two cores, two threads each
+    assert _physical_cores([0, 1, 2, 3], str(smt)) == 2
+    assert _physical_cores([0, 2], str(smt)) == 1  # both CPUs allowed are one core's threads
+    flat = tmp_path / "flat"
+    _topology(flat, {0: (0, 0), 1: (0, 1), 2: (1, 0), 3: (1, 1)})  # no SMT, two packages
+    assert _physical_cores([0, 1, 2, 3], str(flat)) == 4
+    assert _physical_cores([0, 1, 5], str(flat)) is None  # no topology: the caller guesses
+    single, batch = default_threads()
+    assert 1 <= single <= batch

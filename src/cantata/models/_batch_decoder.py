@@ -57,9 +57,38 @@ class _Slot:
 
 
 def default_threads() -> tuple[int, int]:
-    """Threads for one-token steps and for larger batches, as llama-cpp-python chooses them."""
-    cpus = os.cpu_count() or 1
-    return max(cpus // 2, 1), cpus
+    """Threads for one-token steps and for larger batches: one per physical core, as
+    llama.cpp's own tools choose, and one per logical CPU.
+
+    llama-cpp-python takes half the logical CPUs for one-token steps, a guess at the
+    physical cores that is right with two-way SMT and leaves cores idle without it (a VM's
+    vCPUs, say): on two cores without SMT, one stream decoded 1.4x faster on both.
+    """
+    cpus = _usable_cpus()
+    return _physical_cores(cpus) or max(len(cpus) // 2, 1), len(cpus)
+
+
+def _usable_cpus() -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return list(range(os.cpu_count() or 1))
+
+
+def _physical_cores(cpus: list[int], root: str = "/sys/devices/system/cpu") -> int | None:
+    """Distinct (package, core) pairs among `cpus`, from Linux's sysfs; None elsewhere."""
+    cores = set()
+    for cpu in cpus:
+        topology = f"{root}/cpu{cpu}/topology/"
+        try:
+            with (
+                open(topology + "physical_package_id") as package,
+                open(topology + "core_id") as core,
+            ):
+                cores.add((package.read().strip(), core.read().strip()))
+        except OSError:
+            return None
+    return len(cores) or None
 
 
 class BatchDecoder:
