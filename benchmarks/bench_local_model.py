@@ -24,7 +24,8 @@ not B, and attends over one sequence.
 Threads: llama.cpp runs a one-token step on `n_threads` and anything larger on
 `n_threads_batch`. The client's defaults are one per physical core and one per logical CPU;
 llama-cpp-python's are half the logical CPUs and all of them. Raw llama-cpp-python is given
-the client's, so that the single-stream row compares the code, not the threads. Where the
+the client's, so that the single-stream row compares the code, not the threads, and runs in
+a process of its own (see OpenMP below). Where the
 client's one-token steps do not use every CPU (SMT), part of what B streams gain is the
 other CPUs, not batching; so one stream is also measured on every CPU (a client with
 ``n_threads=`` the CPU count; llama.cpp's limit likewise), and the concurrent rows are given
@@ -33,16 +34,17 @@ without SMT the two baselines are the same setting.
 
 OpenMP: llama.cpp runs a batch on an OpenMP team, and libgomp keeps a pool of workers for each
 thread that has started one, for as long as that thread lives. Once it manages more threads
-than there are cores, its barriers sleep instead of spinning, and every batched step slows
-(see cantata/models/_batch_decoder.py). So what llama.cpp does outside the client here (raw
-llama-cpp-python, the limits) runs on a thread of its own that ends with the measurement,
-and the limits are measured once the client has closed: each side is measured with one pool,
-as a program that uses only one of them has.
+than there are cores, its barriers sleep instead of spinning, and every step on more than
+one thread slows (see cantata/models/_batch_decoder.py). So raw llama-cpp-python runs in a
+process of its own, and the limits run on a thread that ends with them, once the client has
+closed: each side is measured with one pool, as a program that uses only one of them has.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import multiprocessing
 import statistics
 import threading
 import time
@@ -96,6 +98,66 @@ def _raw(llama: Any, max_tokens: int) -> tuple[float, str]:
         if text:
             pieces.append(text)
     return time.perf_counter() - start, "".join(pieces)
+
+
+class _RawPeer:
+    """Raw llama-cpp-python in a process of its own, streaming on request.
+
+    In this process its OpenMP team would start from a second thread beside the client's
+    decode thread, and libgomp, then managing more threads than cores, would make both
+    sides' barriers sleep (the peer's more: it decodes one token on a team too)."""
+
+    def __init__(self, n_threads: int, n_threads_batch: int) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._process = context.Process(
+            target=_raw_worker, args=(child, n_threads, n_threads_batch), daemon=True
+        )
+        self._process.start()
+        child.close()
+        self._answer(120)  # loaded
+
+    def stream(self, max_tokens: int) -> tuple[float, str]:
+        self._conn.send(max_tokens)
+        elapsed, text = self._answer(300)
+        return float(elapsed), str(text)
+
+    def _answer(self, timeout: float) -> Any:
+        if not self._conn.poll(timeout):
+            raise RuntimeError(f"raw llama-cpp-python did not answer within {timeout} s")
+        answer = self._conn.recv()
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._conn.send(None)
+        self._process.join(30)
+        if self._process.is_alive():
+            self._process.kill()
+        self._conn.close()
+
+
+def _raw_worker(conn: Any, n_threads: int, n_threads_batch: int) -> None:
+    try:
+        llama = import_llama_cpp().Llama(
+            model_path=default_model_path(),
+            n_ctx=N_CTX,
+            seed=0,
+            n_threads=n_threads,
+            n_threads_batch=n_threads_batch,
+            verbose=False,
+        )
+    except BaseException as exc:
+        conn.send(RuntimeError(f"raw llama-cpp-python did not load: {exc}"))
+        return
+    conn.send("loaded")
+    try:
+        while (max_tokens := conn.recv()) is not None:
+            conn.send(_raw(llama, max_tokens))
+    finally:
+        llama.close()
 
 
 async def _stream(client: LocalChatClient, k: int) -> tuple[int, str]:
@@ -228,33 +290,27 @@ def _sequences_limit(llama_cpp: Any, ctx: Any, batch: Any, size: int, prompt: in
 async def _single_stream_row(client: LocalChatClient, quick: bool) -> Row:
     max_tokens = 64
     repeat = 4 if quick else 12
-    llama_cpp = import_llama_cpp()
     single, batched = default_threads()
-    raw_llama = llama_cpp.Llama(
-        model_path=default_model_path(),
-        n_ctx=N_CTX,
-        seed=0,
-        n_threads=single,
-        n_threads_batch=batched,
-        verbose=False,
-    )
-    await _ours(client, max_tokens)  # warm-up, both sides
-    _on_own_thread(_raw, raw_llama, max_tokens)
-    ours_times: list[float] = []
-    raw_times: list[float] = []
-    tokens = 0
-    same_text = True
-    for n in range(repeat):
-        if n % 2:  # alternate who goes first, so drifts in machine load hit both alike
-            raw_elapsed, raw_text = _on_own_thread(_raw, raw_llama, max_tokens)
-            elapsed, text, tokens = await _ours(client, max_tokens)
-        else:
-            elapsed, text, tokens = await _ours(client, max_tokens)
-            raw_elapsed, raw_text = _on_own_thread(_raw, raw_llama, max_tokens)
-        ours_times.append(elapsed)
-        raw_times.append(raw_elapsed)
-        same_text = same_text and text == raw_text
-    raw_llama.close()
+    raw = _RawPeer(single, batched)
+    try:
+        await _ours(client, max_tokens)  # warm-up, both sides
+        raw.stream(max_tokens)
+        ours_times: list[float] = []
+        raw_times: list[float] = []
+        tokens = 0
+        same_text = True
+        for n in range(repeat):
+            if n % 2:  # alternate who goes first, so drifts in machine load hit both alike
+                raw_elapsed, raw_text = raw.stream(max_tokens)
+                elapsed, text, tokens = await _ours(client, max_tokens)
+            else:
+                elapsed, text, tokens = await _ours(client, max_tokens)
+                raw_elapsed, raw_text = raw.stream(max_tokens)
+            ours_times.append(elapsed)
+            raw_times.append(raw_elapsed)
+            same_text = same_text and text == raw_text
+    finally:
+        raw.close()
     return Row(
         name="local model streaming",
         unit="tokens/s",
