@@ -26,7 +26,7 @@ from ..workflows import AgentUpdateEvent, WorkflowContext, handler
 from ._paused import ASKING, PausingParticipant, WentOn, requests_of, team_tools_of
 from .channels import LocalChannel
 from .manager import sourced, turn_span
-from .turns import HISTORY_LOG, PausedTurn, SpeakTurn, TurnDone
+from .turns import HISTORY_LOG, PausedTurn, SpeakTurn, TurnDone, _authored
 
 __all__ = ["FreshTurnParticipant", "HistorySelector", "OptionsFor", "view_for"]
 
@@ -79,7 +79,7 @@ class FreshTurnParticipant(PausingParticipant):
                 self._pause(turn, response.messages, requests, usage, ctx, start=len(history))
                 return
         name = self.agent.name
-        messages = [m if m.author_name else m.copy(author_name=name) for m in response.messages]
+        messages = _authored(response.messages, name)
         ctx.send_message(TurnDone(name, messages, response.usage or Usage(), ""))
 
     async def _go_on(

@@ -19,7 +19,7 @@ that asks for nothing, so a plain text turn costs what it did.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple, TypeAlias
 
 from ..agents import Agent, AgentResponse
@@ -37,7 +37,7 @@ from ..models import ChatOptions
 from ..workflows import Executor, WorkflowContext, response_handler
 from ..workflows._agent_messages import open_requests
 from .manager import turn_span
-from .turns import PausedTurn, SpeakTurn, TurnDone
+from .turns import PausedTurn, SpeakTurn, TurnDone, _authored
 
 __all__ = ["ASKING", "PausingParticipant", "WentOn", "requests_of", "team_tools_of"]
 
@@ -90,10 +90,6 @@ def _inputs(paused: PausedTurn, name: str) -> list[Message]:
     if approvals:
         out.append(Message("user", approvals, author_name=name))
     return out
-
-
-def _authored(messages: Sequence[Message], name: str) -> list[Message]:
-    return [m if m.author_name else m.copy(author_name=name) for m in messages]
 
 
 class PausingParticipant(Executor):

@@ -16,6 +16,7 @@ from typing import Any
 from ..agents import Agent, AgentThread
 from ..core import ConfigurationError, Message, Usage, register
 from ..runtime import AgentRuntime, MessageContext, RoutedAgent, TopicId, event, rpc
+from .turns import _authored
 
 __all__ = ["AgentActor", "AgentReply", "AgentTask", "register_agent"]
 
@@ -68,7 +69,7 @@ class AgentActor(RoutedAgent):
             messages, thread=self.thread, cancellation_token=ctx.cancellation_token
         )
         name = self.agent.name
-        out = [m if m.author_name else m.copy(author_name=name) for m in response.messages]
+        out = _authored(response.messages, name)
         return AgentReply(name, out, response.usage or Usage())
 
     @rpc

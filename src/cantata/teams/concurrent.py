@@ -24,7 +24,7 @@ from .manager import ManagerState, TeamManager, visible
 from .result import StopMessage
 from .team import Team
 from .termination import TerminationCondition
-from .turns import TurnDone
+from .turns import TurnDone, _authored
 
 __all__ = ["Aggregator", "Concurrent", "ConcurrentAnswer", "ConcurrentManager"]
 
@@ -102,7 +102,7 @@ class ConcurrentManager(TeamManager):
         if isinstance(result, Message):
             result = [result]
         if isinstance(result, list) and all(isinstance(m, Message) for m in result):
-            return [m if m.author_name else m.copy(author_name=AGGREGATOR_NAME) for m in result]
+            return _authored(result, AGGREGATOR_NAME)
         name = getattr(self.aggregator, "__name__", repr(self.aggregator))
         raise ConfigurationError(
             f"aggregator {name!r} returned {type(result).__name__}; return text, a Message, "

@@ -23,7 +23,7 @@ from .channels import REDUCED_LOG, ChannelSet, Reduction, channels_for
 from .events import RoutingEvent, TeamMessageEvent, TeamStoppedEvent
 from .result import StopMessage, TaskResult
 from .termination import Observation, TerminationCondition
-from .turns import HISTORY_LOG, AwaitingTask, SpeakTurn, TeamTask, TurnDone
+from .turns import HISTORY_LOG, AwaitingTask, SpeakTurn, TeamTask, TurnDone, _authored
 
 __all__ = [
     "CHANNELS_KEY",
@@ -334,7 +334,7 @@ class TeamManager(Executor):
         state.stopped = False
         if self.termination is not None:
             state.termination = self.termination.start(time.time())
-        messages = [m if m.author_name else m.copy(author_name="user") for m in task.messages]
+        messages = _authored(task.messages, "user")
         self.publish(state, messages, ctx)
         ctx.set_executor_state(state)
         if await self._should_stop(state, messages, Usage(), ctx):

@@ -23,7 +23,7 @@ from ..workflows import AgentUpdateEvent, WorkflowContext, handler
 from ._paused import ASKING, PausingParticipant, WentOn, requests_of, team_tools_of
 from .channels import REDUCED_LOG, AgentChannel, ChannelFactory, ChannelSet, channel_key
 from .manager import CHANNELS_KEY, channels_of, sourced, turn_span
-from .turns import HISTORY_LOG, PausedTurn, SpeakTurn, TurnDone
+from .turns import HISTORY_LOG, PausedTurn, SpeakTurn, TurnDone, _authored
 
 __all__ = ["ParticipantExecutor"]
 
@@ -88,7 +88,7 @@ class ParticipantExecutor(PausingParticipant):
         if copying:
             channels.wrote(self.channel_key, response.messages)
         name = self.agent.name
-        messages = [m if m.author_name else m.copy(author_name=name) for m in response.messages]
+        messages = _authored(response.messages, name)
         ctx.send_message(TurnDone(name, messages, response.usage or Usage(), self.channel_key))
 
     async def _go_on(

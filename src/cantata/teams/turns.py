@@ -8,12 +8,19 @@ checkpoint, or be the pending request (or the paused turn) a saved team waits on
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import Message, Usage, register
 
 __all__ = ["HISTORY_LOG", "AwaitingTask", "PausedTurn", "SpeakTurn", "TeamTask", "TurnDone"]
+
+
+def _authored(messages: Sequence[Message], name: str) -> list[Message]:
+    """`messages`, each without an author shown as `name`'s (the transcript names who spoke)."""
+    return [m if m.author_name else m.copy(author_name=name) for m in messages]
+
 
 HISTORY_LOG = "team.history"
 """Name of the run's shared log holding the team's authoritative history."""
