@@ -19,7 +19,10 @@ Python, no streaming), for B = 1, 2, 4, 8, 16, measured in the same run:
   its own KV cache, logits of every token.
 `limit B / limit 1` of the second is the most B streams can gain over one here. The first
 gains more from B (in every run so far), as it computes logits for one position per call,
-not B, and attends over one sequence.
+not B, and attends over one sequence. Two more say why the second is what it is, for
+B = 1, 4, 8: the same steps with every step on one thread (how a step's cost grows with B
+when no other core takes part), and on the model requantized to Q4_0, a format for which
+llama.cpp has batched ("repack") CPU kernels that Q4_1, the shipped file's, lacks.
 
 Threads: llama.cpp runs a one-token step on `n_threads` and anything larger on
 `n_threads_batch`. The client's defaults are one per physical core and one per logical CPU;
@@ -44,11 +47,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import multiprocessing
+import os
 import statistics
+import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from _harness import Row, peer_version
@@ -63,6 +70,7 @@ TOPICS = ("a storm", "a ship", "a whale", "a gull", "the fog", "a letter", "a ca
 SEED = 7
 STREAMS = (1, 2, 4, 8)
 LIMIT_SIZES = (1, 2, 4, 8, 16)
+FORMAT_SIZES = (1, 4, 8)
 N_CTX = 2048
 _T = TypeVar("_T")
 WEATHER = ToolSpec(
@@ -209,27 +217,74 @@ async def _grammar_valid(client: LocalChatClient, n: int) -> int:
     return valid
 
 
-def _limits(model: Any) -> tuple[dict[int, float], dict[int, float], float]:
+@dataclass
+class _Limits:
+    """llama.cpp alone, in tokens/s by batch size (see the module docstring)."""
+
+    positions: dict[int, float]
+    sequences: dict[int, float]
+    one_wide: float
+    one_core: dict[int, float] = field(default_factory=dict)
+    """Steps of B sequences with every step on one thread: how the cost of a step grows with
+    B when no second core can take part."""
+    q4_0: dict[int, float] = field(default_factory=dict)
+    """Steps of B sequences on the same model requantized to Q4_0, a format for which
+    llama.cpp has batched ("repack") CPU kernels, on the client's threads."""
+
+
+def _limits(model: Any) -> _Limits:
     """Tokens/s of llama.cpp alone: 128 tokens of one sequence evaluated B positions per call
-    (the issue's wording of its limit), 128 tokens decoded B sequences' tokens per call, and
-    the latter for one sequence on every core."""
+    (the issue's wording of its limit), 128 tokens decoded B sequences' tokens per call, the
+    latter for one sequence on every core, and for 1, 4 and 8 sequences on one core."""
     llama_cpp = import_llama_cpp()
     single, batched = default_threads()
     ctx = _limit_context(llama_cpp, model, single, batched)
     wide = _limit_context(llama_cpp, model, batched, batched)
+    narrow = _limit_context(llama_cpp, model, 1, 1)
     batch = llama_cpp.llama_batch_init(512, 0, 1)
-    positions: dict[int, float] = {}
-    sequences: dict[int, float] = {}
     try:
+        limits = _Limits({}, {}, 0.0)
         for size in LIMIT_SIZES:
-            positions[size] = _positions_limit(llama_cpp, ctx, batch, size)
-            sequences[size] = _sequences_limit(llama_cpp, ctx, batch, size)
-        one_wide = _sequences_limit(llama_cpp, wide, batch, 1)
+            limits.positions[size] = _positions_limit(llama_cpp, ctx, batch, size)
+            limits.sequences[size] = _sequences_limit(llama_cpp, ctx, batch, size)
+        limits.one_wide = _sequences_limit(llama_cpp, wide, batch, 1)
+        for size in FORMAT_SIZES:
+            limits.one_core[size] = _sequences_limit(llama_cpp, narrow, batch, size)
     finally:
         llama_cpp.llama_batch_free(batch)
-        llama_cpp.llama_free(ctx)
-        llama_cpp.llama_free(wide)
-    return positions, sequences, one_wide
+        for context in (ctx, wide, narrow):
+            llama_cpp.llama_free(context)
+    return limits
+
+
+def _q4_0_limits(source: str) -> dict[int, float]:
+    """Steps of 1, 4 and 8 sequences on `source` requantized to Q4_0 (a temporary file)."""
+    from llama_cpp._utils import suppress_stdout_stderr
+
+    llama_cpp = import_llama_cpp()
+    with tempfile.TemporaryDirectory() as folder:
+        target = os.path.join(folder, "q4_0.gguf")
+        params = llama_cpp.llama_model_quantize_default_params()
+        params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0
+        params.allow_requantize = True
+        params.nthread = default_threads()[1]
+        with suppress_stdout_stderr(disable=False):  # it logs every tensor
+            failed = llama_cpp.llama_model_quantize(
+                source.encode(), target.encode(), ctypes.byref(params)
+            )
+        if failed:
+            raise RuntimeError("llama.cpp could not requantize the model to Q4_0")
+        llama = llama_cpp.Llama(model_path=target, n_ctx=512, seed=0, verbose=False)
+        try:
+            ctx = _limit_context(llama_cpp, llama.model, *default_threads())
+            batch = llama_cpp.llama_batch_init(512, 0, 1)
+            try:
+                return {n: _sequences_limit(llama_cpp, ctx, batch, n) for n in FORMAT_SIZES}
+            finally:
+                llama_cpp.llama_batch_free(batch)
+                llama_cpp.llama_free(ctx)
+        finally:
+            llama.close()
 
 
 def _limit_context(llama_cpp: Any, model: Any, n_threads: int, n_threads_batch: int) -> Any:
@@ -352,8 +407,8 @@ async def _concurrent_rates(client: LocalChatClient, quick: bool) -> dict[str, A
     }
 
 
-def _concurrent_rows(measured: dict[str, Any], limits: tuple[Any, Any, float]) -> list[Row]:
-    positions, sequences, one_wide = limits
+def _concurrent_rows(measured: dict[str, Any], limits: _Limits) -> list[Row]:
+    positions, sequences, one_wide = limits.positions, limits.sequences, limits.one_wide
     rounds, rates, wide_rates = measured["rounds"], measured["rates"], measured["wide_rates"]
     same, valid = measured["same"], measured["valid"]
     cores = default_threads()[1]
@@ -431,6 +486,30 @@ def _concurrent_rows(measured: dict[str, Any], limits: tuple[Any, Any, float]) -
             f"n_threads={default_threads()[0]} (a batch always runs on {cores})",
         )
     )
+    for n in FORMAT_SIZES[1:]:
+        rows.append(
+            Row(
+                name=f"llama.cpp limit, 128 tokens in steps of {n} sequences on 1 thread",
+                unit="tokens/s",
+                ours=limits.one_core[n],
+                peer=limits.one_core[1],
+                peer_name="llama.cpp, 1 sequence on 1 thread (same run)",
+                note="every step on one thread: how much a step's cost grows with the "
+                "number of sequences when no other core takes part",
+            )
+        )
+        rows.append(
+            Row(
+                name=f"llama.cpp limit, 128 tokens in steps of {n} sequences, model as Q4_0",
+                unit="tokens/s",
+                ours=limits.q4_0[n],
+                peer=limits.q4_0[1],
+                peer_name="llama.cpp, 1 sequence, model as Q4_0 (same run)",
+                note="the same model requantized to Q4_0, a format with llama.cpp's batched "
+                f"('repack') CPU kernels, on the client's threads; 1 sequence: "
+                f"{limits.q4_0[1]:.1f} tokens/s against {sequences[1]:.1f} for Q4_1",
+            )
+        )
     return rows
 
 
@@ -482,12 +561,13 @@ async def _decoder_thread_ended() -> None:
     raise RuntimeError("the local decode thread did not end within 10 s of closing the client")
 
 
-def _fresh_limits() -> tuple[dict[int, float], dict[int, float], float]:
+def _fresh_limits() -> _Limits:
     """The limits, on the same model file loaded anew (the client's is closed by now)."""
-    llama = import_llama_cpp().Llama(
-        model_path=default_model_path(), n_ctx=512, seed=0, verbose=False
-    )
+    path = default_model_path()
+    llama = import_llama_cpp().Llama(model_path=path, n_ctx=512, seed=0, verbose=False)
     try:
-        return _limits(llama.model)
+        limits = _limits(llama.model)
     finally:
         llama.close()
+    limits.q4_0 = _q4_0_limits(path)
+    return limits
