@@ -37,7 +37,10 @@ def handle_then_kill(db: Path, *extra: str) -> None:
 
 async def redeliver(db: Path, commit: bool) -> list[int]:
     Billing.commit = commit
-    async with LocalRuntime(store=SQLiteStore(db)) as runtime:
+    # The runtime saves into the store but does not own it: close the store after the
+    # runtime. (Left open, its aiosqlite connection was collected in a later test and its
+    # worker thread reported to that test's closed event loop.)
+    async with SQLiteStore(db) as store, LocalRuntime(store=store) as runtime:
         await runtime.register_factory("billing", Billing)
         to = AgentId("billing", "a")
         other = await runtime.send_message(Charge(5), to, message_id="pay-2")
@@ -66,7 +69,7 @@ async def test_commit_without_a_store_is_a_configuration_error() -> None:
 
 async def test_commit_outside_a_handler_is_refused(tmp_path: Path) -> None:
     agent = Billing()
-    async with LocalRuntime(store=SQLiteStore(tmp_path / "x.db")) as runtime:
+    async with SQLiteStore(tmp_path / "x.db") as store, LocalRuntime(store=store) as runtime:
         await runtime.register_instance(agent, AgentId("billing", "solo"))
         with pytest.raises(RuntimeStateError, match="outside its own handler"):
             await agent.commit_state()
