@@ -22,6 +22,7 @@ class StoreLifecycle:
         self._label = label
         self._opened = False
         self._closed = False
+        self._closing: asyncio.Future[None] | None = None
         self._open_lock = asyncio.Lock()
 
     def __repr__(self) -> str:
@@ -51,10 +52,29 @@ class StoreLifecycle:
                 self._opened = True
 
     async def close(self) -> None:
-        """Release connections; later operations raise `StoreClosedError`. Idempotent."""
-        if self._closed:
+        """Release connections; later operations raise `StoreClosedError`. Idempotent.
+
+        A close that is cancelled still finishes releasing them (within the backend's own
+        bounds) before it raises `CancelledError`: it never leaves a connection open behind
+        a store that says it is closed.
+        """
+        if self._closing is not None:
             return
         self._closed = True
+        closing = self._closing = asyncio.ensure_future(self._close_once())
+        cancelled = False
+        while not closing.done():
+            try:
+                await asyncio.shield(closing)
+            except asyncio.CancelledError:
+                cancelled = True  # finish closing first: the disconnect is bounded
+            except Exception:
+                break  # raised below
+        if cancelled:
+            raise asyncio.CancelledError
+        closing.result()
+
+    async def _close_once(self) -> None:
         async with self._open_lock:
             if self._opened:
                 self._opened = False

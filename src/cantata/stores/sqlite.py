@@ -117,26 +117,27 @@ class SQLiteStore(StoreLifecycle):
             worker.daemon = True
         try:
             db = await pending
-        except (sqlite3.Error, OSError, ValueError) as exc:
-            # aiosqlite stops its worker thread without waiting for it; wait here, so that
-            # the thread never reports back to an event loop that has closed meanwhile.
-            thread = getattr(pending, "_thread", None)
-            if isinstance(thread, threading.Thread):
-                await asyncio.to_thread(thread.join, 5.0)
-            raise StoreError(
-                f"cannot open the SQLite database {short_repr(self.path, 200)}: {exc}; "
-                "check that its directory exists and is writable"
-            ) from exc
+        except BaseException as exc:
+            # On an error, and on a cancellation too, aiosqlite stops its worker thread
+            # without waiting for it; wait here, so that the thread never reports back to
+            # an event loop that has closed meanwhile ("Event loop is closed" in the thread).
+            await _worker_ended(pending)
+            if isinstance(exc, sqlite3.Error | OSError | ValueError):
+                raise StoreError(
+                    f"cannot open the SQLite database {short_repr(self.path, 200)}: {exc}; "
+                    "check that its directory exists and is writable"
+                ) from exc
+            raise
         try:
             await db.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
             await self._enable_wal(db)
             await db.execute(f"PRAGMA synchronous = {self._synchronous}")
             await self._create_schema(db)
         except sqlite3.Error as exc:
-            await db.close()
+            await _close(db)
             self._fail("prepare the database", exc)
         except BaseException:
-            await db.close()
+            await _close(db)
             raise
         self._db = db
 
@@ -209,7 +210,7 @@ class SQLiteStore(StoreLifecycle):
         async with self._lock:
             db, self._db = self._db, None
             if db is not None:
-                await db.close()
+                await _close(db)
 
     async def _conn(self) -> aiosqlite.Connection:
         """The connection, for a caller that holds `_lock`."""
@@ -374,6 +375,31 @@ class SQLiteStore(StoreLifecycle):
                 await (await self._conn()).execute(sql, params)
             except sqlite3.Error as exc:
                 self._fail(action, exc)
+
+
+# A bound for a busy machine, not a measured time: after `stop()` the worker has at most
+# one `sqlite3.connect` left to run, which waits for no lock.
+_WORKER_EXIT_BOUND = 5.0
+
+
+async def _worker_ended(conn: aiosqlite.Connection) -> None:
+    """Wait, at most `_WORKER_EXIT_BOUND` seconds, for a stopped connection's thread to end."""
+    thread = getattr(conn, "_thread", None)
+    if not isinstance(thread, threading.Thread) or thread.ident is None:
+        return  # never started
+    try:
+        await asyncio.to_thread(thread.join, _WORKER_EXIT_BOUND)
+    except asyncio.CancelledError:
+        thread.join(_WORKER_EXIT_BOUND)  # cancelled again: still wait, blocking but bounded
+        raise
+
+
+async def _close(db: aiosqlite.Connection) -> None:
+    """Close the connection and wait for its worker thread to end."""
+    try:
+        await db.close()
+    finally:
+        await _worker_ended(db)
 
 
 async def _scalar(db: aiosqlite.Connection, sql: str, params: Iterable[Any]) -> int:
