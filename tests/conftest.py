@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,6 +45,38 @@ def _guard_model_requests(request: pytest.FixtureRequest) -> Iterator[None]:
     set_model_requests_allowed(real)
     yield
     set_model_requests_allowed(True)
+
+
+# A closed connection's thread ends right after `close()` returns; this is a bound for a
+# busy machine, not a measured time.
+_THREAD_EXIT_BOUND = 5.0
+
+
+def _aiosqlite_workers() -> set[threading.Thread]:
+    # aiosqlite names no thread of its own; Python adds the target's name to the default.
+    return {t for t in threading.enumerate() if t.name.endswith("(_connection_worker_thread)")}
+
+
+@pytest.fixture(autouse=True)
+def _sqlite_connections_closed() -> Iterator[None]:
+    """Every SQLite connection a test opens is closed by the end of that test.
+
+    An `SQLiteStore` left open keeps its aiosqlite worker thread until the garbage collector
+    finds the connection, often in a later test; aiosqlite then stops the thread with a
+    future on whatever event loop it finds, and when that loop closes first the thread
+    raises "Event loop is closed" into the later test (a `PytestUnhandledThreadExceptionWarning`
+    seen once in CI on a test that uses no SQLite). This check names the test that leaked.
+    """
+    before = _aiosqlite_workers()
+    yield
+    left = _aiosqlite_workers() - before
+    for thread in left:
+        thread.join(_THREAD_EXIT_BOUND)
+    alive = [t.name for t in left if t.is_alive()]
+    assert not alive, (
+        f"{len(alive)} aiosqlite connection(s) opened by this test were never closed: "
+        "close every SQLiteStore (async with store, or await store.close())"
+    )
 
 
 def service_reachable(host: str, port: int, timeout: float = 0.5) -> bool:
