@@ -22,7 +22,6 @@ class StoreLifecycle:
         self._label = label
         self._opened = False
         self._closed = False
-        self._closing: asyncio.Future[None] | None = None
         self._open_lock = asyncio.Lock()
 
     def __repr__(self) -> str:
@@ -58,10 +57,10 @@ class StoreLifecycle:
         bounds) before it raises `CancelledError`: it never leaves a connection open behind
         a store that says it is closed.
         """
-        if self._closing is not None:
+        if self._closed:
             return
         self._closed = True
-        closing = self._closing = asyncio.ensure_future(self._close_once())
+        closing = asyncio.ensure_future(self._close_once())
         cancelled = False
         while not closing.done():
             try:
