@@ -139,11 +139,12 @@ class _Unanswered:
     """One stream's requests not answered yet, by the task answering each, and which of
     those tasks have begun (called the request handler)."""
 
-    __slots__ = ("begun", "frames")
+    __slots__ = ("begun", "frames", "room")
 
     def __init__(self) -> None:
         self.frames: dict[asyncio.Task[None], dict[str, Any]] = {}
         self.begun: set[asyncio.Task[None]] = set()
+        self.room = asyncio.Event()  # set when fewer than the server's limit are unanswered
 
 
 class DirectServer:
@@ -151,7 +152,10 @@ class DirectServer:
 
     `on_lost` is called with each request frame whose handler began and had not answered
     when its stream ended (closed by either side, broken, or unreadable): nobody can read
-    its reply, so the owner cancels it. `tls` (see `TLS`) is read when the server is made,
+    its reply, so the owner cancels it. `limit` bounds the requests in flight on one
+    stream: past it the server stops reading that stream until one is answered, so a
+    flooding router waits on its own socket (TCP backpressure) and the others go on.
+    `tls` (see `TLS`) is read when the server is made,
     so Ray's TLS on with its files missing is a `ConfigurationError` here, not at a
     stream."""
 
@@ -164,7 +168,9 @@ class DirectServer:
         notes: frozenset[str] = frozenset("c"),
         on_lost: NoteHandler | None = None,
         tls: TLS = "ray",
+        limit: int = 1 << 30,
     ) -> None:
+        self._limit = max(1, limit)
         self._ssl = _tls.ray_server_context() if isinstance(tls, str) else tls
         self._on_request = on_request
         self._on_note = on_note
@@ -220,6 +226,7 @@ class DirectServer:
         for writer, unanswered in streams.items():
             writer.close()
             self._orphan(unanswered)
+            unanswered.room.set()
 
     def _orphan(self, unanswered: _Unanswered) -> None:
         """Stop a stream's unanswered requests: `on_lost` for each whose handler began, and
@@ -251,6 +258,9 @@ class DirectServer:
                     return
                 kind = frame["t"]
                 if kind in self._answers:
+                    while len(unanswered.frames) >= self._limit:  # backpressure
+                        unanswered.room.clear()
+                        await unanswered.room.wait()
                     task = asyncio.get_running_loop().create_task(
                         self._answer(writer, frame, unanswered)
                     )
@@ -284,6 +294,7 @@ class DirectServer:
         finally:  # answered (or ended): nothing of it is left to cancel
             unanswered.frames.pop(task, None)
             unanswered.begun.discard(task)
+            unanswered.room.set()
         try:
             data = encode({"t": "r", "n": n, "reply": reply})
         except SerializationError as exc:  # a result too big for a frame

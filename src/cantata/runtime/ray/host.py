@@ -1,21 +1,33 @@
-"""The Ray actor that holds one agent: `AgentHost`.
+"""The host actor: one of a fixed pool per node, holding many agents (`PoolHost`).
 
-Inside, a `LocalRuntime` of one agent gives it the same turns, timeouts, cancellation,
-dedup window, store restore and eviction as in one process; what the agent sends to any
-other agent goes through a `Router` to that agent's actor. A request carries the ids of
-the requests waiting on it (its chain): one that comes back to an agent whose turn waits on
-it (A asks B, B asks A) runs within that turn, as `LocalRuntime` does, instead of waiting
-for it until the timeout. Messages arrive as JSON
-envelopes, are checked for their wire version, and are admitted in per-sender order
-(`ReorderBuffer`) before they queue for the agent's turn. They come as Ray method calls or,
-from routers that can open one, over the actor's direct stream (`direct.py`), which the
-actor opens on its node's IP when first asked for its address.
+A host runs one `LocalRuntime` (`_HostRuntime`) for every agent the membership places on
+it, so turns, timeouts, cancellation, dedup, interventions, state save and restore from
+the store, and idle eviction are the local engine's own; an agent is a few hundred bytes
+in a host's memory, not a process. What an agent sends to an agent of another host goes
+through the host's `Router` straight to that host; to an agent of its own host, through
+the local engine (no copy over the network).
+
+A message comes as a JSON envelope over the host's direct stream (or, where no stream can
+be opened, as a Ray call), is checked for its wire version, admitted in the order its
+router numbered it (`ReorderBuffer`, one sequence per router and host), then checked for
+ownership: a host takes a message only for an agent the membership it has committed puts
+on it, and, while a new membership is being prepared, that one too; anything else is
+refused with ``{"moved": version}`` (nothing ran; the router reads the membership again
+and sends it on). A request carries the ids of the requests waiting on it (its chain): one
+that comes back to an agent whose turn waits on it (A asks B, B asks A) runs within that
+turn, as `LocalRuntime` does.
+
+A publication reaches a host once, naming the host's subscribers; the host hands it to
+each (in its turn) and answers when all are done, listing those no longer its own.
+
+When the membership changes, `prepare` deactivates the agents the new one puts elsewhere
+(saving each to the store, in its turn) before any other host may activate them, and
+`commit` makes the new one current (see runtime.py): one activation per agent.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import os
@@ -25,30 +37,31 @@ from typing import Any
 
 import ray
 
-from ...core import CancellationToken, loads
+from ...core import CancellationToken, ConfigurationError, from_json, loads
 from ...stores import StateStore
 from ..context import MessageContext, _current
 from ..ids import AgentId, TopicId
 from ..local import LocalRuntime
-from ..protocol import AgentFactory
-from ..state import SCHEMA_VERSION
+from ..state import SCHEMA_VERSION, encode_agent
 from ..subscriptions import Subscription
 from . import wire
 from .direct import DirectServer, node_ip
+from .membership import Membership, Records
 from .reorder import ReorderBuffer
 from .router import Router
 
 __all__: list[str] = []
 
 _log = logging.getLogger("cantata.runtime.ray")
+DEFAULT_STREAM_LIMIT = 1024  # requests in flight per direct stream before the host stops reading it
 
 
 class _HostRuntime(LocalRuntime):
-    """The one-agent runtime inside an actor; everything not for its agent goes out."""
+    """The engine of one host: its agents here; everything else through the router."""
 
-    def __init__(self, own: AgentId, router: Router, **options: Any) -> None:
+    def __init__(self, host: PoolHost, router: Router, **options: Any) -> None:
         super().__init__(**options)
-        self._own = own
+        self._host = host
         self._router = router
         # The requests in flight here, by message id: their contexts and chains.
         self._held: dict[str, tuple[MessageContext, list[str]]] = {}
@@ -63,7 +76,7 @@ class _HostRuntime(LocalRuntime):
         cancellation_token: CancellationToken | None = None,
         message_id: str | None = None,
     ) -> Any:
-        if recipient == self._own:
+        if isinstance(recipient, AgentId) and self._host.owns(str(recipient)):
             return await super().send_message(
                 message,
                 recipient,
@@ -111,9 +124,14 @@ class _HostRuntime(LocalRuntime):
         await self._router.remove_subscription(subscription_id)
 
     async def deliver(
-        self, message: Any, env: wire.Envelope, token: CancellationToken, is_rpc: bool
+        self,
+        message: Any,
+        env: wire.Envelope,
+        recipient: AgentId,
+        token: CancellationToken,
+        is_rpc: bool,
     ) -> Any:
-        """Run the agent's handler for `message` in its turn, as `send_message` would."""
+        """Run `recipient`'s handler for `message` in its turn, as `send_message` would."""
         sender, topic = env.get("sender"), env.get("topic")
         chain = [str(m) for m in env.get("chain") or ()] if is_rpc else []
         caller = None  # the turn here that waits on this request, if one does
@@ -127,7 +145,7 @@ class _HostRuntime(LocalRuntime):
             correlation_id=str(env.get("corr") or env["id"]),
             causation_id=env.get("cause"),
             sender=None if sender is None else AgentId.parse(sender),
-            recipient=self._own,
+            recipient=recipient,
             topic_id=None if topic is None else TopicId.parse(topic),
             timestamp=time.time(),
             cancellation_token=CancellationToken(),
@@ -137,150 +155,281 @@ class _HostRuntime(LocalRuntime):
         )
         timeout = env.get("timeout")
         bound = self._default_timeout if not is_rpc else (math.inf if timeout is None else timeout)
-        cell = self._cells.get(self._own)
+        cell = self._cells.get(recipient)
         if cell is None:
-            cell = self._activate(self._own)
+            cell = self._activate(recipient)
         self._pending += 1
-        self._held[ctx.message_id] = (ctx, chain)
+        if is_rpc:
+            self._held[ctx.message_id] = (ctx, chain)
         try:
             return await self._guarded_call(cell, message, ctx, self._bound(bound), token, None)
         finally:
-            self._held.pop(ctx.message_id, None)
+            if is_rpc:
+                self._held.pop(ctx.message_id, None)
             self._done_one()
 
+    async def deactivate(self, agent_id: AgentId) -> bool:
+        """Save `agent_id` to the store in its turn and take it out of memory; whether it
+        was here. Without a store it is dropped (its next activation starts afresh)."""
+        cell = self._cells.get(agent_id)
+        if cell is None:
+            return False
+        cell, agent, held = await self._acquire(agent_id)
+        try:
+            if self._store is not None:
+                async with self._bounded(f"handing agent {agent_id} over"):
+                    state = await agent.save_state()
+                    record = encode_agent(state, cell.handled)
+                    await self._store.put(self._prefix + str(agent_id), record)
+            if self._cells.get(agent_id) is cell:
+                del self._cells[agent_id]
+        finally:
+            if held:
+                self._release(cell)
+        try:
+            async with self._bounded(f"close() of agent {agent_id}"):
+                await agent.close()
+        except Exception:
+            _log.exception("close() of agent %s failed as it moved", agent_id)
+        return True
 
-class AgentHost:
-    """One agent's actor (made a Ray actor class by `host_class()`)."""
 
-    def __init__(
-        self, agent_id: str, factory: AgentFactory, config: dict[str, Any], directory: Any
-    ) -> None:
-        self._id = AgentId.parse(agent_id)
-        self._name = str(self._id)
-        self._factory = factory
+class PoolHost:
+    """A host of the pool (made a Ray actor class by `host_class()`); see the module."""
+
+    def __init__(self, pool: str, name: str, config: dict[str, Any]) -> None:
+        self._pool = pool
+        self._name = name
         self._config = config
-        self._directory = directory
+        self._records = Records(pool, str(config["namespace"]))
+        self._committed = self._records.membership() or Membership(0, (name,))
+        self._prepared: Membership | None = None
         self._runtime: _HostRuntime | None = None
+        self._starting: asyncio.Future[_HostRuntime] | None = None
         self._store: StateStore | None = None
         self._reorder = ReorderBuffer(float(config["reorder_wait"]))
         self._tokens: dict[str, CancellationToken] = {}
-        self._inflight = 0
-        self._gone = False
-        self._last = time.monotonic()
-        self._sweeper: asyncio.Task[None] | None = None
         self._direct: DirectServer | None = None
         self._via = {"ray": 0, "direct": 0}  # messages taken by each path (tests, operators)
+        self._inflight = 0
+        self._closed = False
+
+    # -- ownership ------------------------------------------------------------------------
+
+    def owns(self, agent: str) -> bool:
+        """Whether this host may run `agent` now (see the module docstring)."""
+        if self._committed.owner(agent) != self._name:
+            return False
+        prepared = self._prepared
+        return prepared is None or prepared.owner(agent) == self._name
+
+    def _refresh(self, seen: int) -> None:
+        """Read the membership again when a router has seen a newer version than ours."""
+        if seen > self._committed.version:
+            found = self._records.membership()
+            if found is not None and found.version > self._committed.version:
+                self._adopt(found)
+
+    def _adopt(self, membership: Membership) -> None:
+        self._committed = membership
+        if self._prepared is not None and self._prepared.version <= membership.version:
+            self._prepared = None
+        if self._runtime is not None:
+            self._runtime._router.adopt(membership)
+
+    async def prepare(self, data: bytes) -> int:
+        """Stop taking the agents `data` (the next membership) puts elsewhere, and hand
+        each live one over: saved to the store, out of memory. How many moved."""
+        membership = Membership.from_bytes(data)
+        if membership.version <= self._committed.version:
+            return 0
+        self._prepared = membership
+        if self._runtime is None:
+            return 0
+        runtime = self._runtime
+        leaving = [a for a in list(runtime._cells) if membership.owner(str(a)) != self._name]
+        moved = 0
+        for agent_id in leaving:
+            try:
+                moved += await runtime.deactivate(agent_id)
+            except Exception:
+                _log.exception("host %s: handing agent %s over failed", self._name, agent_id)
+        return moved
+
+    def commit(self, data: bytes) -> None:
+        """Make `data` the current membership (the keeper wrote it to the store first)."""
+        membership = Membership.from_bytes(data)
+        if membership.version > self._committed.version:
+            self._adopt(membership)
+
+    # -- the engine -----------------------------------------------------------------------
 
     async def _rt(self) -> _HostRuntime:
-        if self._runtime is None:
-            make_store: Callable[[], StateStore] | None = self._config["store"]
-            router = Router(
-                self._directory,
-                interventions=list(self._config["interventions"]),
-                stop_grace=float(self._config["stop_grace"]),
-                direct=bool(self._config.get("direct", True)),
-            )
-            self._store = None if make_store is None else make_store()
-            runtime = _HostRuntime(
-                self._id,
-                router,
-                store=self._store,
-                dedup_window=int(self._config["dedup_window"]),
-                default_timeout=self._config["default_timeout"],
-                stop_grace=float(self._config["stop_grace"]),
-                on_error=self._config["on_error"],
-                state_prefix=str(self._config["state_prefix"]),
-            )
-            factory = self._factory
-            runtime._factories[self._id.type] = factory  # no default subscriptions here
-            await runtime.start()
-            self._runtime = runtime
-            evict_after = self._config["evict_after"]
-            if evict_after is not None:
-                self._sweeper = asyncio.get_running_loop().create_task(self._sweep(evict_after))
-        return self._runtime
+        if self._runtime is not None:
+            return self._runtime
+        if self._starting is None:
+            self._starting = asyncio.get_running_loop().create_future()
+            try:
+                self._starting.set_result(await self._make())
+            except BaseException as exc:
+                self._starting.set_exception(exc)
+                self._starting = None
+                raise
+        return await asyncio.shield(self._starting)
+
+    async def _make(self) -> _HostRuntime:
+        config = self._config
+        make_store: Callable[[], StateStore] | None = config["store"]
+        stored = await asyncio.to_thread(self._records.config)
+        router = Router(
+            pool=self._pool,
+            namespace=str(config["namespace"]),
+            interventions=list(config["interventions"]),
+            stop_grace=float(config["stop_grace"]),
+            direct=bool(config.get("direct", True)),
+            host=self,
+            name=self._name,
+        )
+        router.adopt(self._committed)
+        self._store = None if make_store is None else make_store()
+        runtime = _HostRuntime(
+            self,
+            router,
+            store=self._store,
+            evict_after=config["evict_after"],
+            dedup_window=int(config["dedup_window"]),
+            default_timeout=config["default_timeout"],
+            stop_grace=float(config["stop_grace"]),
+            on_error=config["on_error"],
+            state_prefix=str(config["state_prefix"]),
+        )
+        runtime._factories.update(stored["factories"])  # no default subscriptions here
+        for data in stored["subscriptions"].values():
+            router.subscribe(_subscription(data))
+        await runtime.start()
+        self._runtime = runtime
+        return runtime
+
+    def register(self, agent_type: str, factory: Any) -> None:
+        """A factory registered after this host started."""
+        if self._runtime is not None:
+            self._runtime._factories[agent_type] = factory
+
+    def subscribe(self, data: Any) -> None:
+        if self._runtime is not None:
+            self._runtime._router.subscribe(_subscription(data))
+
+    def unsubscribe(self, subscription_id: str) -> None:
+        if self._runtime is not None:
+            self._runtime._router.unsubscribe(subscription_id)
+
+    # -- messages -------------------------------------------------------------------------
 
     async def request(self, env: Any) -> wire.Envelope:
         self._via["ray"] += 1
-        return await self._handle(env, is_rpc=True)
+        return await self._handle(env, "q")
 
     async def event(self, env: Any) -> wire.Envelope:
         self._via["ray"] += 1
-        return await self._handle(env, is_rpc=False)
+        return await self._handle(env, "e")
 
     async def direct_address(self) -> tuple[str, int, str] | None:
-        """Where this actor takes messages directly (listening from the first ask on); None
+        """Where this host takes messages directly (listening from the first ask on); None
         when the runtime turned the direct path off or no port could be opened."""
-        if self._gone or not self._config.get("direct", True):
+        if self._closed or not self._config.get("direct", True):
             return None
         if self._direct is None:
             server = DirectServer(
-                self._direct_message, self._direct_cancel, on_lost=self._direct_lost
+                self._direct_message,
+                self._direct_cancel,
+                on_lost=self._direct_lost,
+                limit=int(self._config.get("stream_limit") or DEFAULT_STREAM_LIMIT),
             )
             try:
                 await server.start(node_ip())
             except OSError:
-                _log.warning("agent %s: no direct stream (Ray calls only)", self._id, exc_info=True)
+                _log.warning(
+                    "host %s: no direct stream (Ray calls only)", self._name, exc_info=True
+                )
                 return None
             self._direct = server
         return self._direct.address
 
     async def _direct_message(self, frame: dict[str, Any]) -> wire.Envelope:
-        env = frame.get("env")
-        if (
-            isinstance(env, dict)
-            and env.get("v") == wire.WIRE_VERSION
-            and env.get("recipient") != self._name
-        ):
-            # for an actor that listened on this port before (it ended, and the port was
-            # taken again): nothing ran, so the router looks the agent up and sends again
-            return wire.GONE
         self._via["direct"] += 1
-        return await self._handle(env, is_rpc=frame["t"] == "q")
+        return await self._handle(frame.get("env"), str(frame["t"]))
 
     def _direct_cancel(self, frame: dict[str, Any]) -> None:
         self.cancel(str(frame.get("id")))
 
     def _direct_lost(self, frame: dict[str, Any]) -> None:
         """A request whose stream ended before its answer: nobody will read that answer, so
-        its handler is cancelled as its caller's cancellation would (it would hold the
-        agent's turn, and the caller's next request queue behind it, until its timeout)."""
+        its handler is cancelled as its caller's cancellation would."""
         env = frame.get("env")
         if isinstance(env, dict) and "id" in env:
             self.cancel(str(env["id"]))
-
-    async def close_direct(self) -> None:
-        """Stop taking messages directly (routers fall back to Ray calls)."""
-        self._config = {**self._config, "direct": False}
-        server, self._direct = self._direct, None
-        if server is not None:
-            await server.close()
 
     def paths(self) -> dict[str, int]:
         """How many messages came by Ray call and how many by the direct stream."""
         return dict(self._via)
 
-    async def _handle(self, env: Any, *, is_rpc: bool) -> wire.Envelope:
-        if self._gone:
-            return wire.GONE
+    async def _handle(self, env: Any, kind: str) -> wire.Envelope:
+        if self._closed:
+            return {"v": wire.WIRE_VERSION, "moved": self._committed.version}
         self._inflight += 1
         mid = ""
         token: CancellationToken | None = None
         try:
             env = wire.check(env, "message")
-            mid = str(env["id"])
-            token = self._tokens[mid] = CancellationToken()
             runtime = await self._rt()
             await self._reorder.admit(str(env["stream"]), int(env["seq"]))
+            self._refresh(int(env.get("mv") or 0))
+            if kind == "e":
+                return await self._event(runtime, env)
+            recipient = str(env["recipient"])
+            if not self.owns(recipient):
+                return {"v": wire.WIRE_VERSION, "moved": self._committed.version}
+            mid = str(env["id"])
+            token = self._tokens[mid] = CancellationToken()
             message = loads(env["msg"])
-            return wire.ok(await runtime.deliver(message, env, token, is_rpc))
+            return wire.ok(
+                await runtime.deliver(message, env, AgentId.parse(recipient), token, True)
+            )
         except Exception as exc:
             return wire.failed(exc)
         finally:
             if token is not None and self._tokens.get(mid) is token:
                 del self._tokens[mid]  # not a later delivery's of the same id
             self._inflight -= 1
-            self._last = time.monotonic()
+
+    async def _event(self, runtime: _HostRuntime, env: wire.Envelope) -> wire.Envelope:
+        """Hand a publication to each of this host's recipients it names; the reply lists
+        the recipients that are not this host's (nothing ran for them)."""
+        moved = [r for r in env["recipients"] if not self.owns(str(r))]
+        mine = [str(r) for r in env["recipients"] if self.owns(str(r))]
+        message = loads(env["msg"])
+        for_each = [message] + [loads(env["msg"]) for _ in mine[1:]]
+        await asyncio.gather(
+            *(
+                self._one_event(runtime, env, recipient, copy)
+                for recipient, copy in zip(mine, for_each, strict=True)
+            )
+        )
+        return {"v": wire.WIRE_VERSION, "ok": "null", "moved": moved}
+
+    async def _one_event(
+        self, runtime: _HostRuntime, env: wire.Envelope, recipient: str, message: Any
+    ) -> None:
+        token = CancellationToken()
+        key = f"{env['id']}>{recipient}"
+        self._tokens[key] = token
+        try:
+            await runtime.deliver(message, env, AgentId.parse(recipient), token, False)
+        except Exception as exc:
+            _log.debug("event %s to %s failed: %s", env["id"], recipient, exc)
+        finally:
+            if self._tokens.get(key) is token:
+                del self._tokens[key]
 
     def cancel(self, message_id: str) -> None:
         """Cancel the handler of `message_id` (through its token), if still running."""
@@ -288,60 +437,86 @@ class AgentHost:
         if token is not None:
             token.cancel()
 
-    async def save(self) -> dict[str, Any]:
-        """The agent's saved record, taken in its turn."""
-        data = await (await self._rt()).save_state()
-        return dict(data["agents"])
+    # -- state, eviction, operators ---------------------------------------------------------
 
-    async def load(self, record: dict[str, Any]) -> wire.Envelope:
+    async def save(self) -> dict[str, Any]:
+        """The saved records of this host's live agents, each taken in its turn."""
+        runtime = await self._rt()
+        agents: dict[str, Any] = {}
+        for agent_id in list(runtime._cells):
+            cell, agent, held = await runtime._acquire(agent_id)
+            try:
+                agents[str(agent_id)] = encode_agent(await agent.save_state(), cell.handled)
+            finally:
+                if held:
+                    runtime._release(cell)
+        return agents
+
+    async def load(self, name: str, record: dict[str, Any]) -> wire.Envelope:
         try:
-            data = {"schema_version": SCHEMA_VERSION, "agents": {str(self._id): record}}
+            if not self.owns(name):
+                raise ConfigurationError(f"agent {name} is not on host {self._name}")
+            data = {"schema_version": SCHEMA_VERSION, "agents": {name: record}}
             await (await self._rt()).load_state({**data, "subscriptions": []})
             return wire.ok(None)
         except Exception as exc:
             return wire.failed(exc)
 
-    async def evict(self, older_than: float) -> bool:
-        """Save the agent to the store and answer "gone" from now on, if idle long enough."""
-        if self._gone or self._inflight or time.monotonic() - self._last < older_than:
-            return False
-        runtime = await self._rt()
-        self._gone = True  # set before any await: no message slips in while saving
-        try:
-            await runtime.close()  # saves the agent to the store, runs its close hook
-            await self._close_store()
-        except Exception:
-            _log.exception("evicting agent %s failed; it stays", self._id)
-            self._gone = False
-            return False
-        return True
+    async def evict(self, older_than: float) -> int:
+        """Save and drop this host's agents idle for `older_than` seconds; how many."""
+        if self._runtime is None:
+            return 0
+        return await self._runtime.evict_idle(older_than)
+
+    def live_agents(self) -> list[str]:
+        return [] if self._runtime is None else [str(a) for a in self._runtime._cells]
+
+    def pending(self) -> int:
+        """Messages in flight here: being handled, or sent on from here and unanswered."""
+        runtime = self._runtime
+        if runtime is None:
+            return self._inflight
+        return self._inflight + runtime._pending + runtime._router.pending
+
+    def stats(self) -> dict[str, Any]:
+        """This host's place and load (for operators: `RayRuntime.placement()`)."""
+        runtime = self._runtime
+        return {
+            "host": self._name,
+            "node": ray.get_runtime_context().get_node_id(),
+            "pid": os.getpid(),
+            "agents": 0 if runtime is None else len(runtime._cells),
+            "membership": self._committed.version,
+            "paths": dict(self._via),
+        }
+
+    def where(self) -> tuple[str, int]:
+        """The node id and process id this host runs in (for tests and operators)."""
+        return ray.get_runtime_context().get_node_id(), os.getpid()
 
     async def shutdown(self) -> None:
-        """Close the agent (saving it to the store when there is one); answer "gone"."""
-        self._gone = True
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-        if self._runtime is not None:
-            await self._runtime.close()
-            self._runtime._router.close()
-        await self._close_store()
-        await self.close_direct()
-
-    async def _close_store(self) -> None:
+        """Close every agent (saving each to the store when there is one); refuse from
+        now on."""
+        self._closed = True
+        runtime, self._runtime = self._runtime, None
+        if runtime is not None:
+            try:
+                await runtime.close()
+            finally:
+                runtime._router.close()
         store, self._store = self._store, None
         if store is not None:
             await store.close()
+        server, self._direct = self._direct, None
+        if server is not None:
+            await server.close()
 
-    def where(self) -> tuple[str, int]:
-        """The node id and process id this actor runs in (for tests and operators)."""
-        return ray.get_runtime_context().get_node_id(), os.getpid()
 
-    async def _sweep(self, evict_after: float) -> None:
-        while not self._gone:
-            await asyncio.sleep(max(evict_after / 2, 0.01))
-            with contextlib.suppress(Exception):
-                if await self.evict(evict_after):
-                    self._directory.retire.remote(str(self._id))
+def _subscription(data: Any) -> Subscription:
+    sub = from_json(data)
+    if not isinstance(sub, Subscription):
+        raise ConfigurationError(f"{sub!r} does not implement Subscription")
+    return sub
 
 
 _HOST: Any = None
@@ -349,15 +524,15 @@ _DIRECTORY: Any = None
 
 
 def host_class() -> Any:
-    """`AgentHost` as a Ray actor class (made once, on first use)."""
+    """`PoolHost` as a Ray actor class (made once, on first use)."""
     global _HOST
     if _HOST is None:
-        _HOST = ray.remote(AgentHost)
+        _HOST = ray.remote(PoolHost)
     return _HOST
 
 
 def directory_class() -> Any:
-    """`Directory` as a Ray actor class (made once, on first use)."""
+    """`Directory` (local subscribers' inboxes) as a Ray actor class (made once)."""
     global _DIRECTORY
     if _DIRECTORY is None:
         from .directory import Directory

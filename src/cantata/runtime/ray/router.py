@@ -1,42 +1,50 @@
-"""How one process (the driver, or an agent's actor) reaches agents on the cluster.
+"""How one process (a driver, or a host of the pool) reaches agents on the cluster.
 
-It keeps a cache of actor handles, numbers messages per sender and recipient, runs the
-process's interventions, bounds every wait, and turns the ways Ray reports a dead actor
-into cantata errors:
+An agent's host is `Membership.owner` of its id (rendezvous hashing over the pool's hosts,
+see membership.py), computed here: a request goes from this process straight to that host,
+over one direct stream per host (see direct.py), or as a Ray call where no stream can be
+opened. No actor sits between. The router numbers what it sends each host (one sequence
+per router and host, so the host admits them in the order sent: per-sender order), runs
+the process's interventions, bounds every wait, and turns the ways a host can fail into
+cantata errors:
 
-- a request whose actor was evicted (it answered "gone", or died by the runtime's own
-  hand before the message ran) is sent again to the re-created actor: nothing ran;
-- a request whose actor died otherwise (worker process or node lost) raises
-  `AgentUnavailable`: the handler may have run, so it is not repeated (at most once).
-  So does a request sent through a cached handle to an actor that had already died (Ray
-  reports both alike); the next request finds the agent's new actor.
+- a host that refuses a message as no longer its own (``{"moved": version}``: nothing
+  ran) makes the router read the membership again and send it where it now belongs,
+  waiting (briefly, within the caller's timeout) while a new membership is committed;
+- a request whose host dies or whose stream breaks while it holds the message raises
+  `AgentUnavailable`: the handler may have run, so it is not repeated (at most once); the
+  router reads the membership and the host's address again for the next message, which
+  activates the agent where the membership puts it (from the store when there is one);
+- a publication goes to each host with subscribers once, naming them; a host that dies
+  with it, or refuses some as moved, gets it again (or their new host does) with the same
+  message id (at least once: the agent sees `ctx.is_redelivery` for an id it recorded).
 
-Requests go over the agent's actor's direct stream when it reported one and this process
-could open it (see direct.py), else as Ray method calls; the semantics are the same. A
-stream that ends while a request is in flight counts as the actor's death once Ray confirms
-it (a bounded call to the actor fails): evicted -> sent again, else `AgentUnavailable`; an
-actor that still answers was unreachable, which is `AgentUnavailable` too (at most once).
-A stream that cannot be opened, or an envelope too big for a frame, takes the Ray call.
+Subscriptions are replicated: each router holds all of them (to find a publication's
+hosts), kept in the pool's config record and pushed to every host on change.
 
-A request to a local subscriber (an address of type `LOCAL_TYPE`: a callback in some
-process, see `AgentRuntime.add_local_subscriber`) goes through the directory, which queues
-it for that process and hands back its answer.
+A request or event to a local subscriber (an address of type `LOCAL_TYPE`: a callback in
+some driver, see `AgentRuntime.add_local_subscriber`) goes through the directory actor,
+which queues it for that process (see directory.py); nothing else does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
+import logging
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray.exceptions import ActorDiedError, RayActorError
+
+import ray
 
 from ...core import (
     CancellationToken,
     CancelledError,
+    ConfigurationError,
     MessageDropped,
     TimeoutError,
     dumps,
@@ -53,16 +61,33 @@ from . import wire
 from ._inbox import Taken
 from .direct import DIRECT_LIMIT, Address, DirectClient, Lost, Refused, address_of, died
 from .errors import AgentUnavailable
+from .membership import Membership, Records
+
+if TYPE_CHECKING:
+    from .host import PoolHost
 
 __all__: list[str] = []
 
-_RETRY_PAUSE = 0.02  # between tries to reach an actor that is being evicted
+_log = logging.getLogger("cantata.runtime.ray")
 _UNKNOWN = object()  # the directory's address, before it is asked
-_CONFIRM_WAIT = 60.0  # seconds at most for Ray to say whether an actor whose stream broke died
+_CONFIRM_WAIT = 60.0  # seconds at most for Ray to say whether the directory died
+_MOVE_PAUSE = 0.05  # seconds between reads of the membership while an agent moves
+_REDELIVERIES = 5  # rounds a publication is sent again to hosts that died with it
+_LOOKUP_WAIT = 30.0  # seconds at most to find a host's handle and address
 
 
 def _remaining(deadline: float | None) -> float | None:
     return None if deadline is None else max(deadline - time.monotonic(), 0.0)
+
+
+class _Route:
+    """How to reach one host: its Ray handle and direct address (None: Ray calls)."""
+
+    __slots__ = ("address", "handle")
+
+    def __init__(self, handle: Any, address: Address | None) -> None:
+        self.handle = handle
+        self.address = address
 
 
 class Router:
@@ -70,24 +95,40 @@ class Router:
 
     def __init__(
         self,
-        directory: Any,
         *,
+        pool: str,
+        namespace: str,
         interventions: list[InterventionHandler],
         stop_grace: float,
+        event_bound: float | None = None,
         origin: str | None = None,
         direct: bool = True,
+        directory: Any = None,
+        host: PoolHost | None = None,
+        name: str = "",
     ) -> None:
-        self._directory = directory
+        self._pool = pool
+        self._namespace = namespace
+        self._records = Records(pool, namespace)
         self._interventions = interventions
         self._grace = stop_grace
+        self._event_bound = event_bound
         self._origin = origin or new_id()
-        self._handles: dict[AgentId, Any] = {}
-        self._seq: dict[AgentId, dict[str, int]] = {}
-        self._lookups: dict[AgentId, asyncio.Future[Any]] = {}
         self._use_direct = direct
         self._direct = DirectClient()
-        self._addresses: dict[AgentId, Address | None] = {}
+        self._directory = directory
         self._directory_address: Address | object | None = _UNKNOWN
+        self._host = host  # the host this router lives in, if any
+        self._name = name  # that host's name in the membership
+        self._membership: Membership | None = None
+        self._stale = False  # a host was lost: read the membership before the next send
+        self._read_at = 0.0
+        self._routes: dict[str, _Route] = {}
+        self._lookups: dict[str, asyncio.Future[_Route]] = {}
+        self._seq: dict[tuple[str, Address | None], int] = {}
+        self._subs: dict[str, Subscription] = {}
+        self._topic_cache: dict[TopicId, tuple[AgentId, ...]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
         self._taken = Taken()  # what this process's local subscribers were handed
         self.pending = 0  # requests and publications from here not yet answered
 
@@ -96,50 +137,121 @@ class Router:
         """This process's name for the directory (its local subscribers' inbox)."""
         return self._origin
 
-    def forget(self, agent_id: AgentId) -> None:
-        self._handles.pop(agent_id, None)
-        self._addresses.pop(agent_id, None)
+    @property
+    def membership(self) -> Membership | None:
+        return self._membership
+
+    def adopt(self, membership: Membership) -> None:
+        """Use `membership` from now on, if newer than the one held."""
+        if self._membership is None or membership.version > self._membership.version:
+            self._membership = membership
+            for host in [h for h in self._routes if h not in membership.hosts]:
+                self._forget(host)
 
     def close(self) -> None:
         """End the direct streams from here (requests still on them see them lost)."""
         self._direct.close()
+        for task in list(self._tasks):
+            task.cancel()
 
-    async def handle_for(self, agent_id: AgentId, deadline: float | None) -> Any:
-        """The actor handle of `agent_id`; one lookup at a time per agent, so callers go on
-        (and number their messages) in the order they asked."""
-        handle = self._handles.get(agent_id)
-        if handle is not None:
-            return handle
-        lookup = self._lookups.get(agent_id)
-        if lookup is None:
-            lookup = self._lookups[agent_id] = asyncio.ensure_future(self._lookup(agent_id))
-            lookup.add_done_callback(lambda _: self._lookups.pop(agent_id, None))
-        return await asyncio.wait_for(asyncio.shield(lookup), _remaining(deadline))
+    # -- membership and routes ----------------------------------------------------------------
 
-    async def _lookup(self, agent_id: AgentId) -> Any:
-        try:
-            reply = await _wait(self._directory.ensure.remote(str(agent_id)))
-        except RayActorError as exc:
+    async def current(self) -> Membership:
+        """The membership to route by (read from the store at first, and after a loss)."""
+        if self._membership is None or self._stale:
+            self._stale = False
+            await self.refresh()
+        if self._membership is None:
             raise AgentUnavailable(
-                f"the runtime's directory actor is gone (looking up {agent_id}): {exc}",
-                agent_id=str(agent_id),
-            ) from None
-        if isinstance(reply, dict):
-            wire.result(reply, f"activating agent {agent_id}")
-        handle = reply[0]
-        self._addresses[agent_id] = (
-            await address_of(handle, self._grace + 30.0) if self._use_direct else None
-        )
-        self._handles[agent_id] = handle
-        self._seq[agent_id] = {}  # a new actor: its sequences start again at 0
-        return handle
+                f"the pool {self._pool!r} has no membership record: is its RayRuntime started?"
+            )
+        return self._membership
 
-    def number(self, env: wire.Envelope, recipient: AgentId) -> None:
-        """Give `env` the next number of its stream to `recipient`'s current actor."""
-        streams = self._seq.setdefault(recipient, {})
-        seq = streams.get(env["stream"], 0)
-        streams[env["stream"]] = seq + 1
-        env["seq"] = seq
+    async def refresh(self) -> bool:
+        """Read the membership record again (at most every `_MOVE_PAUSE` seconds); whether
+        a newer one was found."""
+        wait = self._read_at + _MOVE_PAUSE - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        self._read_at = time.monotonic()
+        found = await asyncio.to_thread(self._records.membership)
+        if found is not None and (
+            self._membership is None or found.version > self._membership.version
+        ):
+            self.adopt(found)
+            return True
+        return False
+
+    def _forget(self, host: str) -> None:
+        route = self._routes.pop(host, None)
+        if route is not None and route.address is not None:
+            self._direct.drop(route.address)
+
+    def _lost(self, host: str) -> None:
+        """A host's stream broke or its actor died: find it again, and read the membership
+        before the next message (a node may have left)."""
+        self._forget(host)
+        self._stale = True
+
+    async def _route(self, host: str, deadline: float | None) -> _Route:
+        route = self._routes.get(host)
+        if route is not None:
+            return route
+        lookup = self._lookups.get(host)
+        if lookup is None:
+            lookup = self._lookups[host] = asyncio.ensure_future(self._look_up(host))
+            lookup.add_done_callback(lambda _: self._lookups.pop(host, None))
+        wait = _remaining(deadline)
+        try:
+            return await asyncio.wait_for(asyncio.shield(lookup), wait)
+        except builtins.TimeoutError:
+            raise TimeoutError(f"host {host} could not be reached within {wait}s") from None
+
+    async def _look_up(self, host: str) -> _Route:
+        try:
+            handle = await asyncio.to_thread(ray.get_actor, host, namespace=self._namespace)
+        except ValueError:
+            self._stale = True
+            raise AgentUnavailable(f"host {host} of pool {self._pool!r} is gone") from None
+        address = await address_of(handle, _LOOKUP_WAIT) if self._use_direct else None
+        route = self._routes[host] = _Route(handle, address)
+        return route
+
+    async def _submit(
+        self, host: str, env: wire.Envelope, kind: str, deadline: float | None
+    ) -> tuple[asyncio.Future[Any], Callable[[], object]]:
+        """Send `env` to `host` (numbered in its sequence); its reply's future and how to
+        cancel its handler. `Refused` never escapes: no stream means a Ray call."""
+        if self._host is not None and host == self._name:
+            env["stream"] = f"{self._origin}/self"
+            env["seq"] = self._next((host, None))
+            waiter: asyncio.Future[Any] = asyncio.ensure_future(self._host._handle(env, kind))
+            mid = str(env["id"])
+            return waiter, lambda: self._host.cancel(mid) if self._host is not None else None
+        route = await self._route(host, deadline)
+        address = route.address
+        if address is not None and len(env["msg"]) < DIRECT_LIMIT:
+            try:
+                conn = await self._direct.connection(address, _remaining(deadline))
+                env["seq"] = self._next((host, address))
+                waiter = await conn.call(kind, env)
+                mid = str(env["id"])
+                return waiter, lambda: conn.cancel(mid)
+            except Refused:
+                if self._routes.get(host) is route:
+                    route.address = None  # Ray calls to this host from now on
+        env["seq"] = self._next((host, None))
+        method = route.handle.request if kind == "q" else route.handle.event
+        waiter = asyncio.wrap_future(method.remote(env).future())
+        handle, mid = route.handle, str(env["id"])
+        return waiter, lambda: handle.cancel.remote(mid)
+
+    def _next(self, key: tuple[str, Address | None]) -> int:
+        seq = self._seq.get(key, 0)
+        self._seq[key] = seq + 1
+        return seq
+
+    # -- messages ---------------------------------------------------------------------------
 
     def envelope(
         self,
@@ -161,8 +273,9 @@ class Router:
             "sender": None if sender is None else str(sender),
             "recipient": None if recipient is None else str(recipient),
             "topic": None if topic is None else str(topic),
-            "stream": f"{self._origin}:{sender}",
+            "stream": self._origin,
             "seq": 0,
+            "mv": 0,
             "timeout": timeout,
             "chain": chain or [],
             "msg": dumps(message),
@@ -207,8 +320,8 @@ class Router:
         if span is not None and ctx is not None:
             env["tp"] = ctx.trace_context
         what = f"{type(message).__name__} {mid} to {recipient}"
-        # The actor bounds the handler by `timeout`; this process waits a little longer,
-        # so the actor's own typed answer arrives first when it can.
+        # The host bounds the handler by `timeout`; this process waits a little longer,
+        # so the host's own typed answer arrives first when it can.
         deadline = None if bound is None else time.monotonic() + bound + self._grace + 1.0
         self.pending += 1
         try:
@@ -237,64 +350,48 @@ class Router:
     ) -> Any:
         if recipient[0] == LOCAL_TYPE:
             return await self._ask_local(env, what, deadline)
+        name = str(recipient)
+        give_up = time.monotonic() + _LOOKUP_WAIT if deadline is None else deadline
         while True:
+            membership = await self.current()
+            host = membership.owner(name)
+            env["mv"] = membership.version
             try:
-                handle = await self.handle_for(recipient, deadline)
-            except builtins.TimeoutError:
-                raise TimeoutError(f"agent {recipient} could not be reached for {what}") from None
-            self.number(env, recipient)
-            address = self._addresses.get(recipient)
+                waiter, cancel = await self._submit(host, env, "q", deadline)
+            except AgentUnavailable:  # its host is gone: the membership will say where now
+                if time.monotonic() >= give_up:
+                    raise
+                await self._moving(recipient, what, give_up)
+                continue
             try:
-                reply = None
-                if address is not None and len(env["msg"]) < DIRECT_LIMIT:
-                    try:
-                        reply = await self._await_direct(
-                            address, env, what, deadline, token, parent
-                        )
-                    except Refused:  # nothing was sent: this actor takes Ray calls instead
-                        if self._handles.get(recipient) is handle:
-                            self._addresses[recipient] = None
-                if reply is None:
-                    reply = await self._await_ray(handle, env, what, deadline, token, parent)
+                reply = await _bounded(waiter, cancel, env, what, deadline, token, parent)
             except Lost as exc:
-                if address is not None:
-                    self._direct.drop(address)
-                self.forget(recipient)
-                left = _remaining(deadline)
-                wait = _CONFIRM_WAIT if left is None else left + self._grace + 5.0
-                if not await died(handle, min(wait, _CONFIRM_WAIT)):
-                    raise AgentUnavailable(
-                        f"the stream to the actor of agent {recipient} broke with {what}, and "
-                        "the actor still answers Ray; the handler may have run, so it is not "
-                        f"sent again: retry if it is safe to ({exc})",
-                        agent_id=str(recipient),
-                    ) from None
-                if await self._retired(handle, recipient):
-                    continue  # evicted before the message ran: send it to the new actor
+                self._lost(host)
                 raise self._unavailable(recipient, what, exc) from None
-            except ActorDiedError as exc:
-                self.forget(recipient)
-                if await self._retired(handle, recipient):
-                    continue  # evicted before the message ran: send it to the new actor
+            except (ActorDiedError, RayActorError) as exc:
+                self._lost(host)
                 raise self._unavailable(recipient, what, exc) from None
-            except RayActorError as exc:
-                self.forget(recipient)
-                raise AgentUnavailable(
-                    f"the actor of agent {recipient} is unreachable for {what}: {exc}",
-                    agent_id=str(recipient),
-                ) from None
-            if reply.get("gone") is True:
-                self.forget(recipient)
-                await asyncio.sleep(_RETRY_PAUSE)
+            if "moved" in reply:
+                await self._moving(recipient, what, deadline)
                 continue
             return wire.result(reply, what)
+
+    async def _moving(self, agent: AgentId, what: str, deadline: float | None) -> None:
+        """A host refused a message as no longer its own: read the membership again (it
+        is being committed, or this router held an old one), within the deadline."""
+        left = _remaining(deadline)
+        if left is not None and left <= _MOVE_PAUSE:
+            raise TimeoutError(
+                f"agent {agent} was moving between hosts for all of the timeout of {what}"
+            )
+        await self.refresh()
 
     @staticmethod
     def _unavailable(recipient: AgentId, what: str, exc: BaseException) -> AgentUnavailable:
         return AgentUnavailable(
-            f"the actor of agent {recipient} died with {what} (its worker or node was "
-            "lost); the handler may have run, so it is not sent again: retry if it is "
-            f"safe to ({exc.__class__.__name__})",
+            f"the host of agent {recipient} was lost with {what} (its process or node died, "
+            "or its stream broke); the handler may have run, so it is not sent again: retry "
+            f"if it is safe to ({exc.__class__.__name__}: {exc})",
             agent_id=str(recipient),
         )
 
@@ -304,7 +401,8 @@ class Router:
         try:
             reply = await self._to_directory("q", env, bound, w=wait)
             if reply is None:
-                reply = await asyncio.wait_for(_wait(self._directory.ask.remote(env, wait)), bound)
+                directory = await self.directory()
+                reply = await asyncio.wait_for(_wait(directory.ask.remote(env, wait)), bound)
         except builtins.TimeoutError:
             raise TimeoutError(f"no reply to {what} from the local subscriber") from None
         except RayActorError as exc:
@@ -313,39 +411,43 @@ class Router:
             ) from None
         return wire.result(reply, what)
 
-    async def _retired(self, handle: Any, agent_id: AgentId) -> bool:
-        actor = handle._actor_id.hex()
-        ref = self._directory.forget.remote(str(agent_id), actor)
-        return bool(await asyncio.wait_for(_wait(ref), self._grace + 5.0))
+    async def directory(self) -> Any:
+        """The local subscribers' actor (looked up by name on first use)."""
+        if self._directory is None:
+            try:
+                self._directory = await asyncio.to_thread(
+                    ray.get_actor, f"{self._pool}/directory", namespace=self._namespace
+                )
+            except ValueError:
+                raise AgentUnavailable(
+                    f"the local subscribers' actor of pool {self._pool!r} is gone"
+                ) from None
+        return self._directory
 
-    async def _await_ray(
-        self,
-        handle: Any,
-        env: wire.Envelope,
-        what: str,
-        deadline: float | None,
-        token: CancellationToken | None,
-        parent: MessageContext | None,
-    ) -> wire.Envelope:
-        waiter = asyncio.wrap_future(handle.request.remote(env).future())
-        return await _bounded(
-            waiter, lambda: handle.cancel.remote(env["id"]), env, what, deadline, token, parent
-        )
+    # -- publications --------------------------------------------------------------------------
 
-    async def _await_direct(
-        self,
-        address: Address,
-        env: wire.Envelope,
-        what: str,
-        deadline: float | None,
-        token: CancellationToken | None,
-        parent: MessageContext | None,
-    ) -> wire.Envelope:
-        conn = await self._direct.connection(address, _remaining(deadline))
-        waiter = await conn.call("q", env)
-        return await _bounded(
-            waiter, lambda: conn.cancel(env["id"]), env, what, deadline, token, parent
-        )
+    def subscribe(self, subscription: Subscription) -> None:
+        """Route matching topics from this process (this router only)."""
+        self._subs[subscription.id] = subscription
+        self._topic_cache.clear()
+
+    def unsubscribe(self, subscription_id: str) -> None:
+        self._subs.pop(subscription_id, None)
+        self._topic_cache.clear()
+
+    def has_subscription(self, subscription_id: str) -> bool:
+        return subscription_id in self._subs
+
+    def _recipients(self, topic: TopicId) -> tuple[AgentId, ...]:
+        found = self._topic_cache.get(topic)
+        if found is None:
+            matched = [s.map_to_agent(topic) for s in self._subs.values() if s.is_match(topic)]
+            found = tuple(dict.fromkeys(matched))
+            if all(s.by_topic_type for s in self._subs.values()):
+                if len(self._topic_cache) >= 4096:
+                    self._topic_cache.clear()
+                self._topic_cache[topic] = found
+        return found
 
     async def publish(
         self,
@@ -356,7 +458,8 @@ class Router:
         parent: MessageContext | None,
         message_id: str | None,
     ) -> None:
-        """Hand an event to the directory, which delivers it to each subscriber."""
+        """Send an event to each host with subscribers of `topic` once (see the module
+        docstring); returns once each has it on its way (handlers run later)."""
         mid = message_id or new_id()
         ctx: MessageContext | None = None
         if self._interventions:
@@ -379,11 +482,24 @@ class Router:
         )
         if span is not None and ctx is not None:
             env["tp"] = ctx.trace_context
+        found = [a for a in self._recipients(topic) if a != sender]
+        local = [str(a) for a in found if a[0] == LOCAL_TYPE]
+        agents = [str(a) for a in found if a[0] != LOCAL_TYPE]
         self.pending += 1
         try:
-            reply = await self._to_directory("e", env, self._grace + 30.0)
-            if reply is None:
-                reply = await self._directory_call(self._directory.publish.remote(env))
+            if local:
+                item = {**env, "recipients": local}
+                reply = await self._to_directory("e", item, self._grace + 30.0)
+                if reply is None:
+                    directory = await self.directory()
+                    reply = await self._directory_call(directory.publish.remote(item))
+                wire.result(reply, f"event {mid} on {topic}")
+            if agents:
+                sent = await self._post(env, agents)
+                task = asyncio.get_running_loop().create_task(self._follow(env, sent))
+                self.pending += 1
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
         except BaseException as exc:
             if span is not None:
                 tracing.end_span(span, exc)
@@ -393,15 +509,120 @@ class Router:
             self.pending -= 1
             if span is not None:
                 span.end()
-        wire.result(reply, f"event {mid} on {topic}")
+
+    async def _post(
+        self, env: wire.Envelope, agents: list[str]
+    ) -> list[tuple[str, list[str], asyncio.Future[Any] | BaseException]]:
+        """Hand `env` to the host of each of `agents`, once per host, naming its own."""
+        membership = await self.current()
+        by_host: dict[str, list[str]] = {}
+        for agent in agents:
+            by_host.setdefault(membership.owner(agent), []).append(agent)
+        sent: list[tuple[str, list[str], asyncio.Future[Any] | BaseException]] = []
+        for host, names in by_host.items():
+            item = {**env, "recipients": names, "mv": membership.version}
+            try:
+                waiter, _ = await self._submit(host, item, "e", time.monotonic() + _LOOKUP_WAIT)
+                sent.append((host, names, waiter))
+            except Exception as exc:
+                sent.append((host, names, exc))
+        return sent
+
+    async def _follow(
+        self,
+        env: wire.Envelope,
+        sent: list[tuple[str, list[str], asyncio.Future[Any] | BaseException]],
+    ) -> None:
+        """Wait for each host's answer; send again what a lost host had, or what a host
+        refused as moved, to where the membership now puts it (same message id)."""
+        try:
+            for _ in range(_REDELIVERIES):
+                again: list[str] = []
+                for host, names, waiter in sent:
+                    try:
+                        if isinstance(waiter, BaseException):
+                            raise waiter
+                        reply = await asyncio.wait_for(waiter, self._event_bound)
+                    except builtins.TimeoutError:
+                        _log.error(
+                            "event %s to host %s: no answer within %ss",
+                            env["id"],
+                            host,
+                            self._event_bound,
+                        )
+                        continue
+                    except (Lost, ActorDiedError, RayActorError, AgentUnavailable, TimeoutError):
+                        self._lost(host)
+                        again.extend(names)
+                        continue
+                    if isinstance(reply, dict) and reply.get("moved"):
+                        again.extend(str(m) for m in reply["moved"])
+                    elif isinstance(reply, dict) and "err" in reply:
+                        _log.error("event %s to host %s: %s", env["id"], host, reply["err"])
+                if not again:
+                    return
+                await self.refresh()
+                sent = await self._post(env, again)
+            _log.error("event %s: its hosts kept failing; given up", env["id"])
+        finally:
+            self.pending -= 1
+
+    # -- subscriptions, cluster-wide -----------------------------------------------------------
 
     async def add_subscription(self, subscription: Subscription) -> None:
-        ref = self._directory.add_subscription.remote(to_json(subscription))
-        wire.result(await self._directory_call(ref), "add_subscription")
+        """Add `subscription` everywhere: here, in the pool's config record, on every host."""
+        if subscription.id in self._subs:
+            raise ConfigurationError(
+                f"a subscription with id {subscription.id!r} already exists; remove it first"
+            )
+        data = to_json(subscription)
+        self.subscribe(subscription)
+
+        def write(config: dict[str, Any]) -> None:
+            config["subscriptions"][subscription.id] = data
+
+        await self._replicate(write, "subscribe", data)
 
     async def remove_subscription(self, subscription_id: str) -> None:
-        ref = self._directory.remove_subscription.remote(subscription_id)
-        wire.result(await self._directory_call(ref), "remove_subscription")
+        if subscription_id not in self._subs:
+            raise ConfigurationError(
+                f"no subscription with id {subscription_id!r}; known: {sorted(self._subs)}"
+            )
+        self.unsubscribe(subscription_id)
+
+        def write(config: dict[str, Any]) -> None:
+            config["subscriptions"].pop(subscription_id, None)
+
+        await self._replicate(write, "unsubscribe", subscription_id)
+
+    async def _replicate(
+        self, change: Callable[[dict[str, Any]], None], method: str, *args: Any
+    ) -> None:
+        def update() -> None:
+            config = self._records.config()
+            change(config)
+            self._records.write_config(config)
+
+        await asyncio.to_thread(update)
+        await self.broadcast(method, *args)
+
+    async def broadcast(self, method: str, *args: Any) -> list[Any]:
+        """Call `method(*args)` on every host of the membership (bounded); their answers
+        (a host that cannot be reached gives its error: it reads the config at start)."""
+        membership = await self.current()
+        calls = []
+        for host in membership.hosts:
+            if self._host is not None and host == self._name:
+                continue  # this router's own host holds what it just did
+            calls.append(self._call_host(host, method, *args))
+        return list(await asyncio.gather(*calls, return_exceptions=True))
+
+    async def _call_host(self, host: str, method: str, *args: Any) -> Any:
+        route = await self._route(host, time.monotonic() + _LOOKUP_WAIT)
+        ref = getattr(route.handle, method).remote(*args)
+        return await asyncio.wait_for(_wait(ref), self._grace + _LOOKUP_WAIT)
+
+    # -- local subscribers -----------------------------------------------------------------------
 
     async def take(self, wait: float) -> list[dict[str, Any]]:
         """What waits in the directory for this process's local subscribers (a long poll
@@ -413,14 +634,14 @@ class Router:
         try:
             reply = await self._to_directory("p", None, bound, origin=self._origin, w=wait, k=ack)
         except AgentUnavailable:  # the stream broke: the directory's end, or just the stream?
-            if await died(self._directory, _CONFIRM_WAIT):
+            if await died(await self.directory(), _CONFIRM_WAIT):
                 raise
             self._directory_address = _UNKNOWN  # a new stream for the next poll
             reply = None
         except TimeoutError:  # no reply within the bound: the next poll asks again
             return []
         if reply is None:
-            ref = self._directory.take.remote(self._origin, ack, wait)
+            ref = (await self.directory()).take.remote(self._origin, ack, wait)
             try:
                 reply = await asyncio.wait_for(_wait(ref), bound)
             except builtins.TimeoutError:
@@ -434,7 +655,8 @@ class Router:
             conn = self._direct.open_connection(address)
             if conn is not None and conn.note({"t": "a", "id": message_id, "reply": reply}):
                 return
-        self._directory.answer.remote(message_id, reply)
+        if self._directory is not None:
+            self._directory.answer.remote(message_id, reply)
 
     async def _to_directory(
         self, kind: str, env: wire.Envelope | None, wait: float | None, **extra: Any
@@ -444,7 +666,7 @@ class Router:
         if not self._use_direct or (env is not None and len(env["msg"]) >= DIRECT_LIMIT):
             return None
         if self._directory_address is _UNKNOWN:
-            self._directory_address = await address_of(self._directory, self._grace + 30.0)
+            self._directory_address = await address_of(await self.directory(), self._grace + 30.0)
         address = self._directory_address
         if not isinstance(address, tuple):
             return None

@@ -1,27 +1,46 @@
-"""`RayRuntime`: the `AgentRuntime` contract on a Ray cluster.
+"""`RayRuntime`: the `AgentRuntime` contract on a Ray cluster, agents as virtual actors.
 
-Each agent lives in its own Ray actor (see `host.py`), created on its first message from
-the registered factory; a directory actor per runtime name holds the factories and the
-subscriptions and fans events out (see `directory.py`). What crosses processes is JSON
-through the core type registry, in a versioned envelope (see `wire.py`): a message type
-must be registered (`@register`) and importable on every node.
+Agents are not Ray actors (a Ray actor is an OS process). The runtime keeps a fixed pool
+of host actors per node (`hosts_per_node`, by default one per CPU Ray gives the node),
+each running one local engine for the many agents placed on it (see host.py). An agent's
+host is rendezvous hashing of its id over the pool's membership (see membership.py),
+computed by every router, so a request goes from the caller straight to the host over a
+direct stream (see router.py, direct.py); an agent activates there on its first message
+(from the store when there is one) and leaves memory when idle (`evict_after`).
+
+Membership is a versioned record in the cluster's key-value store, not an actor: routers
+read it at start and again only when a host refuses a message as no longer its own or is
+lost, so nothing central sits on a request or a publication. The runtime that creates the
+pool (the keeper) watches the cluster's nodes (`ray.nodes()`, every `_WATCH` seconds);
+when one joins or leaves it makes the next version in two steps: `prepare` on every host
+(a host stops taking the agents the new version puts elsewhere, and hands each live one
+over: saved to the store, out of memory), then the record is written and `commit`
+sent to every host. Between the two, a message for a moving agent is refused by both its
+old and its new host and retried by its router within its timeout: one activation per
+agent at a time. Hosts are restarted by Ray when their process dies (kill -9): the
+requests they held fail with `AgentUnavailable`, and their agents activate again on their
+next message, from the store when there is one.
+
+What crosses processes is JSON through the core type registry, in a versioned envelope
+(see `wire.py`): a message type must be registered (`@register`) and importable on every
+node. Factories are shipped to hosts by Ray's pickling (code, not messages), kept with the
+subscriptions in the pool's config record so a restarted or new host has them.
 
 Failure semantics:
 
 - every request is bounded: `timeout`, else `default_timeout` (`math.inf` opts out; a
-  dead actor still ends the wait, Ray reports it);
-- a request whose actor's worker or node dies while it holds the message raises
-  `AgentUnavailable` (at most once: the handler may have run), and so does one sent
-  through a handle this process cached before the actor died; the next message creates
-  the agent anew, from its last state in the store when there is one;
-- an event whose actor dies is delivered again, with the same message id, to the
-  re-created actor (at least once); the agent sees `ctx.is_redelivery` for an id in the
-  handled window it restored;
-- a message to an evicted agent is sent on to its re-created actor (nothing ran).
+  dead host still ends the wait);
+- a request whose host dies (or whose stream breaks) while it holds the message raises
+  `AgentUnavailable` (at most once: the handler may have run); the next message
+  activates the agent where the membership puts it, from its last state in the store;
+- an event whose host dies is delivered again, with the same message id (at least once);
+  the agent sees `ctx.is_redelivery` for an id in the handled window it restored;
+- a message to an agent that moved is sent on to its new host (nothing ran).
 
 Local subscribers (`add_local_subscriber`) run in this process: one task takes what the
-directory queued for them (a long poll, `_TAKE_WAIT` seconds at most per call) and calls
-each callback in turn, answering direct requests through the directory.
+directory actor queued for them (a long poll, `_TAKE_WAIT` seconds at most per call) and
+calls each callback in turn, answering direct requests through it. That actor serves
+local subscribers only.
 """
 
 from __future__ import annotations
@@ -70,33 +89,40 @@ from ..subscriptions import Subscription, default_subscriptions
 from . import wire
 from ._tls import ray_client_context
 from .errors import AgentUnavailable
-from .host import directory_class
+from .host import DEFAULT_STREAM_LIMIT, directory_class, host_class
+from .membership import Membership, Records, node_of
 from .router import Router, _wait
 
 __all__ = ["RayRuntime"]
 
 _POLL = 0.01  # seconds between looks at the cluster while waiting for idle
 _TAKE_WAIT = 5.0  # seconds the directory holds a local subscribers' poll with nothing new
+_WATCH = 1.0  # seconds between the keeper's looks at the cluster's nodes
+_READY_WAIT = 120.0  # seconds at most for a new host to start
 _log = logging.getLogger("cantata.runtime.ray")
 
 
 class RayRuntime:
-    """Runs agents as Ray actors on a cluster; the same contract as `LocalRuntime`.
+    """Runs agents on a pool of host actors on a Ray cluster; the contract of `LocalRuntime`.
 
     `address` is the cluster to join (``"auto"``, ``"ray://host:10001"``, or None for
     the one `ray.init` already joined, else the one ``RAY_ADDRESS`` names, else a new
     local one of this program alone, on 127.0.0.1); `init_options` go to
     `ray.init` when this runtime starts Ray itself (and it then shuts Ray down on close).
-    `name` scopes the agents: runtimes of one name on one cluster share them. `store` is a
-    callable making the `StateStore` each actor saves its agent into (PostgreSQL or
-    Redis for a cluster; called in each actor's process). `evict_after` ends actors idle
-    that long, their agents saved to the store. `reorder_wait` bounds the wait for a
-    message missing from a sender's sequence. `actor_options` go to each agent's actor.
-    `direct` (on by default) carries requests over a stream from each process to each
-    agent's actor rather than as Ray calls (the same semantics, fewer hops; Ray calls where
-    no stream can be opened): see direct.py. Under Ray's TLS (``RAY_USE_TLS``) the streams
-    are mutual TLS with Ray's certificate files.
+    `name` scopes the agents: runtimes of one name on one cluster share them (the first
+    one started creates the pool and keeps its membership). `hosts_per_node` is the number
+    of host processes per node (default: the node's CPUs as Ray counts them); each holds
+    any number of agents. `store` is a callable making the `StateStore` each host saves
+    its agents into (PostgreSQL or Redis for a cluster; called in each host's process).
+    `evict_after` takes agents idle that long out of memory, saved to the store.
+    `reorder_wait` bounds the wait for a message missing from a router's sequence.
+    `actor_options` go to each host's actor. `direct` (on by default) carries messages
+    over a stream from each process to each host rather than as Ray calls (the same
+    semantics, fewer hops): see direct.py; `stream_limit` bounds the requests in flight on
+    one stream (a host stops reading a stream past it: backpressure). Under Ray's TLS
+    (``RAY_USE_TLS``) the streams are mutual TLS with Ray's certificate files.
     Interventions and `on_error` run in the process that sends (or handles) the message.
+    `placement()` reports the pool: its hosts, where they run and how many agents each holds.
     """
 
     def __init__(
@@ -117,6 +143,8 @@ class RayRuntime:
         actor_options: Mapping[str, Any] | None = None,
         state_prefix: str = "cantata.runtime.agent:",
         direct: bool = True,
+        hosts_per_node: int | None = None,
+        stream_limit: int = DEFAULT_STREAM_LIMIT,
     ) -> None:
         if evict_after is not None and store is None:
             raise ConfigurationError(
@@ -125,11 +153,17 @@ class RayRuntime:
             )
         if store is not None and (isinstance(store, StateStore) or not callable(store)):
             raise ConfigurationError(
-                "RayRuntime(store=...) takes a callable that makes the store (each actor "
+                "RayRuntime(store=...) takes a callable that makes the store (each host "
                 "makes its own connection), e.g. store=lambda: RedisStore(url)"
             )
         if default_timeout is not None and not default_timeout > 0:
             raise ConfigurationError(f"default_timeout must be positive, not {default_timeout}")
+        if hosts_per_node is not None and (
+            not isinstance(hosts_per_node, int) or hosts_per_node < 1
+        ):
+            raise ConfigurationError(f"hosts_per_node must be 1 or more, not {hosts_per_node!r}")
+        if not isinstance(stream_limit, int) or stream_limit < 1:
+            raise ConfigurationError(f"stream_limit must be 1 or more, not {stream_limit!r}")
         _check_type(name, _TYPE_RE, "runtime name", "cantata")
         self._address = address
         self._name = name
@@ -140,7 +174,9 @@ class RayRuntime:
         self._interventions = list(interventions or ())
         self._stop_grace = stop_grace
         self._default_timeout = None if default_timeout == math.inf else default_timeout
+        self._hosts_per_node = hosts_per_node
         self._config: dict[str, Any] = {
+            "namespace": namespace,
             "store": store,
             "evict_after": evict_after,
             "default_timeout": self._default_timeout,
@@ -151,6 +187,7 @@ class RayRuntime:
             "on_error": on_error,
             "state_prefix": state_prefix,
             "direct": bool(direct),
+            "stream_limit": stream_limit,
         }
         self._prefix = state_prefix
         self._factories: dict[str, AgentFactory] = {}
@@ -162,6 +199,11 @@ class RayRuntime:
         self._origin = new_id()
         self._locals: dict[str, LocalCallback] = {}
         self._poller: asyncio.Task[None] | None = None
+        self._records = Records(name, namespace)
+        self._keeper = False
+        self._hosts: dict[str, Any] = {}  # the keeper's host handles, by name
+        self._watcher: asyncio.Task[None] | None = None
+        self._membership_lock = asyncio.Lock()
 
     # -- registration -----------------------------------------------------------------
 
@@ -172,9 +214,9 @@ class RayRuntime:
         *,
         agent_class: type[BaseAgent] | None = None,
     ) -> None:
-        """Create agents of `agent_type` with `factory()` (in their actor) on first use.
+        """Create agents of `agent_type` with `factory()` (in their host) on first use.
 
-        The factory is shipped to the actors (by Ray's pickling: it is code, not a
+        The factory is shipped to the hosts (by Ray's pickling: it is code, not a
         message); the class's default subscriptions are added for this type.
         """
         _check_type(agent_type, _TYPE_RE, "agent type", "checker")
@@ -190,12 +232,18 @@ class RayRuntime:
                 f"agent_class {cls!r} of agent type {agent_type!r} is not a BaseAgent subclass"
             )
         self._factories[agent_type] = factory
-        if self._directory is not None:
-            await _wait(self._directory.register.remote(agent_type, factory))
+        if self._router is not None:
+            await self._push_factory(self._router, agent_type, factory)
         if cls is not None:
             for sub in default_subscriptions(cls, agent_type):
                 if sub.id not in self._subs:
                     await self.add_subscription(sub)
+
+    async def _push_factory(self, router: Router, agent_type: str, factory: AgentFactory) -> None:
+        def write(config: dict[str, Any]) -> None:
+            config["factories"][agent_type] = factory
+
+        await router._replicate(write, "register", agent_type, factory)
 
     async def add_subscription(self, subscription: Subscription) -> None:
         """Route topics matching `subscription` to its agents, cluster-wide."""
@@ -350,8 +398,7 @@ class RayRuntime:
     # -- lifecycle --------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Join (or start) Ray, find or create this runtime's directory actor, and push
-        the factories and subscriptions registered so far."""
+        """Join (or start) Ray; create the pool of hosts (or join the one of this name)."""
         if self._state == "closed":
             raise RuntimeStateError("this RayRuntime is closed; create a new one")
         if self._state == "running":
@@ -371,48 +418,199 @@ class RayRuntime:
             options.update(self._init_options)
             ray.init(address=address, namespace=self._namespace, **options)
             self._owns_ray = True
-        if self._directory is None:
-            self._directory = (
-                directory_class()
-                .options(
-                    name=f"{self._name}/directory",
-                    namespace=self._namespace,
-                    get_if_exists=True,
-                    max_concurrency=1000,
-                    # Where the runtime starts (the head, usually): agents' actors share
-                    # its fate, so it belongs on the node least likely to go.
-                    scheduling_strategy=NodeAffinitySchedulingStrategy(
-                        ray.get_runtime_context().get_node_id(), soft=True
-                    ),
-                )
-                .remote(self._name, self._config, self._host_options())
-            )
-            for agent_type, factory in self._factories.items():
-                await _wait(self._directory.register.remote(agent_type, factory))
-            self._router = Router(
-                self._directory,
-                interventions=self._interventions,
-                stop_grace=self._stop_grace,
-                origin=self._origin,
-                direct=bool(self._config["direct"]),
-            )
-            for sub in self._subs.values():
-                reply = await _wait(self._directory.add_subscription.remote(to_json(sub)))
-                if "err" in reply and reply["err"].get("type") != "ConfigurationError":
-                    wire.result(reply, "add_subscription")  # an existing one is shared
+        if self._router is None:
+            await self._join()
         self._state = "running"
 
-    def _host_options(self) -> dict[str, Any]:
-        return {"namespace": self._namespace, **self._actor_options}
+    async def _join(self) -> None:
+        self._directory = (
+            directory_class()
+            .options(
+                name=f"{self._name}/directory",
+                namespace=self._namespace,
+                get_if_exists=True,
+                num_cpus=0,
+                max_concurrency=1000,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(
+                    ray.get_runtime_context().get_node_id(), soft=True
+                ),
+            )
+            .remote(self._name, self._config)
+        )
+        router = Router(
+            pool=self._name,
+            namespace=self._namespace,
+            interventions=self._interventions,
+            stop_grace=self._stop_grace,
+            event_bound=self._event_bound(),
+            origin=self._origin,
+            direct=bool(self._config["direct"]),
+            directory=self._directory,
+        )
+        records = self._records
+        self._keeper = await asyncio.to_thread(records.claim, self._origin) == self._origin
+        if self._keeper:
+            config = {
+                "factories": dict(self._factories),
+                "subscriptions": {s.id: to_json(s) for s in self._subs.values()},
+            }
+            await asyncio.to_thread(records.write_config, config)
+            nodes = await asyncio.to_thread(_alive_nodes)
+            hosts = await self._make_hosts(nodes)
+            membership = Membership(1, tuple(hosts))
+            await asyncio.to_thread(records.write_membership, membership)
+            router.adopt(membership)
+            await router.broadcast("commit", membership.to_bytes())
+            self._watcher = asyncio.get_running_loop().create_task(self._watch())
+        else:
+            await router.current()
+            for agent_type, factory in self._factories.items():
+                await self._push_factory(router, agent_type, factory)
+        for sub in self._subs.values():
+            if router.has_subscription(sub.id):
+                continue
+            if self._keeper:
+                router.subscribe(sub)
+            else:
+                await router.add_subscription(sub)
+        if not self._keeper:
+            stored = await asyncio.to_thread(records.config)
+            for data in stored["subscriptions"].values():
+                from .host import _subscription
+
+                found = _subscription(data)
+                if not router.has_subscription(found.id):
+                    router.subscribe(found)
+        self._router = router
+        membership = await router.current()
+        per_node: dict[str, int] = {}
+        for host in membership.hosts:
+            per_node[node_of(host)] = per_node.get(node_of(host), 0) + 1
+        _log.info(
+            "RayRuntime %r: %s pool of %d hosts on %d nodes (%s), membership version %d",
+            self._name,
+            "created the" if self._keeper else "joined the",
+            len(membership.hosts),
+            len(per_node),
+            ", ".join(f"{node[:8]}: {n}" for node, n in sorted(per_node.items())),
+            membership.version,
+        )
+
+    def _event_bound(self) -> float | None:
+        timeout = self._default_timeout
+        return None if timeout is None else float(timeout) + self._stop_grace + 5.0
+
+    async def _make_hosts(self, nodes: dict[str, int]) -> list[str]:
+        """Start the hosts of `nodes` (node id -> CPUs) and wait until each listens."""
+        names: list[str] = []
+        for node, cpus in sorted(nodes.items()):
+            count = self._hosts_per_node or max(1, cpus)
+            for i in range(count):
+                name = f"{self._name}/host/{node}/{i}"
+                options: dict[str, Any] = {
+                    "name": name,
+                    "namespace": self._namespace,
+                    "get_if_exists": True,
+                    "num_cpus": 0,
+                    "max_restarts": -1,
+                    "max_task_retries": 0,
+                    "max_concurrency": 100_000,
+                    "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False),
+                    **self._actor_options,
+                }
+                self._hosts[name] = (
+                    host_class().options(**options).remote(self._name, name, self._config)
+                )
+                names.append(name)
+        ready = [
+            asyncio.wrap_future(self._hosts[n].direct_address.remote().future()) for n in names
+        ]
+        results = await asyncio.wait_for(
+            asyncio.gather(*ready, return_exceptions=True), _READY_WAIT
+        )
+        for name, result in zip(names, results, strict=True):
+            if isinstance(result, BaseException):
+                raise AgentUnavailable(f"host {name} did not start: {result}") from result
+        return names
+
+    async def _watch(self) -> None:
+        """The keeper's look at the cluster's nodes: a node joined or left -> the next
+        membership (see the module docstring)."""
+        while True:
+            await asyncio.sleep(_WATCH)
+            try:
+                nodes = await asyncio.to_thread(_alive_nodes)
+                router = self._router
+                if router is None or router.membership is None:
+                    continue
+                held = {node_of(h) for h in router.membership.hosts}
+                if set(nodes) != held:
+                    await self.rebalance(nodes)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                _log.exception("RayRuntime %r: following the cluster's nodes failed", self._name)
+
+    async def rebalance(self, nodes: dict[str, int] | None = None) -> Membership:
+        """Make the pool follow the cluster's live nodes now (the keeper does it on its own
+        every second); the new membership. Only the runtime that created the pool may."""
+        router = self._running("rebalance the pool")
+        if not self._keeper:
+            raise RuntimeStateError(
+                f"only the RayRuntime that created pool {self._name!r} changes its membership"
+            )
+        async with self._membership_lock:
+            if nodes is None:
+                nodes = await asyncio.to_thread(_alive_nodes)
+            old = await router.current()
+            kept = [h for h in old.hosts if node_of(h) in nodes]
+            held = {node_of(h) for h in kept}
+            added = await self._make_hosts({n: c for n, c in nodes.items() if n not in held})
+            gone = [h for h in old.hosts if node_of(h) not in nodes]
+            new = Membership(old.version + 1, tuple(sorted([*kept, *added])))
+            # 1. every live host hands over what it no longer owns, and refuses it
+            data = new.to_bytes()
+            answers = await asyncio.gather(
+                *(self._call(h, "prepare", data) for h in new.hosts), return_exceptions=True
+            )
+            moved = sum(a for a in answers if isinstance(a, int))
+            # 2. the record, then every host takes the new membership
+            await asyncio.to_thread(self._records.write_membership, new)
+            router.adopt(new)
+            await asyncio.gather(
+                *(self._call(h, "commit", data) for h in new.hosts), return_exceptions=True
+            )
+            for host in gone:
+                handle = self._hosts.pop(host, None)
+                if handle is not None:
+                    ray.kill(handle, no_restart=True)
+            _log.info(
+                "RayRuntime %r: membership %d: %d hosts (+%d, -%d); %d agents handed over",
+                self._name,
+                new.version,
+                len(new.hosts),
+                len(added),
+                len(gone),
+                moved,
+            )
+            return new
+
+    async def _call(self, host: str, method: str, *args: Any) -> Any:
+        handle = self._hosts.get(host)
+        if handle is None:
+            handle = await asyncio.to_thread(ray.get_actor, host, namespace=self._namespace)
+            self._hosts[host] = handle
+        ref = getattr(handle, method).remote(*args)
+        return await asyncio.wait_for(_wait(ref), self._stop_grace + 60.0)
 
     async def stop(self) -> None:
-        """Stop taking messages here (agents' actors keep what they hold)."""
+        """Stop taking messages here (the hosts keep their agents)."""
         if self._state == "running":
             self._state = "stopped"
 
     async def wait_until_idle(self, *, timeout: float | None = None) -> None:  # noqa: ASYNC109
-        """Wait until no request from here is in flight and no event is being delivered on
-        the cluster (polled); `TimeoutError` past `timeout` (default: `default_timeout`)."""
+        """Wait until no request from here is in flight and no message is being handled
+        on the pool (polled); `TimeoutError` past `timeout` (default: `default_timeout`)."""
         await self._wait_for(lambda: False, timeout, "the runtime to be idle")
 
     async def stop_when_idle(self, *, timeout: float | None = None) -> None:  # noqa: ASYNC109
@@ -444,30 +642,47 @@ class RayRuntime:
             await asyncio.sleep(_POLL)
 
     async def _idle(self) -> bool:
-        if self._router is None:
+        router = self._router
+        if router is None:
             return True
-        if self._router.pending:
+        if router.pending:
             return False
-        return int(await _wait(self._directory.pending.remote())) == 0
+        counts = await router.broadcast("pending")
+        return all(isinstance(c, int) and c == 0 for c in counts)
 
     async def close(self) -> None:
-        """Stop, close every agent's actor (saving each to the store, when there is one)
-        and the directory, and shut Ray down if this runtime started it."""
+        """Stop; the runtime that created the pool also closes every host (saving each
+        agent to the store, when there is one) and ends them; shut Ray down if this
+        runtime started it."""
         if self._state == "closed":
             return
         self._state = "closed"
-        poller, self._poller = self._poller, None
-        if poller is not None:
-            poller.cancel()
+        for task in (self._poller, self._watcher):
+            if task is not None:
+                task.cancel()
+        self._poller = self._watcher = None
         self._locals.clear()
+        router = self._router
         try:
-            if self._directory is not None:
+            if router is not None and self._keeper:
                 grace = self._stop_grace + 60.0
-                await asyncio.wait_for(_wait(self._directory.shutdown.remote()), grace)
-                ray.kill(self._directory, no_restart=True)
+                await asyncio.wait_for(router.broadcast("shutdown"), grace)
+                membership = router.membership
+                for host in () if membership is None else membership.hosts:
+                    handle = self._hosts.pop(host, None)
+                    if handle is None:
+                        try:
+                            handle = ray.get_actor(host, namespace=self._namespace)
+                        except ValueError:
+                            continue
+                    ray.kill(handle, no_restart=True)
+                if self._directory is not None:
+                    await asyncio.wait_for(_wait(self._directory.shutdown.remote()), grace)
+                    ray.kill(self._directory, no_restart=True)
+                self._records.clear()
         finally:
-            if self._router is not None:
-                self._router.close()
+            if router is not None:
+                router.close()
             self._directory = None
             self._router = None
             if self._owns_ray:
@@ -485,12 +700,22 @@ class RayRuntime:
     ) -> None:
         await self.close()
 
-    # -- state and eviction -----------------------------------------------------------
+    # -- state, eviction, placement ---------------------------------------------------------
 
     async def live_agents(self) -> list[AgentId]:
-        """Ids of the agents whose actors are alive."""
-        self._running("list agents")
-        return [AgentId.parse(a) for a in await _wait(self._directory.live_agents.remote())]
+        """Ids of the agents in their hosts' memory (not the evicted ones)."""
+        router = self._running("list agents")
+        found: list[AgentId] = []
+        for names in await router.broadcast("live_agents"):
+            if isinstance(names, list):
+                found.extend(AgentId.parse(n) for n in names)
+        return found
+
+    async def placement(self) -> list[dict[str, Any]]:
+        """The pool as it stands: one entry per host with its name, node id, process id,
+        number of agents in memory, membership version and messages taken by path."""
+        router = self._running("report the placement")
+        return [s for s in await router.broadcast("stats") if isinstance(s, dict)]
 
     async def save_state(
         self, store: StateStore | None = None, *, key: str = "cantata.runtime.state"
@@ -499,9 +724,10 @@ class RayRuntime:
         writes); also written to `store[key]`. Agents evicted to the store are included."""
         router = self._running("save state")
         agents: dict[str, Any] = {}
-        for name in await _wait(self._directory.live_agents.remote()):
-            handle = await router.handle_for(AgentId.parse(name), None)
-            agents.update(await _wait(handle.save.remote()))
+        for records in await router.broadcast("save"):
+            if isinstance(records, BaseException):
+                raise records
+            agents.update(records)
         if self._make_store is not None:
             own = self._make_store()
             for found in await own.keys(self._prefix):
@@ -544,35 +770,45 @@ class RayRuntime:
             if sub.id not in self._subs:
                 await self.add_subscription(sub)
         for agent_id, state, handled in agents:
-            handle = await router.handle_for(agent_id, None)
             record = encode_agent(state, dict.fromkeys(handled))
-            wire.result(await _wait(handle.load.remote(record)), f"load_state of {agent_id}")
+            name = str(agent_id)
+            for _ in range(3):
+                host = (await router.current()).owner(name)
+                reply = await self._call(host, "load", name, record)
+                if "err" in reply and "is not on host" in str(reply["err"].get("text")):
+                    await router.refresh()
+                    continue
+                break
+            wire.result(reply, f"load_state of {agent_id}")
 
     async def evict_idle(self, older_than: float = 0.0) -> int:
-        """Save and end the actors of agents idle for `older_than` seconds; how many."""
+        """Save and take out of memory the agents idle for `older_than` seconds; how many."""
         if self._make_store is None:
             raise ConfigurationError("eviction needs a store: RayRuntime(store=...)")
         router = self._running("evict agents")
-        evicted = 0
-        for name in await _wait(self._directory.live_agents.remote()):
-            agent_id = AgentId.parse(name)
-            handle = await router.handle_for(agent_id, None)
-            if await _wait(handle.evict.remote(older_than)):
-                await _wait(self._directory.retire.remote(name))
-                router.forget(agent_id)
-                evicted += 1
-        return evicted
+        counts = await router.broadcast("evict", older_than)
+        return sum(c for c in counts if isinstance(c, int))
 
     async def where(self, agent_id: AgentId) -> tuple[str, int]:
-        """The Ray node id and process id of `agent_id`'s actor (creating it if needed)."""
-        handle = await self._running("locate an agent").handle_for(agent_id, None)
-        node, pid = await _wait(handle.where.remote())
+        """The Ray node id and process id of the host `agent_id` lives on."""
+        router = self._running("locate an agent")
+        host = (await router.current()).owner(str(agent_id))
+        node, pid = await self._call(host, "where")
         return str(node), int(pid)
 
     @property
     def state(self) -> str:
         """Lifecycle state: new, running, stopped or closed."""
         return self._state
+
+
+def _alive_nodes() -> dict[str, int]:
+    """The cluster's live nodes that can run hosts: node id -> CPUs Ray gives it."""
+    return {
+        str(node["NodeID"]): int(node.get("Resources", {}).get("CPU", 0))
+        for node in ray.nodes()  # type: ignore[no-untyped-call]
+        if node.get("Alive")
+    }
 
 
 async def _close(store: StateStore) -> None:

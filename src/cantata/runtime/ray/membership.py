@@ -1,0 +1,128 @@
+"""Where an agent lives: rendezvous hashing over a versioned list of hosts.
+
+The pool of a `RayRuntime` is a fixed number of host actors per node (see host.py). The
+list of their names, with a version number, is the membership: a small JSON record in the
+cluster's key-value store (Ray's GCS, which every process of the cluster already talks to),
+written by the runtime that owns the pool when a node joins or leaves, and read by every
+router when it starts, when a host refuses a message as no longer its own, and when a
+host is lost. Nothing reads it per message, and no actor holds it: a request goes from the
+caller straight to the host the hash gives, and the membership is on no one's hot path.
+
+An agent's host is the host with the highest hash of (agent id, host name): rendezvous
+(HRW) hashing, so when a host is added or removed only the agents whose highest score
+moves change host (about 1/n of them), with no table to keep. Hashing is blake2b, the
+same in every process (Python's own `hash` is salted per process).
+
+The factories and subscriptions live beside it in the same store (the config record), so
+a host that Ray restarts after its process died, or one added on a new node, reads them
+at start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+__all__: list[str] = []
+
+
+def _score(agent: str, host: str) -> int:
+    digest = hashlib.blake2b(f"{agent}\x00{host}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """A version of the pool: its hosts' actor names (each ``<pool>/<node id>/<n>``)."""
+
+    version: int
+    hosts: tuple[str, ...]
+
+    def owner(self, agent: str) -> str:
+        """The host of agent `agent` (its id as text) under this membership."""
+        if not self.hosts:
+            raise LookupError("the pool has no hosts")
+        best, top = self.hosts[0], -1
+        for host in self.hosts:
+            score = _score(agent, host)
+            if score > top:
+                best, top = host, score
+        return best
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"version": self.version, "hosts": list(self.hosts)}).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Membership:
+        raw: Any = json.loads(data)
+        return cls(int(raw["version"]), tuple(str(h) for h in raw["hosts"]))
+
+
+def node_of(host: str) -> str:
+    """The Ray node id in a host's name."""
+    return host.split("/")[-2]
+
+
+class Records:
+    """The pool's records in the cluster's key-value store (see the module docstring)."""
+
+    def __init__(self, pool: str, namespace: str) -> None:
+        self._pool = pool
+        self._ns = f"cantata:{namespace}"
+
+    def _key(self, what: str) -> str:
+        return f"{self._pool}:{what}"
+
+    def _get(self, what: str) -> bytes | None:
+        from ray.experimental import internal_kv
+
+        found = internal_kv._internal_kv_get(self._key(what), namespace=self._ns)
+        return None if found is None else bytes(found)
+
+    def _put(self, what: str, value: bytes, *, overwrite: bool = True) -> bool:
+        from ray.experimental import internal_kv
+
+        return bool(
+            internal_kv._internal_kv_put(
+                self._key(what), value, overwrite=overwrite, namespace=self._ns
+            )
+        )
+
+    def _delete(self, what: str) -> None:
+        from ray.experimental import internal_kv
+
+        internal_kv._internal_kv_del(self._key(what), namespace=self._ns)
+
+    def membership(self) -> Membership | None:
+        data = self._get("membership")
+        return None if data is None else Membership.from_bytes(data)
+
+    def write_membership(self, membership: Membership) -> None:
+        self._put("membership", membership.to_bytes())
+
+    def claim(self, owner: str) -> str:
+        """Make `owner` the pool's keeper unless one is recorded; the keeper's name."""
+        self._put("keeper", owner.encode(), overwrite=False)
+        found = self._get("keeper")
+        return owner if found is None else found.decode()
+
+    def config(self) -> dict[str, Any]:
+        """Factories (by agent type) and subscriptions (as JSON data), as last written."""
+        from ray import cloudpickle
+
+        data = self._get("config")
+        if data is None:
+            return {"factories": {}, "subscriptions": {}}
+        loaded: dict[str, Any] = cloudpickle.loads(data)
+        return loaded
+
+    def write_config(self, config: dict[str, Any]) -> None:
+        from ray import cloudpickle
+
+        self._put("config", cloudpickle.dumps(config))  # type: ignore[no-untyped-call]
+
+    def clear(self) -> None:
+        for what in ("membership", "keeper", "config"):
+            self._delete(what)
