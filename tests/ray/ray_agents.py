@@ -189,3 +189,30 @@ class Counter(RoutedAgent):
     async def load_state(self, state: Mapping[str, Any]) -> None:
         self.total = int(state["total"])
         self.seen.notes = list(state["notes"])
+
+
+class DurableCounter(RoutedAgent):
+    """A counter that writes its total and the message's id to the store in the handler
+    (`commit_state`), so an acknowledged increment survives its host's death."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+
+    @rpc
+    async def add(self, message: Add, ctx: MessageContext) -> int:
+        if ctx.is_redelivery:
+            return self.total
+        self.total += message.n
+        await self.commit_state()
+        return self.total
+
+    @rpc
+    async def get(self, message: Get, ctx: MessageContext) -> int:
+        return self.total
+
+    async def save_state(self) -> Mapping[str, Any]:
+        return {"total": self.total}
+
+    async def load_state(self, state: Mapping[str, Any]) -> None:
+        self.total = int(state["total"])

@@ -24,15 +24,30 @@ _names = itertools.count()
 
 
 def fresh(**options: Any) -> RayRuntime:
-    return RayRuntime(name=f"d{os.getpid()}-{next(_names)}", default_timeout=60, **options)
+    return RayRuntime(
+        name=f"d{os.getpid()}-{next(_names)}", default_timeout=60, hosts_per_node=1, **options
+    )
 
 
-def host_of(rt: RayRuntime, agent: AgentId, incarnation: int = 0) -> Any:
-    return ray.get_actor(f"{rt._name}/{agent}#{incarnation}", namespace="cantata")
+def host_of(rt: RayRuntime, agent: AgentId) -> Any:
+    """The actor of the host `agent` lives on (by the pool's membership)."""
+    return ray.get_actor(rt._router.membership.owner(str(agent)), namespace="cantata")  # type: ignore[union-attr]
 
 
-async def paths(rt: RayRuntime, agent: AgentId, incarnation: int = 0) -> dict[str, int]:
-    return dict(await host_of(rt, agent, incarnation).paths.remote())
+def apart(rt: RayRuntime) -> tuple[AgentId, AgentId]:
+    """Two counters on different hosts, so each host's message counts are one agent's."""
+    membership = rt._router.membership  # type: ignore[union-attr]
+    a = AgentId("counter", "a")
+    b = next(
+        AgentId("counter", f"b{i}")
+        for i in range(100)
+        if membership.owner(f"counter/b{i}") != membership.owner(str(a))
+    )
+    return a, b
+
+
+async def paths(rt: RayRuntime, agent: AgentId) -> dict[str, int]:
+    return dict(await host_of(rt, agent).paths.remote())
 
 
 # -- the transport alone -------------------------------------------------------------------
@@ -190,10 +205,10 @@ async def test_a_server_that_closes_cancels_its_streams_unanswered_handlers() ->
 async def test_requests_and_replies_go_over_the_direct_path(cluster: Any) -> None:
     async with fresh() as rt:
         await rt.register_factory("counter", ra.Counter)
-        a, b = AgentId("counter", "a"), AgentId("counter", "b")
+        a, b = apart(rt)
         results = await asyncio.gather(*(rt.send_message(ra.Add(1), a) for _ in range(20)))
         assert results == list(range(1, 21))  # in the order sent
-        assert await rt.send_message(ra.Ask(b, 7), a) == 7  # actor to actor
+        assert await rt.send_message(ra.Ask(b, 7), a) == 7  # host to host
         assert await paths(rt, a) == {"ray": 0, "direct": 21}
         assert await paths(rt, b) == {"ray": 0, "direct": 1}
 
@@ -218,12 +233,12 @@ async def test_a_host_killed_mid_request_is_agent_unavailable_not_a_hang(cluster
         assert await rt.send_message(ra.Add(1), a) == 1
         pending = asyncio.ensure_future(rt.send_message(ra.Hang(), a))
         await asyncio.sleep(0.5)
-        assert (await paths(rt, a))["direct"] == 2  # the Hang is in the actor, by stream
-        ray.kill(host_of(rt, a), no_restart=True)
+        assert (await paths(rt, a))["direct"] == 2  # the Hang is in the host, by stream
+        ray.kill(host_of(rt, a), no_restart=False)  # its process ends; Ray starts it again
         with pytest.raises(AgentUnavailable, match="counter/a"):
             await asyncio.wait_for(pending, 60)  # the bound only guards the test itself
-        assert await rt.send_message(ra.Add(1), a) == 1  # a new actor, from the factory
-        assert (await paths(rt, a, 1))["direct"] == 1
+        assert await rt.send_message(ra.Add(1), a) == 1  # a new process, from the factory
+        assert (await paths(rt, a))["direct"] == 1
 
 
 async def test_a_bad_frame_to_a_host_is_a_typed_error_and_the_host_goes_on(
@@ -280,8 +295,8 @@ async def test_a_stream_that_breaks_under_a_live_actor_is_agent_unavailable(
         async with asyncio.timeout(60):
             while not marker.exists():  # noqa: ASYNC110 (the handler hangs in the actor)
                 await asyncio.sleep(0.05)
-        await host_of(rt, a).close_direct.remote()  # the stream ends; the actor lives on
-        with pytest.raises(AgentUnavailable, match="still answers Ray"):
+        await host_of(rt, a).close_direct.remote()  # the stream ends; the host lives on
+        with pytest.raises(AgentUnavailable, match="stream broke"):
             await asyncio.wait_for(pending, 60)  # at most once: not sent again
         # nobody can read the hang's answer, so the actor cancelled it (its token): the
         # agent's turn is free for the next request (by Ray call), not held forever

@@ -7,10 +7,8 @@ Two placements, both through the runtime contract:
   runs the supersteps, its executors concurrently within each, commits and checkpoints.
   Runs are the unit a runtime spreads out, and a superstep costs no message at all.
 - ``"executor"``: each executor of a run is its own actor (type per workflow and executor,
-  key = run id in process; on a runtime that copies messages, key = a slot: the lowest
-  number no other call of this process holds on that runtime, so runs one after another
-  reuse one set of actors and calls at the same time get their own, since on Ray an actor
-  is a process and a key per run would leave processes behind). The runner, in the
+  key = run id; on Ray an actor is an agent on the pool's hosts, not a process, so a run's
+  actors cost a few hundred bytes of a host's memory until evicted). The runner, in the
   caller, sends each superstep's work to the executors that have some, one message each;
   a runtime may then spread one run's fan-out over machines, at the price of a message
   per executor per superstep. This is the placement
@@ -286,24 +284,6 @@ async def _register_once(runtime: AgentRuntime, workflow: Workflow) -> None:
     future.set_result(None)
 
 
-_slots: weakref.WeakKeyDictionary[Any, dict[str, set[int]]] = weakref.WeakKeyDictionary()
-"""The slots (executor actor keys) each copying runtime's calls of this process hold, by
-workflow."""
-
-
-def _take_slot(runtime: AgentRuntime, workflow: Workflow) -> int:
-    held = _slots.setdefault(runtime, {}).setdefault(workflow.uid, set())
-    slot = 0
-    while slot in held:
-        slot += 1
-    held.add(slot)
-    return slot
-
-
-def _free_slot(runtime: AgentRuntime, workflow: Workflow, slot: int) -> None:
-    _slots.get(runtime, {}).get(workflow.uid, set()).discard(slot)
-
-
 def _dispatch(
     runtime: AgentRuntime,
     runner: Runner,
@@ -358,11 +338,7 @@ async def _drive_executors(
     if not _copies_messages(runtime):
         runner.dispatch = _dispatch(runtime, runner, runner.run.run_id, None)
         return await runner.drive(sink, resumed_from=resumed_from)
-    slot = _take_slot(runtime, runner.workflow)
-    try:
-        return await _drive_copied(runtime, runner, f"slot{slot}", sink, resumed_from)
-    finally:
-        _free_slot(runtime, runner.workflow, slot)
+    return await _drive_copied(runtime, runner, runner.run.run_id, sink, resumed_from)
 
 
 async def _drive_copied(

@@ -369,6 +369,13 @@ class PoolHost:
         if isinstance(env, dict) and "id" in env:
             self.cancel(str(env["id"]))
 
+    async def close_direct(self) -> None:
+        """Stop taking messages directly (routers fall back to Ray calls)."""
+        self._config = {**self._config, "direct": False}
+        server, self._direct = self._direct, None
+        if server is not None:
+            await server.close()
+
     def paths(self) -> dict[str, int]:
         """How many messages came by Ray call and how many by the direct stream."""
         return dict(self._via)

@@ -43,7 +43,13 @@ class Membership:
     def owner(self, agent: str) -> str:
         """The host of agent `agent` (its id as text) under this membership."""
         if not self.hosts:
-            raise LookupError("the pool has no hosts")
+            from .errors import AgentUnavailable
+
+            raise AgentUnavailable(
+                f"no host can take agent {agent}: the pool has no live node (membership "
+                f"version {self.version})",
+                agent_id=agent,
+            )
         best, top = self.hosts[0], -1
         for host in self.hosts:
             score = _score(agent, host)

@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ray.exceptions import ActorDiedError, RayActorError
+from ray.exceptions import ActorUnavailableError, RayActorError, RayError
 
 import ray
 
@@ -213,7 +213,26 @@ class Router:
         except ValueError:
             self._stale = True
             raise AgentUnavailable(f"host {host} of pool {self._pool!r} is gone") from None
-        address = await address_of(handle, _LOOKUP_WAIT) if self._use_direct else None
+        # A host Ray is restarting (its process died) says so until it is up again: wait
+        # for it (bounded), so the next message reaches the new process.
+        give_up = time.monotonic() + _LOOKUP_WAIT
+        while True:
+            try:
+                ref = handle.direct_address.remote()
+                found = await asyncio.wait_for(asyncio.wrap_future(ref.future()), _LOOKUP_WAIT)
+                break
+            except ActorUnavailableError:
+                if time.monotonic() >= give_up:
+                    raise AgentUnavailable(f"host {host} did not come back") from None
+                await asyncio.sleep(_MOVE_PAUSE)
+            except (RayError, builtins.TimeoutError) as exc:  # dead, or its node is gone
+                self._stale = True
+                raise AgentUnavailable(
+                    f"host {host} of pool {self._pool!r} is gone: {exc}"
+                ) from None
+        address = None
+        if self._use_direct and found is not None:
+            address = (str(found[0]), int(found[1]), str(found[2]))
         route = self._routes[host] = _Route(handle, address)
         return route
 
@@ -368,7 +387,7 @@ class Router:
             except Lost as exc:
                 self._lost(host)
                 raise self._unavailable(recipient, what, exc) from None
-            except (ActorDiedError, RayActorError) as exc:
+            except RayError as exc:  # the host died, or Ray cannot reach or place it
                 self._lost(host)
                 raise self._unavailable(recipient, what, exc) from None
             if "moved" in reply:
@@ -551,7 +570,7 @@ class Router:
                             self._event_bound,
                         )
                         continue
-                    except (Lost, ActorDiedError, RayActorError, AgentUnavailable, TimeoutError):
+                    except (Lost, RayError, AgentUnavailable, TimeoutError):
                         self._lost(host)
                         again.extend(names)
                         continue

@@ -116,11 +116,13 @@ class RayRuntime:
     its agents into (PostgreSQL or Redis for a cluster; called in each host's process).
     `evict_after` takes agents idle that long out of memory, saved to the store.
     `reorder_wait` bounds the wait for a message missing from a router's sequence.
-    `actor_options` go to each host's actor. `direct` (on by default) carries messages
-    over a stream from each process to each host rather than as Ray calls (the same
-    semantics, fewer hops): see direct.py; `stream_limit` bounds the requests in flight on
-    one stream (a host stops reading a stream past it: backpressure). Under Ray's TLS
-    (``RAY_USE_TLS``) the streams are mutual TLS with Ray's certificate files.
+    `actor_options` go to each host's actor (hosts go on the nodes that have the custom
+    `resources` they ask for, and on every node when they ask none). `direct` (on by
+    default) carries messages over a stream from each process to each host rather than
+    as Ray calls (the same semantics, fewer hops): see direct.py; `stream_limit` bounds
+    the requests in flight on one stream (a host stops reading a stream past it:
+    backpressure). Under Ray's TLS (``RAY_USE_TLS``) the streams are mutual TLS with
+    Ray's certificate files.
     Interventions and `on_error` run in the process that sends (or handles) the message.
     `placement()` reports the pool: its hosts, where they run and how many agents each holds.
     """
@@ -455,7 +457,7 @@ class RayRuntime:
                 "subscriptions": {s.id: to_json(s) for s in self._subs.values()},
             }
             await asyncio.to_thread(records.write_config, config)
-            nodes = await asyncio.to_thread(_alive_nodes)
+            nodes = await asyncio.to_thread(_alive_nodes, self._actor_options.get("resources"))
             hosts = await self._make_hosts(nodes)
             membership = Membership(1, tuple(hosts))
             await asyncio.to_thread(records.write_membership, membership)
@@ -539,7 +541,7 @@ class RayRuntime:
         while True:
             await asyncio.sleep(_WATCH)
             try:
-                nodes = await asyncio.to_thread(_alive_nodes)
+                nodes = await asyncio.to_thread(_alive_nodes, self._actor_options.get("resources"))
                 router = self._router
                 if router is None or router.membership is None:
                     continue
@@ -561,7 +563,7 @@ class RayRuntime:
             )
         async with self._membership_lock:
             if nodes is None:
-                nodes = await asyncio.to_thread(_alive_nodes)
+                nodes = await asyncio.to_thread(_alive_nodes, self._actor_options.get("resources"))
             old = await router.current()
             kept = [h for h in old.hosts if node_of(h) in nodes]
             held = {node_of(h) for h in kept}
@@ -802,12 +804,15 @@ class RayRuntime:
         return self._state
 
 
-def _alive_nodes() -> dict[str, int]:
-    """The cluster's live nodes that can run hosts: node id -> CPUs Ray gives it."""
+def _alive_nodes(needs: Mapping[str, float] | None = None) -> dict[str, int]:
+    """The cluster's live nodes that can run hosts (those with every custom resource the
+    hosts' `actor_options` ask for): node id -> CPUs Ray gives it."""
+    wanted = dict(needs or {})
     return {
         str(node["NodeID"]): int(node.get("Resources", {}).get("CPU", 0))
         for node in ray.nodes()  # type: ignore[no-untyped-call]
         if node.get("Alive")
+        and all(node.get("Resources", {}).get(k, 0) >= v for k, v in wanted.items())
     }
 
 

@@ -1,0 +1,250 @@
+"""The pool: agents as virtual actors, many per host process, placed by hashing.
+
+Thousands of agents share a handful of processes; every acknowledged increment is counted
+once while a host is killed under concurrent callers; a node added and removed mid-load
+leaves no caller hanging and moves agents; a publication reaches subscribers on both
+nodes with one message per host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import time
+import uuid
+from typing import Any
+
+import pytest
+import ray_agents as ra
+
+import ray
+from cantata.core import CantataError
+from cantata.runtime import AgentId, TopicId
+from cantata.runtime.ray import RayRuntime
+from cantata.stores import RedisStore
+
+REDIS = "redis://127.0.0.1:6379/0"
+
+
+def _redis_up() -> bool:
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+needs_redis = pytest.mark.skipif(
+    not _redis_up() and os.environ.get("CI", "") == "", reason="Redis is not on 127.0.0.1:6379"
+)
+
+
+def _name() -> str:
+    return f"p{uuid.uuid4().hex[:8]}"
+
+
+def _workers(cluster: Any) -> int:
+    """Ray worker processes of this test cluster on the machine (read from /proc)."""
+    gcs = str(cluster.address).split(":")[-1]
+    count = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        if "default_worker.py" in cmd and f":{gcs}" in cmd:
+            count += 1
+    return count
+
+
+async def _gather_bounded(calls: list[Any], width: int) -> list[Any]:
+    gate = asyncio.Semaphore(width)
+
+    async def one(call: Any) -> Any:
+        async with gate:
+            return await call
+
+    return list(await asyncio.gather(*(one(c) for c in calls)))
+
+
+async def test_thousands_of_agents_share_a_handful_of_processes(cluster: Any) -> None:
+    async with RayRuntime(name=_name(), hosts_per_node=2, default_timeout=60) as rt:
+        await rt.register_factory("counter", ra.Counter)
+        await _gather_bounded(
+            [rt.send_message(ra.Add(1), AgentId("counter", f"k{i}")) for i in range(100)], 64
+        )
+        few = _workers(cluster)
+        started = time.monotonic()
+        results = await _gather_bounded(
+            [rt.send_message(ra.Add(1), AgentId("counter", f"k{i}")) for i in range(3000)], 64
+        )
+        took = time.monotonic() - started
+        assert results[:100] == [2] * 100 and results[100:] == [1] * 2900
+        assert _workers(cluster) <= few  # 2,900 more agents, no more processes
+        placed = await rt.placement()
+        assert len(placed) == 4  # two hosts on each of the two nodes
+        assert len({p["node"] for p in placed}) == 2
+        assert len({p["pid"] for p in placed}) == 4
+        assert sum(p["agents"] for p in placed) == 3000
+        assert all(p["agents"] > 300 for p in placed)  # spread by the hash
+        print(f"3000 requests (2900 activations) in {took:.2f}s; {few} worker processes")
+
+
+@needs_redis
+async def test_every_acknowledged_increment_counts_once_while_a_host_is_killed(
+    cluster: Any,
+) -> None:
+    prefix = f"cantata-test-pool-{uuid.uuid4().hex[:8]}:"
+    store = lambda: RedisStore(REDIS, prefix=prefix)  # noqa: E731
+    agents = [AgentId("durable", f"d{i}") for i in range(1000)]
+    acked = dict.fromkeys(agents, 0)
+    doubtful = dict.fromkeys(agents, 0)  # AgentUnavailable: may or may not have counted
+    try:
+        async with RayRuntime(
+            name=_name(), hosts_per_node=2, store=store, default_timeout=30
+        ) as rt:
+            await rt.register_factory("durable", ra.DurableCounter)
+            stop = asyncio.Event()
+
+            async def driver(seed: int) -> None:
+                rng = random.Random(seed)
+                while not stop.is_set():
+                    agent = rng.choice(agents)
+                    try:
+                        await rt.send_message(ra.Add(1), agent, timeout=20)
+                    except CantataError:
+                        doubtful[agent] += 1
+                    else:
+                        acked[agent] += 1
+
+            drivers = [asyncio.ensure_future(driver(s)) for s in range(4)]
+            await asyncio.sleep(3)
+            placed = await rt.placement()
+            victim = max(placed, key=lambda p: p["agents"])
+            os.kill(int(victim["pid"]), signal.SIGKILL)  # the host's process, kill -9
+            await asyncio.sleep(6)
+            stop.set()
+            await asyncio.wait_for(asyncio.gather(*drivers), 60)
+            totals = await _gather_bounded(
+                [rt.send_message(ra.Get(), a, timeout=30) for a in agents], 64
+            )
+            after = {p["host"]: p["pid"] for p in await rt.placement()}
+        assert after[victim["host"]] != victim["pid"]  # Ray started the host again
+        assert sum(acked.values()) > 500
+        for agent, total in zip(agents, totals, strict=True):
+            # each acknowledged increment once: none lost (one activation at a time), none
+            # doubled; an increment whose host died with it may or may not have counted
+            assert acked[agent] <= total <= acked[agent] + doubtful[agent], agent
+        print(f"acked {sum(acked.values())}, lost with the host {sum(doubtful.values())}")
+    finally:
+        cleanup = RedisStore(REDIS, prefix=prefix)
+        for key in await cleanup.keys(""):
+            await cleanup.delete(key)
+        await cleanup.close()
+
+
+async def test_a_node_added_and_removed_mid_load_leaves_no_caller_hanging(
+    cluster: Any,
+) -> None:
+    agents = [AgentId("counter", f"m{i}") for i in range(200)]
+    timeout = 10.0
+    outcomes: list[tuple[str, float]] = []
+    async with RayRuntime(name=_name(), hosts_per_node=1, default_timeout=30) as rt:
+        await rt.register_factory("counter", ra.Counter)
+        stop = asyncio.Event()
+
+        async def caller(seed: int) -> None:
+            rng = random.Random(seed)
+            while not stop.is_set():
+                began = time.monotonic()
+                try:
+                    await asyncio.wait_for(
+                        rt.send_message(ra.Add(1), rng.choice(agents), timeout=timeout),
+                        timeout + 15,  # the runtime's own bound comes first
+                    )
+                    outcomes.append(("ok", time.monotonic() - began))
+                except CantataError as exc:
+                    outcomes.append((type(exc).__name__, time.monotonic() - began))
+                except builtins_timeout:
+                    outcomes.append(("hung", time.monotonic() - began))
+
+        callers = [asyncio.ensure_future(caller(s)) for s in range(4)]
+        await asyncio.sleep(2)
+        before = await rt.placement()
+        node = cluster.add_node(num_cpus=1, object_store_memory=80 * 1024 * 1024)
+        cluster.wait_for_nodes()
+        grown = await _until(rt, lambda placed: len(placed) == len(before) + 1)
+        [fresh] = [p for p in grown if p["node"] == node.node_id]
+        await asyncio.sleep(2)
+        assert (await _host(rt, fresh["host"]))["agents"] > 0  # new activations use it
+        cluster.remove_node(node, allow_graceful=False)
+        await _until(rt, lambda placed: len(placed) == len(before))
+        await asyncio.sleep(2)
+        stop.set()
+        await asyncio.wait_for(asyncio.gather(*callers), 60)
+        # every agent answers where it now lives
+        await _gather_bounded([rt.send_message(ra.Get(), a, timeout=30) for a in agents], 32)
+    kinds = {kind for kind, _ in outcomes}
+    assert "hung" not in kinds
+    assert kinds <= {"ok", "AgentUnavailable", "TimeoutError"}
+    assert max(took for _, took in outcomes) <= timeout + 8  # stop_grace + 1 past it
+    assert sum(kind == "ok" for kind, _ in outcomes) > 100
+    for _ in range(300):  # a later test must not be placed on the dead node
+        if not any(n["NodeID"] == node.node_id and n["Alive"] for n in ray.nodes()):
+            break
+        await asyncio.sleep(0.2)
+
+
+builtins_timeout = asyncio.TimeoutError
+
+
+async def _until(rt: RayRuntime, check: Any) -> list[dict[str, Any]]:
+    """The placement once `check` holds of it (90 s at most: the keeper follows nodes)."""
+    for _ in range(450):
+        placed = await rt.placement()
+        if check(placed):
+            return placed
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"the pool did not follow the nodes: {await rt.placement()}")
+
+
+async def _host(rt: RayRuntime, name: str) -> dict[str, Any]:
+    [found] = [p for p in await rt.placement() if p["host"] == name]
+    return found
+
+
+async def test_a_publication_reaches_subscribers_on_both_nodes_once_per_host(
+    cluster: Any,
+) -> None:
+    types = [f"c{i}" for i in range(8)]
+    async with RayRuntime(name=_name(), hosts_per_node=2, default_timeout=60) as rt:
+        for agent_type in types:
+            await rt.register_factory(agent_type, ra.Counter)  # each subscribes to "news"
+        membership = rt._router.membership  # type: ignore[union-attr]
+        assert membership is not None
+        nodes = {p["host"]: p["node"] for p in await rt.placement()}
+        key = next(
+            k
+            for k in (f"s{i}" for i in range(200))
+            if len({nodes[membership.owner(f"{t}/{k}")] for t in types}) == 2
+        )
+        receivers = [AgentId(t, key) for t in types]
+        hosts = {membership.owner(str(a)) for a in receivers}
+        await _gather_bounded([rt.send_message(ra.Add(0), a) for a in receivers], 8)
+        before = {p["host"]: p["paths"] for p in await rt.placement()}
+        await rt.publish_message(ra.Note("to all"), TopicId("news", key))
+        await rt.wait_until_idle(timeout=60)
+        after = {p["host"]: p["paths"] for p in await rt.placement()}
+        for host in before:
+            taken = sum(after[host].values()) - sum(before[host].values())
+            assert taken == (1 if host in hosts else 0), host  # one message per host
+        for agent in receivers:
+            seen = await rt.send_message(ra.Get(), agent)
+            assert seen.notes == ["to all", "total=0"]
