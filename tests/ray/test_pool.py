@@ -248,3 +248,15 @@ async def test_a_publication_reaches_subscribers_on_both_nodes_once_per_host(
         for agent in receivers:
             seen = await rt.send_message(ra.Get(), agent)
             assert seen.notes == ["to all", "total=0"]
+
+
+async def test_hosts_run_the_sources_this_test_imports(cluster: Any) -> None:
+    import cantata
+
+    @ray.remote(num_cpus=0)
+    def where_cantata() -> str:
+        import cantata as there
+
+        return str(there.__file__)
+
+    assert await where_cantata.remote() == cantata.__file__  # PYTHONPATH reaches the cluster

@@ -295,6 +295,7 @@ class PoolHost:
         runtime = _HostRuntime(
             self,
             router,
+            interventions=list(config["interventions"]),  # for sends to agents on this host
             store=self._store,
             evict_after=config["evict_after"],
             dedup_window=int(config["dedup_window"]),

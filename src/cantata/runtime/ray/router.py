@@ -218,7 +218,7 @@ class Router:
         give_up = time.monotonic() + _LOOKUP_WAIT
         while True:
             try:
-                ref = handle.direct_address.remote()
+                ref: Any = handle.direct_address.remote()
                 found = await asyncio.wait_for(asyncio.wrap_future(ref.future()), _LOOKUP_WAIT)
                 break
             except ActorUnavailableError:
@@ -429,6 +429,11 @@ class Router:
                 f"the runtime's directory actor is gone (sending {what}): {exc}"
             ) from None
         return wire.result(reply, what)
+
+    def use_directory(self, directory: Any) -> None:
+        """A new directory actor (the last one ended with its node)."""
+        self._directory = directory
+        self._directory_address = _UNKNOWN
 
     async def directory(self) -> Any:
         """The local subscribers' actor (looked up by name on first use)."""

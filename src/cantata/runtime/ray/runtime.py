@@ -46,6 +46,7 @@ local subscribers only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import math
@@ -283,7 +284,16 @@ class RayRuntime:
             raise ConfigurationError(f"the local subscriber of {topic_id} is not callable")
         self._running(f"add a local subscriber of {topic_id}")
         key = new_id()
-        await _wait(self._directory.open_local.remote(self._origin, key))
+        try:
+            await _wait(self._directory.open_local.remote(self._origin, key))
+        except RayActorError:  # its node died: local subscribers get a new one
+            _log.warning(
+                "RayRuntime %r: the directory actor is gone; starting a new one", self._name
+            )
+            self._directory = self._new_directory()
+            router = self._running(f"add a local subscriber of {topic_id}")
+            router.use_directory(self._directory)
+            await _wait(self._directory.open_local.remote(self._origin, key))
         self._locals[key] = callback
         subscription = LocalTopicSubscription(topic_id[0], topic_id[1], key)
         await self.add_subscription(subscription)
@@ -425,20 +435,7 @@ class RayRuntime:
         self._state = "running"
 
     async def _join(self) -> None:
-        self._directory = (
-            directory_class()
-            .options(
-                name=f"{self._name}/directory",
-                namespace=self._namespace,
-                get_if_exists=True,
-                num_cpus=0,
-                max_concurrency=1000,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(
-                    ray.get_runtime_context().get_node_id(), soft=True
-                ),
-            )
-            .remote(self._name, self._config)
-        )
+        self._directory = self._new_directory()
         router = Router(
             pool=self._name,
             namespace=self._namespace,
@@ -451,6 +448,11 @@ class RayRuntime:
         )
         records = self._records
         self._keeper = await asyncio.to_thread(records.claim, self._origin) == self._origin
+        if not self._keeper and not await asyncio.to_thread(self._pool_alive):
+            # a pool whose keeper ended without closing it (its hosts ended with it)
+            _log.warning("RayRuntime %r: the pool's keeper is gone; starting it anew", self._name)
+            await asyncio.to_thread(records.clear)
+            self._keeper = await asyncio.to_thread(records.claim, self._origin) == self._origin
         if self._keeper:
             config = {
                 "factories": dict(self._factories),
@@ -497,6 +499,32 @@ class RayRuntime:
             ", ".join(f"{node[:8]}: {n}" for node, n in sorted(per_node.items())),
             membership.version,
         )
+
+    def _new_directory(self) -> Any:
+        return (
+            directory_class()
+            .options(
+                name=f"{self._name}/directory",
+                namespace=self._namespace,
+                get_if_exists=True,
+                num_cpus=0,
+                max_concurrency=1000,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(
+                    ray.get_runtime_context().get_node_id(), soft=True
+                ),
+            )
+            .remote(self._name, self._config)
+        )
+
+    def _pool_alive(self) -> bool:
+        membership = self._records.membership()
+        if membership is None or not membership.hosts:
+            return membership is not None
+        try:
+            ray.get_actor(membership.hosts[0], namespace=self._namespace)
+        except ValueError:
+            return False
+        return True
 
     def _event_bound(self) -> float | None:
         timeout = self._default_timeout
@@ -679,7 +707,8 @@ class RayRuntime:
                             continue
                     ray.kill(handle, no_restart=True)
                 if self._directory is not None:
-                    await asyncio.wait_for(_wait(self._directory.shutdown.remote()), grace)
+                    with contextlib.suppress(RayActorError):  # it ended with its node
+                        await asyncio.wait_for(_wait(self._directory.shutdown.remote()), grace)
                     ray.kill(self._directory, no_restart=True)
                 self._records.clear()
         finally:
