@@ -40,6 +40,9 @@ async def test_requests_reach_one_activation_per_agent_in_order(cluster: object)
         assert isinstance(seen_a, ra.Seen)
         assert os.getpid() not in (seen_a.pid, seen_b.pid)  # in the pool's host processes
         assert sorted(map(str, await rt.live_agents())) == ["counter/a", "counter/b"]
+        placed = await rt.placement()
+        assert len(placed) == 8  # by default one host per CPU: 4 on each of the 2 nodes
+        assert sum(p["agents"] for p in placed) == 2
 
 
 async def test_agent_to_agent_request_and_envelope(cluster: object) -> None:

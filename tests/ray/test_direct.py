@@ -73,6 +73,43 @@ async def test_frames_round_trip_over_a_stream() -> None:
         await server.close()
 
 
+async def test_a_stream_past_its_limit_is_not_read_until_a_request_is_answered() -> None:
+    gate = asyncio.Event()
+    begun: list[str] = []
+
+    async def held(frame: dict[str, Any]) -> wire.Envelope:
+        begun.append(frame["env"]["id"])
+        await gate.wait()
+        return wire.ok(frame["env"]["id"])
+
+    server = DirectServer(held, lambda frame: None, limit=3)
+    other = DirectClient()
+    client = DirectClient()
+    try:
+        address = await server.start("127.0.0.1")
+        conn = await client.connection(address, 5)
+        waiters = [await conn.call("q", {"id": f"m{i}"}) for i in range(10)]
+        await asyncio.sleep(0.3)
+        assert begun == ["m0", "m1", "m2"]  # the flooding stream waits; nothing is dropped
+        # another stream to the same server is not held up by it
+        other_conn = await other.connection(address, 5)
+        extra = await other_conn.call("q", {"id": "x"})
+        await asyncio.sleep(0.3)
+        assert "x" in begun
+        gate.set()
+        replies = await asyncio.wait_for(asyncio.gather(*waiters, extra), 5)
+        assert [wire.result(r, "held") for r in replies] == [*(f"m{i}" for i in range(10)), "x"]
+        assert begun[:3] == ["m0", "m1", "m2"] and sorted(begun) == sorted([*replies_ids(10), "x"])
+    finally:
+        client.close()
+        other.close()
+        await server.close()
+
+
+def replies_ids(n: int) -> list[str]:
+    return [f"m{i}" for i in range(n)]
+
+
 async def _opened(host: str, port: int, secret: str) -> Any:
     reader, writer = await asyncio.open_connection(host, port)
     writer.write(encode({"t": "h", "s": secret}))

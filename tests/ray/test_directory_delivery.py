@@ -62,7 +62,7 @@ async def test_a_poll_waits_for_an_item_and_an_old_acknowledgement_does_not_drop
 
 
 async def test_an_inbox_made_anew_never_reuses_a_number_the_process_saw() -> None:
-    directory = Directory("unit", {"default_timeout": 5, "stop_grace": 1, "direct": True}, {})
+    directory = Directory("unit", {"default_timeout": 5, "stop_grace": 1, "direct": True})
     taken = Taken()
     directory.open_local("proc", "k")
     for text in ("a", "b", "c"):
@@ -87,7 +87,7 @@ async def test_an_inbox_made_anew_never_reuses_a_number_the_process_saw() -> Non
 
 async def test_the_directory_ends_the_poll_of_a_stream_that_ended() -> None:
     """The poll's reply would go nowhere; left waiting, it would take the next batch."""
-    directory = Directory("unit", {"default_timeout": 5, "stop_grace": 1, "direct": True}, {})
+    directory = Directory("unit", {"default_timeout": 5, "stop_grace": 1, "direct": True})
     directory.open_local("proc", "k")
     address = await directory.direct_address()
     assert address is not None
@@ -121,7 +121,7 @@ async def test_the_directory_ends_the_poll_of_a_stream_that_ended() -> None:
 
 
 def _fresh() -> RayRuntime:
-    return RayRuntime(name=f"dd{os.getpid()}-{next(_names)}", default_timeout=60)
+    return RayRuntime(name=f"dd{os.getpid()}-{next(_names)}", default_timeout=60, hosts_per_node=1)
 
 
 class _Notes:

@@ -56,7 +56,7 @@ async def _until_marked_dead(node_id: str) -> None:
 async def test_worker_death_mid_request_is_a_typed_error_then_the_agent_comes_back(
     cluster: Any,
 ) -> None:
-    async with RayRuntime(name=_name(), default_timeout=60) as rt:
+    async with RayRuntime(name=_name(), hosts_per_node=2, default_timeout=60) as rt:
         await rt.register_factory("counter", ra.Counter)
         a = AgentId("counter", "a")
         await rt.send_message(ra.Add(2), a)
@@ -76,7 +76,9 @@ async def test_node_death_mid_request_does_not_hang_the_caller(cluster: Any) -> 
     )
     cluster.wait_for_nodes()
     options = {"resources": {"doomed": 0.001}}
-    async with RayRuntime(name=_name(), default_timeout=120, actor_options=options) as rt:
+    async with RayRuntime(
+        name=_name(), hosts_per_node=2, default_timeout=120, actor_options=options
+    ) as rt:
         await rt.register_factory("counter", ra.Counter)
         a = AgentId("counter", "a")
         node_id, _ = await rt.where(a)
@@ -91,7 +93,7 @@ async def test_node_death_mid_request_does_not_hang_the_caller(cluster: Any) -> 
 
 async def test_an_event_whose_worker_dies_is_delivered_again(cluster: Any, tmp_path: Any) -> None:
     marker = tmp_path / "crashed"
-    async with RayRuntime(name=_name(), default_timeout=60) as rt:
+    async with RayRuntime(name=_name(), hosts_per_node=2, default_timeout=60) as rt:
         await rt.register_factory("counter", ra.Counter)
         b = AgentId("counter", "b")
         await rt.publish_message(ra.Note(f"crash-once:{marker}"), TopicId("news", "b"))
@@ -106,7 +108,7 @@ async def test_eviction_saves_to_redis_and_the_agent_continues(cluster: Any) -> 
     prefix = f"cantata-test-ray-{uuid.uuid4().hex[:8]}:"
     store = lambda: RedisStore(REDIS, prefix=prefix)  # noqa: E731
     try:
-        async with RayRuntime(name=_name(), store=store) as rt:
+        async with RayRuntime(name=_name(), hosts_per_node=2, store=store) as rt:
             await rt.register_factory("counter", ra.Counter)
             a = AgentId("counter", "a")
             assert await rt.send_message(ra.Add(4), a) == 4
@@ -116,7 +118,7 @@ async def test_eviction_saves_to_redis_and_the_agent_continues(cluster: Any) -> 
             assert await rt.live_agents() == [a]
             saved = await rt.save_state()
             assert saved["agents"]["counter/a"]["state"]["total"] == 5
-        async with RayRuntime(name=_name(), store=store, evict_after=0.2) as rt2:
+        async with RayRuntime(name=_name(), hosts_per_node=2, store=store, evict_after=0.2) as rt2:
             await rt2.register_factory("counter", ra.Counter)
             a = AgentId("counter", "a")
             assert await rt2.send_message(ra.Add(1), a) == 6  # what close() saved
@@ -134,12 +136,12 @@ async def test_eviction_saves_to_redis_and_the_agent_continues(cluster: Any) -> 
 
 
 async def test_save_and_load_state_between_runtimes(cluster: Any) -> None:
-    async with RayRuntime(name=_name()) as rt:
+    async with RayRuntime(name=_name(), hosts_per_node=2) as rt:
         await rt.register_factory("counter", ra.Counter)
         await rt.send_message(ra.Add(3), AgentId("counter", "x"))
         data = await rt.save_state()
     assert data["agents"]["counter/x"]["state"]["total"] == 3
-    async with RayRuntime(name=_name()) as rt2:
+    async with RayRuntime(name=_name(), hosts_per_node=2) as rt2:
         await rt2.register_factory("counter", ra.Counter)
         await rt2.load_state(data)
         assert await rt2.send_message(ra.Add(1), AgentId("counter", "x")) == 4
@@ -150,7 +152,7 @@ async def test_save_and_load_state_between_runtimes(cluster: Any) -> None:
 async def test_a_worker_answers_an_unknown_wire_version_with_a_typed_error(
     cluster: Any,
 ) -> None:
-    async with RayRuntime(name=_name()) as rt:
+    async with RayRuntime(name=_name(), hosts_per_node=2) as rt:
         await rt.register_factory("counter", ra.Counter)
         a = AgentId("counter", "a")
         await rt.send_message(ra.Add(1), a)
@@ -193,7 +195,9 @@ async def test_a_node_lost_mid_workflow_fails_the_call_and_the_run_resumes(
     store = InMemoryCheckpointStore()
     wf = rf.slow("executor", marker)
     options = {"resources": {"wf-node": 0.001}}  # every executor's actor on that node
-    async with RayRuntime(name=_name(), default_timeout=120, actor_options=options) as rt:
+    async with RayRuntime(
+        name=_name(), hosts_per_node=2, default_timeout=120, actor_options=options
+    ) as rt:
         stream = wf.run_stream(1, runtime=rt, checkpoint_store=store)
         committed: list[int] = []
         with pytest.raises(WorkflowError, match="executor 'wait' failed") as failed:
@@ -221,7 +225,7 @@ async def test_cancellation_reaches_a_nested_request_in_another_actor(
     from cantata.core import CancellationToken, CancelledError
 
     marker = tmp_path / "hanging"
-    async with RayRuntime(name=_name(), default_timeout=60) as rt:
+    async with RayRuntime(name=_name(), hosts_per_node=2, default_timeout=60) as rt:
         await rt.register_factory("counter", ra.Counter)
         a, b = AgentId("counter", "a"), AgentId("counter", "b")
         token = CancellationToken()
@@ -239,7 +243,7 @@ async def test_cancellation_reaches_a_nested_request_in_another_actor(
 
 
 async def test_a_cycle_across_actors_runs_within_the_waiting_turn(cluster: Any) -> None:
-    async with RayRuntime(name=_name(), default_timeout=20) as rt:
+    async with RayRuntime(name=_name(), hosts_per_node=2, default_timeout=20) as rt:
         await rt.register_factory("counter", ra.Counter)
         a, b = AgentId("counter", "a"), AgentId("counter", "b")
         assert await rt.send_message(ra.Add(5), a) == 5

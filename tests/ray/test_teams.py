@@ -33,7 +33,9 @@ async def runtime(request: pytest.FixtureRequest) -> AsyncIterator[AgentRuntime]
             yield local
         return
     request.getfixturevalue("cluster")
-    async with RayRuntime(name=f"t{uuid.uuid4().hex[:8]}", default_timeout=60) as ray_rt:
+    async with RayRuntime(
+        name=f"t{uuid.uuid4().hex[:8]}", default_timeout=60, hosts_per_node=2
+    ) as ray_rt:
         yield ray_rt
 
 
@@ -159,7 +161,9 @@ async def test_a_participant_whose_worker_dies_fails_the_run_which_resumes(
     marker = str(tmp_path / "crashed")
     team = rt.crashing(marker)
     store = InMemoryCheckpointStore()
-    async with RayRuntime(name=f"t{uuid.uuid4().hex[:8]}", default_timeout=60) as ray_rt:
+    async with RayRuntime(
+        name=f"t{uuid.uuid4().hex[:8]}", default_timeout=60, hosts_per_node=2
+    ) as ray_rt:
         chat = team.create_session(checkpoint_store=store, runtime=ray_rt)
         with pytest.raises(WorkflowError, match="executor 'crashy' failed") as failed:
             async with asyncio.timeout(90):  # the caller is not left hanging

@@ -39,7 +39,9 @@ async def runtime(request: pytest.FixtureRequest) -> AsyncIterator[AgentRuntime]
             yield local
         return
     request.getfixturevalue("cluster")
-    async with RayRuntime(name=f"w{uuid.uuid4().hex[:8]}", default_timeout=60) as ray_rt:
+    async with RayRuntime(
+        name=f"w{uuid.uuid4().hex[:8]}", default_timeout=60, hosts_per_node=2
+    ) as ray_rt:
         yield ray_rt
 
 

@@ -42,6 +42,7 @@ from ...stores import StateStore
 from ..context import MessageContext, _current
 from ..ids import AgentId, TopicId
 from ..local import LocalRuntime
+from ..protocol import LOCAL_TYPE
 from ..state import SCHEMA_VERSION, encode_agent
 from ..subscriptions import Subscription
 from . import wire
@@ -76,7 +77,11 @@ class _HostRuntime(LocalRuntime):
         cancellation_token: CancellationToken | None = None,
         message_id: str | None = None,
     ) -> Any:
-        if isinstance(recipient, AgentId) and self._host.owns(str(recipient)):
+        if (
+            isinstance(recipient, AgentId)
+            and recipient.type != LOCAL_TYPE  # a callback in some driver: its directory's
+            and self._host.owns(str(recipient))
+        ):
             return await super().send_message(
                 message,
                 recipient,
