@@ -150,56 +150,78 @@ async def test_every_acknowledged_increment_counts_once_while_a_host_is_killed(
         await cleanup.close()
 
 
+@needs_redis
 async def test_a_node_added_and_removed_mid_load_leaves_no_caller_hanging(
     cluster: Any,
 ) -> None:
-    agents = [AgentId("counter", f"m{i}") for i in range(200)]
+    prefix = f"cantata-test-pool-{uuid.uuid4().hex[:8]}:"
+    store = lambda: RedisStore(REDIS, prefix=prefix)  # noqa: E731
+    agents = [AgentId("durable", f"m{i}") for i in range(200)]
+    acked = dict.fromkeys(agents, 0)
+    doubtful = dict.fromkeys(agents, 0)
     timeout = 10.0
     outcomes: list[tuple[str, float]] = []
-    async with RayRuntime(name=_name(), hosts_per_node=1, default_timeout=30) as rt:
-        await rt.register_factory("counter", ra.Counter)
-        stop = asyncio.Event()
+    try:
+        async with RayRuntime(
+            name=_name(), hosts_per_node=1, store=store, default_timeout=30
+        ) as rt:
+            await rt.register_factory("durable", ra.DurableCounter)
+            stop = asyncio.Event()
 
-        async def caller(seed: int) -> None:
-            rng = random.Random(seed)
-            while not stop.is_set():
-                began = time.monotonic()
-                try:
-                    await asyncio.wait_for(
-                        rt.send_message(ra.Add(1), rng.choice(agents), timeout=timeout),
-                        timeout + 15,  # the runtime's own bound comes first
-                    )
-                    outcomes.append(("ok", time.monotonic() - began))
-                except CantataError as exc:
-                    outcomes.append((type(exc).__name__, time.monotonic() - began))
-                except builtins_timeout:
-                    outcomes.append(("hung", time.monotonic() - began))
+            async def caller(seed: int) -> None:
+                rng = random.Random(seed)
+                while not stop.is_set():
+                    agent = rng.choice(agents)
+                    began = time.monotonic()
+                    try:
+                        await asyncio.wait_for(
+                            rt.send_message(ra.Add(1), agent, timeout=timeout),
+                            timeout + 15,  # the runtime's own bound comes first
+                        )
+                        outcomes.append(("ok", time.monotonic() - began))
+                        acked[agent] += 1
+                    except CantataError as exc:
+                        outcomes.append((type(exc).__name__, time.monotonic() - began))
+                        doubtful[agent] += 1
+                    except builtins_timeout:
+                        outcomes.append(("hung", time.monotonic() - began))
+                        doubtful[agent] += 1
 
-        callers = [asyncio.ensure_future(caller(s)) for s in range(4)]
-        await asyncio.sleep(2)
-        before = await rt.placement()
-        node = cluster.add_node(num_cpus=1, object_store_memory=80 * 1024 * 1024)
-        cluster.wait_for_nodes()
-        grown = await _until(rt, lambda placed: len(placed) == len(before) + 1)
-        [fresh] = [p for p in grown if p["node"] == node.node_id]
-        await asyncio.sleep(2)
-        assert (await _host(rt, fresh["host"]))["agents"] > 0  # new activations use it
-        cluster.remove_node(node, allow_graceful=False)
-        await _until(rt, lambda placed: len(placed) == len(before))
-        await asyncio.sleep(2)
-        stop.set()
-        await asyncio.wait_for(asyncio.gather(*callers), 60)
-        # every agent answers where it now lives
-        await _gather_bounded([rt.send_message(ra.Get(), a, timeout=30) for a in agents], 32)
-    kinds = {kind for kind, _ in outcomes}
-    assert "hung" not in kinds
-    assert kinds <= {"ok", "AgentUnavailable", "TimeoutError"}
-    assert max(took for _, took in outcomes) <= timeout + 8  # stop_grace + 1 past it
-    assert sum(kind == "ok" for kind, _ in outcomes) > 100
-    for _ in range(300):  # a later test must not be placed on the dead node
-        if not any(n["NodeID"] == node.node_id and n["Alive"] for n in ray.nodes()):
-            break
-        await asyncio.sleep(0.2)
+            callers = [asyncio.ensure_future(caller(s)) for s in range(4)]
+            await asyncio.sleep(2)
+            before = await rt.placement()
+            node = cluster.add_node(num_cpus=1, object_store_memory=80 * 1024 * 1024)
+            cluster.wait_for_nodes()
+            grown = await _until(rt, lambda placed: len(placed) == len(before) + 1)
+            [fresh] = [p for p in grown if p["node"] == node.node_id]
+            await asyncio.sleep(2)
+            assert (await _host(rt, fresh["host"]))["agents"] > 0  # the new node is used
+            cluster.remove_node(node, allow_graceful=False)
+            await _until(rt, lambda placed: len(placed) == len(before))
+            await asyncio.sleep(2)
+            stop.set()
+            await asyncio.wait_for(asyncio.gather(*callers), 60)
+            # every agent answers where it now lives, with every acknowledged increment
+            # (handed over to the new node's host from the store, and back after it went)
+            totals = await _gather_bounded(
+                [rt.send_message(ra.Get(), a, timeout=30) for a in agents], 32
+            )
+        for agent, total in zip(agents, totals, strict=True):
+            assert acked[agent] <= total <= acked[agent] + doubtful[agent], agent
+        kinds = {kind for kind, _ in outcomes}
+        assert "hung" not in kinds
+        assert kinds <= {"ok", "AgentUnavailable", "TimeoutError"}
+        assert max(took for _, took in outcomes) <= timeout + 8  # stop_grace + 1 past it
+        assert sum(kind == "ok" for kind, _ in outcomes) > 100
+        for _ in range(300):  # a later test must not be placed on the dead node
+            if not any(n["NodeID"] == node.node_id and n["Alive"] for n in ray.nodes()):
+                break
+            await asyncio.sleep(0.2)
+    finally:
+        cleanup = RedisStore(REDIS, prefix=prefix)
+        for key in await cleanup.keys(""):
+            await cleanup.delete(key)
+        await cleanup.close()
 
 
 builtins_timeout = asyncio.TimeoutError

@@ -53,7 +53,7 @@ def test_a_reply_from_another_wire_version_is_a_typed_error() -> None:
     with pytest.raises(SerializationError):
         wire.result(["not", "an", "envelope"], "a request")
     assert wire.result(wire.ok([1, "a"]), "x") == [1, "a"]
-    assert WIRE_VERSION == 1
+    assert WIRE_VERSION == 2
 
 
 def test_errors_cross_as_their_own_type_or_a_named_remote_error() -> None:

@@ -1,6 +1,7 @@
 """cantata.runtime.ray: the actor runtime's contract on a Ray cluster.
 
-`RayRuntime` runs each agent in its own Ray actor; messages cross as versioned JSON
+`RayRuntime` runs agents as virtual actors: many per host process, on a fixed pool of
+host actors per node, placed by hashing their ids; messages cross as versioned JSON
 envelopes. Needs the `ray` extra (``pip install 'cantata[ray]'``).
 """
 

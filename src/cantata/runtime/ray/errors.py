@@ -8,8 +8,8 @@ __all__ = ["AgentUnavailable", "RemoteHandlerError"]
 
 
 class AgentUnavailable(RunError):
-    """The actor holding an agent died (its worker process or its node) while it had the
-    message, or could not be reached; the handler may or may not have run."""
+    """The host holding an agent died (its process or its node) while it had the message,
+    or could not be reached; the handler may or may not have run."""
 
 
 class RemoteHandlerError(RunError):

@@ -1,16 +1,23 @@
 """The envelope a message crosses processes in: plain JSON text, never a pickle.
 
-Wire versions (a worker refuses any other, with `SchemaVersionError` as its answer):
+Wire versions (a host refuses any other, with `SchemaVersionError` as its answer):
 
-- 1: request/event ``{"v", "id", "corr", "cause", "sender", "recipient", "topic",
-  "stream", "seq", "timeout", "chain", "tp", "msg"}`` (optional: ``chain``, the ids of
-  the requests waiting on this one, outermost first; ``tp``, the W3C traceparent of the
-  sender's span while tracing is on) where ``msg`` is the message through the core type
-  registry (`cantata.core.dumps`); a reply ``{"v", "ok"}`` (the result, likewise),
-  ``{"v", "err": {"type", "remote", "text", "attrs"}}`` or ``{"v", "gone": true}`` (the
-  actor was evicted: send again). ``attrs`` holds the error's ``__cantata_*__`` attributes
-  that are ints or strings (a workflow executor's count of events published before it
-  failed, say), set again on the rebuilt error.
+- 2 (agents on a pool of hosts): request/event ``{"v", "id", "corr", "cause", "sender",
+  "recipient", "topic", "stream", "seq", "mv", "timeout", "chain", "tp", "msg"}`` where
+  ``stream`` names the sending router and ``seq`` numbers its messages to one host, ``mv``
+  is the membership version the router placed it by, and an event names the host's
+  subscribers it is for in ``"recipients"`` (``recipient`` is then None); optional:
+  ``chain``, the ids of the requests waiting on this one, outermost first; ``tp``, the W3C
+  traceparent of the sender's span while tracing is on. ``msg`` is the message through the
+  core type registry (`cantata.core.dumps`). A reply is ``{"v", "ok"}`` (the result,
+  likewise; an event's adds ``"moved"``, the recipients that are not that host's),
+  ``{"v", "err": {"type", "remote", "text", "attrs"}}`` or ``{"v", "moved": version}``
+  (the agent is not that host's under its membership: nothing ran, place it again).
+  ``attrs`` holds the error's ``__cantata_*__`` attributes that are ints or strings (a
+  workflow executor's count of events published before it failed, say), set again on the
+  rebuilt error.
+- 1: one Ray actor per agent; its envelope had no ``mv`` or ``recipients``, and a reply
+  ``{"v", "gone": true}`` for an evicted actor.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from .errors import RemoteHandlerError
 
 __all__ = ["WIRE_VERSION"]
 
-WIRE_VERSION = 1
+WIRE_VERSION = 2
 
 Envelope = dict[str, Any]
 
@@ -70,7 +77,6 @@ def failed(exc: BaseException) -> Envelope:
     }
 
 
-GONE: Envelope = {"v": WIRE_VERSION, "gone": True}
 
 
 def result(reply: Any, what: str) -> Any:
