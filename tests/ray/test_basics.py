@@ -25,11 +25,13 @@ _names = itertools.count()
 
 
 def fresh(**options: object) -> RayRuntime:
+    """A runtime of two hosts per node (fewer processes to start than one per CPU)."""
+    options.setdefault("hosts_per_node", 2)
     return RayRuntime(name=f"t{os.getpid()}-{next(_names)}", **options)  # type: ignore[arg-type]
 
 
 async def test_requests_reach_one_activation_per_agent_in_order(cluster: object) -> None:
-    async with fresh() as rt:
+    async with fresh(hosts_per_node=None) as rt:  # the default pool
         await rt.register_factory("counter", ra.Counter)
         a, b = AgentId("counter", "a"), AgentId("counter", "b")
         results = await asyncio.gather(*(rt.send_message(ra.Add(1), a) for _ in range(20)))
