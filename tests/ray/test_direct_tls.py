@@ -342,7 +342,7 @@ def test_ray_tls_on_without_its_files_is_a_configuration_error(
         DirectClient()
     # the runtime makes its router (and its client) as it starts: the error is there
     with pytest.raises(ConfigurationError, match="RAY_TLS_CA_CERT"):
-        Router(None, interventions=[], stop_grace=1.0)
+        Router(pool="p", namespace="n", interventions=[], stop_grace=1.0)
     missing = str(tmp_path / "absent.pem")
     monkeypatch.setenv("RAY_TLS_CA_CERT", missing)
     with pytest.raises(ConfigurationError, match=r"RAY_TLS_CA_CERT='.*absent\.pem' cannot be read"):
@@ -381,8 +381,8 @@ def test_ray_tls_on_without_its_files_is_a_configuration_error(
 
 def _cluster_check() -> None:
     """Run in a child process whose environment turns Ray's TLS on: a one-node cluster,
-    a runtime on it, one request to an agent's actor, which must have gone over the direct
-    stream; that actor's server must refuse plain TCP, and this router's client be TLS.
+    a runtime on it, one request to an agent's host, which must have gone over the direct
+    stream; that host's server must refuse plain TCP, and this router's client be TLS.
     Every wait bounded; the cluster is shut down whatever happens."""
     import ray_agents as ra
     from ray.cluster_utils import Cluster
@@ -403,7 +403,9 @@ def _cluster_check() -> None:
                 await rt.register_factory("counter", ra.Counter)
                 agent = AgentId("counter", "a")
                 assert await asyncio.wait_for(rt.send_message(ra.Add(1), agent), 60) == 1
-                host = ray.get_actor(f"tls/{agent}#0", namespace="cantata")
+                assert rt._router is not None and rt._router.membership is not None
+                owner = rt._router.membership.owner(str(agent))
+                host = ray.get_actor(owner, namespace="cantata")
                 paths = await asyncio.wait_for(host.paths.remote(), 60)
                 assert paths == {"ray": 0, "direct": 1}, paths
                 address = await asyncio.wait_for(host.direct_address.remote(), 60)
