@@ -455,18 +455,20 @@ def test_event_timeout_must_be_positive() -> None:
         WorkflowBuilder(Step(0, True), event_timeout=0)
 
 
-async def test_runs_one_after_another_reuse_one_set_of_executor_actors(
+async def test_each_run_has_its_own_executor_actors_keyed_by_its_run_id(
     wire: LocalRuntime,
 ) -> None:
     wf = chain("executor")
     for given in range(3):
         assert (await wf.run(given, runtime=wire)).outputs == [given + sum(range(9)) + 1]
-    keys = {agent.key for agent in wire.live_agents()}
-    assert keys == {"slot0"}  # not one actor per run: on Ray each would be a process
-    assert len(wire.live_agents()) == 10  # one per executor, no local subscriber left
+    by_key: dict[str, int] = {}
+    for agent in wire.live_agents():
+        by_key[agent.key] = by_key.get(agent.key, 0) + 1
+    # on Ray an actor is an agent on the pool's hosts, not a process: a key per run is cheap
+    assert sorted(by_key.values()) == [10, 10, 10]  # one per executor, no subscriber left
 
 
-async def test_runs_at_the_same_time_get_their_own_slots(wire: LocalRuntime) -> None:
+async def test_runs_at_the_same_time_get_their_own_actors(wire: LocalRuntime) -> None:
     release = asyncio.Event()
 
     @executor
@@ -477,12 +479,8 @@ async def test_runs_at_the_same_time_get_their_own_slots(wire: LocalRuntime) -> 
     wf = WorkflowBuilder(held, placement="executor").build()
     runs = [asyncio.ensure_future(wf.run(i, runtime=wire)) for i in range(3)]
     async with asyncio.timeout(20):
-        while len(wire.live_agents()) < 3 + 3:  # noqa: ASYNC110 (three slots, three subscribers)
+        while len(wire.live_agents()) < 3 + 3:  # noqa: ASYNC110 (three runs, three subscribers)
             await asyncio.sleep(0.01)
-    assert {a.key for a in wire.live_agents() if a.type != "cantata.local"} == {
-        "slot0",
-        "slot1",
-        "slot2",
-    }
+    assert len({a.key for a in wire.live_agents() if a.type != "cantata.local"}) == 3
     release.set()
     assert [(await r).outputs for r in runs] == [[0], [1], [2]]
