@@ -77,8 +77,6 @@ def failed(exc: BaseException) -> Envelope:
     }
 
 
-
-
 def result(reply: Any, what: str) -> Any:
     """The value a reply carries, or its error raised (rebuilt as the same type when it is
     a cantata error or a builtin, else `RemoteHandlerError`)."""
