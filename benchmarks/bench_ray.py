@@ -15,7 +15,7 @@
    through the host, as cantata's cross to the actor's process). Skipped when
    autogen-ext[grpc] is not installed.
 3. a fan-out workflow (one split, 16 workers, one join) with ``placement="executor"`` on
-   `RayRuntime`, its executors' actors spread over both nodes, against the same workflow
+   `RayRuntime`, its executors on both nodes, against the same workflow
    in one process (the default placement); reported with the cost per message (each
    executor invocation is one request and its result one reply; the events go through
    the directory to the driver's local subscriber, all over the direct streams).
@@ -134,6 +134,10 @@ def _node(**extra: Any) -> dict[str, Any]:
     }
 
 
+def _pythonpath() -> list[str]:
+    return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+
 def _ensure_cluster() -> None:
     """Head and one worker node, joined by this driver; shut down when the process ends."""
     global _CLUSTER
@@ -148,7 +152,8 @@ def _ensure_cluster() -> None:
         address=cluster.address,
         namespace="cantata-bench",
         log_to_driver=False,
-        runtime_env={"env_vars": {"PYTHONPATH": HERE}},
+        # This directory, and this driver's PYTHONPATH (a worktree's src: the same cantata).
+        runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([HERE, *_pythonpath()])}},
     )
     _CLUSTER = cluster
 
@@ -565,27 +570,31 @@ def _rss(pids: list[int]) -> int:
     return total
 
 
-def _ray_workers() -> list[int]:
-    """Our cluster's worker processes that hold an actor: children of its raylets, less
-    the idle ones Ray keeps for tasks (their count comes and goes on its own)."""
-    nodes = [_CLUSTER.head_node, *_CLUSTER.worker_nodes]
-    raylets = {p.process.pid for node in nodes for p in node.all_processes.get("raylet", [])}
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
-            if ppid not in raylets:
-                continue
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                command = cmdline.read()
-        except (OSError, ValueError, IndexError):
-            continue
-        if command.startswith(b"ray::") and not command.startswith(b"ray::IDLE"):
-            found.append(int(entry))
-    return found
+def _pool(sizes: _Sizes) -> dict[str, Any]:
+    """`RayRuntime` options: the pool's size where the runtime has a pool of hosts."""
+    return {"hosts_per_node": sizes.hosts_per_node} if sizes.pooled else {}
+
+
+def _holding(sizes: _Sizes) -> str:
+    if sizes.pooled:
+        return f"{sizes.hosts_per_node} host process(es) per node on 2 nodes"
+    return "an actor (process) per agent"
+
+
+def _spread(sizes: _Sizes) -> dict[str, Any]:
+    """`RayRuntime` options that put agents on both nodes: a pool has hosts on each; an
+    actor per agent needs Ray's SPREAD (which would override a pool's node affinity)."""
+    return _pool(sizes) if sizes.pooled else {"actor_options": {"scheduling_strategy": "SPREAD"}}
+
+
+async def _agent_pids(rt: RayRuntime) -> list[int]:
+    """The processes that hold the runtime's agents: its hosts, on a pool of hosts; else
+    each live agent's own actor. (Not the cluster's other workers: those of runtimes
+    closed before come and go on their own, and one is worth a kilobyte an agent here.)"""
+    placement = getattr(rt, "placement", None)
+    if placement is not None:
+        return sorted({int(host["pid"]) for host in await placement() if "pid" in host})
+    return sorted({(await rt.where(agent))[1] for agent in await rt.live_agents()})
 
 
 async def _local_activation(agents: int) -> dict[str, float]:
@@ -614,11 +623,7 @@ async def _local_activation(agents: int) -> dict[str, float]:
 async def _ours_many(sizes: _Sizes) -> dict[str, float]:
     """Ours: activation, memory, warm requests and publication on the cluster."""
     _ensure_cluster()
-    options: dict[str, Any] = {}
-    if sizes.pooled:
-        options["hosts_per_node"] = sizes.hosts_per_node
-    else:  # an actor per agent: spread them, so the listeners are on both nodes
-        options["actor_options"] = {"scheduling_strategy": "SPREAD"}
+    options = _spread(sizes)
     got: dict[str, float] = {}
     n = sizes.ours_agents
     async with RayRuntime(name=f"many{os.getpid()}", **options) as rt:
@@ -630,9 +635,9 @@ async def _ours_many(sizes: _Sizes) -> dict[str, float]:
             return int(answer)
 
         await _activate(IN_FLIGHT if sizes.pooled else 2, ask, "w")  # streams open
-        before = _rss(_ray_workers())
+        before = _rss(await _agent_pids(rt))
         got["activations"] = await _activate(n, ask)
-        pids = _ray_workers()
+        pids = await _agent_pids(rt)
         got["bytes_per_agent"] = (_rss(pids) - before) / n
         got["fixed_rss"] = before
         got["processes"] = len(pids) + 1  # and this driver
@@ -852,11 +857,7 @@ def _scale_rows(
     version = peer_version("autogen-ext")
     peer_name = "autogen-ext gRPC worker runtime (host, 2 workers)"
     n, listeners = sizes.ours_agents, sizes.ours_subscribers
-    pool = (
-        f"{sizes.hosts_per_node} host process(es) per node on 2 nodes"
-        if sizes.pooled
-        else "an actor (process) per agent"
-    )
+    pool = _holding(sizes)
     caveat = (
         ""
         if sizes.pooled
@@ -907,10 +908,10 @@ def _scale_rows(
             higher_is_better=False,
             goal="<= 1024 bytes",
             note=f"RSS growth of the processes holding agents over the activation, per agent; "
-            f"fixed cost apart: ours {mb('fixed_rss', ours)} before it "
-            f"({ours['processes']:.0f} processes with the driver), AutoGen's workers "
-            f"{mb('fixed_rss', peer)} (and its host {mb('host_rss', peer)}; "
-            f"{0 if peer is None else peer['processes']:.0f} processes){caveat}",
+            f"fixed cost apart: ours {mb('fixed_rss', ours)} before it (then "
+            f"{ours['processes'] - 1:.0f} processes holding agents, and the driver), "
+            f"AutoGen's workers {mb('fixed_rss', peer)} (and its host "
+            f"{mb('host_rss', peer)}; 4 processes with the driver){caveat}",
             extra={
                 "ours_fixed_rss": ours["fixed_rss"],
                 "ours_processes": ours["processes"],
@@ -950,13 +951,13 @@ def _scale_rows(
 async def collect(quick: bool) -> list[Row]:
     sizes = _sizes(quick)
     local = await _local_activation(sizes.agents)  # first: this process's RSS is its alone
-    rows = await _small_rows(quick)
+    rows = await _small_rows(quick, sizes)
     peer = await _autogen_many(sizes) if _has_autogen_grpc() else None
     ours = await _ours_many(sizes)
     return [*rows, *_scale_rows(sizes, local, ours, peer)]
 
 
-async def _small_rows(quick: bool) -> list[Row]:
+async def _small_rows(quick: bool, sizes: _Sizes) -> list[Row]:
     calls, rounds, runs = (300, 3, 5) if quick else (1000, 5, 20)
     _ensure_cluster()
     raw = ray.remote(RawCounter).options(max_concurrency=1000).remote()
@@ -968,8 +969,8 @@ async def _small_rows(quick: bool) -> list[Row]:
             await peer.start()
             await peer.rate(50)
         async with (
-            RayRuntime(name=f"bench{os.getpid()}") as rt,
-            RayRuntime(name=f"calls{os.getpid()}", direct=False) as by_calls,
+            RayRuntime(name=f"bench{os.getpid()}", **_pool(sizes)) as rt,
+            RayRuntime(name=f"calls{os.getpid()}", direct=False, **_pool(sizes)) as by_calls,
         ):
             await rt.register_factory("counter", Counter)
             await by_calls.register_factory("counter", Counter)
@@ -988,8 +989,7 @@ async def _small_rows(quick: bool) -> list[Row]:
                 if peer is not None:
                     best_peer = max(best_peer, await peer.rate(calls))
                     best_peer_many = max(best_peer_many, await peer.rate_at_once(calls))
-        spread = {"scheduling_strategy": "SPREAD"}
-        async with RayRuntime(name=f"fan{os.getpid()}", actor_options=spread) as rt:
+        async with RayRuntime(name=f"fan{os.getpid()}", **_spread(sizes)) as rt:
             placed, local = fan_out("executor"), fan_out("run")
             await _runs_per_s(placed, 2, rt)  # warm: each executor's actor started
             await _runs_per_s(local, 2)
@@ -1046,8 +1046,8 @@ async def _small_rows(quick: bool) -> list[Row]:
             peer_name="autogen-ext gRPC worker runtime",
             peer_version=peer_version("autogen-ext"),
             note=f"{AGENTS} agents, each sent its share of {calls} requests in turn, all at "
-            f"once; ours: an actor (process) per agent; AutoGen's: one worker process; best "
-            f"of {rounds} rounds",
+            f"once; ours: {_holding(sizes)}; AutoGen's: one worker process; best of "
+            f"{rounds} rounds",
         ),
         Row(
             f"fan-out workflow over 2 ray nodes (1 to {FAN} to 1)",
@@ -1055,7 +1055,7 @@ async def _small_rows(quick: bool) -> list[Row]:
             best_fan,
             peer=best_local,
             peer_name="the same workflow in one process",
-            note=f"placement='executor', actors spread over {len(nodes)} nodes; "
+            note=f"placement='executor', executors on {len(nodes)} nodes; "
             f"{per_message_ms:.2f} ms more per executor invocation (one request, one "
             f"reply, its events); best of {rounds} rounds of {runs} runs",
             extra={"cost_per_message_ms": per_message_ms, "nodes": len(nodes)},
