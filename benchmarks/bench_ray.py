@@ -369,7 +369,7 @@ async def _runs_per_s(wf: Workflow, runs: int, runtime: Any = None) -> float:
     return runs / (time.perf_counter() - start)
 
 
-# -- rows 6 to 10: many agents (issue 24) -------------------------------------------------
+# -- 4: many agents (issue 24) --------------------------------------------------------------
 
 IN_FLIGHT = 64
 TYPES = ("tally_a", "tally_b")  # two agent types: AutoGen's host gives a type to one worker
