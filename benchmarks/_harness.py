@@ -150,7 +150,15 @@ _GOAL = re.compile(r"^\s*(>=|<=)\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*(x\b)?")
 
 def goal_met(goal: str | None, ratio: Spread, ours: Spread, higher_is_better: bool) -> str:
     """Check a goal written as ``>= 12x`` (on the ratio) or ``<= 1024 bytes`` / ``>= 50
-    tokens/s`` (on our figure) against the median and the worst of the runs."""
+    tokens/s`` (on our figure) against the median and the worst of the runs; goals joined
+    by `` and `` must all hold."""
+    if goal is not None and " and " in goal:
+        each = [goal_met(part, ratio, ours, higher_is_better) for part in goal.split(" and ")]
+        if "" in each:
+            return ""
+        if all(v == "yes" for v in each):
+            return "yes"
+        return "median only" if "no" not in each else "no"
     match = _GOAL.match(goal or "")
     if match is None:
         return ""

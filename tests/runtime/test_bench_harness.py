@@ -73,3 +73,13 @@ def test_goal_parsing() -> None:
     assert goal_met("<= 1,024 bytes", ratio, ours, False) == "yes"
     assert goal_met("flat (~1.0)", ratio, ours, False) == ""
     assert goal_met(None, ratio, ours, True) == ""
+
+
+def test_goals_joined_by_and_must_all_hold() -> None:
+    ratio, ours = Spread(13.0, 12.5), Spread(5_500.0, 4_800.0)
+    assert goal_met(">= 5,000 tokens/s and >= 12x", ratio, ours, True) == "median only"
+    assert goal_met(">= 4,000 tokens/s and >= 12x", ratio, ours, True) == "yes"
+    assert goal_met(">= 4,000 tokens/s and >= 13x", ratio, ours, True) == "median only"
+    assert goal_met(">= 6,000 tokens/s and >= 12x", ratio, ours, True) == "no"
+    assert goal_met(">= 4,000 tokens/s and >= 14x", ratio, ours, True) == "no"
+    assert goal_met(">= 4,000 tokens/s and flat", ratio, ours, True) == ""
