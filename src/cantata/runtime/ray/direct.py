@@ -132,6 +132,44 @@ async def _write(writer: asyncio.StreamWriter, data: bytes) -> None:
         await writer.drain()
 
 
+class _Out:
+    """A stream's outgoing frames, gathered over one turn of the event loop and written
+    together: a host answering many events, or a router sending many requests, at once
+    makes one system call for them, not one per frame. Order is kept."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+        self._parts: list[bytes] = []
+        self._size = 0
+
+    def put(self, data: bytes) -> None:
+        """Queue `data` for this turn's write."""
+        if not self._parts:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._parts.append(data)
+        self._size += len(data)
+
+    async def write(self, data: bytes) -> None:
+        """Queue `data`; wait for the peer when too much is buffered for it."""
+        self.put(data)
+        if self._size + self._writer.transport.get_write_buffer_size() > _HIGH_WATER:
+            await self.drain()
+
+    async def drain(self) -> None:
+        """Write what is queued now and wait until the peer has taken enough of it."""
+        self.flush()
+        await self._writer.drain()
+
+    def flush(self) -> None:
+        if not self._parts:
+            return
+        data = b"".join(self._parts) if len(self._parts) > 1 else self._parts[0]
+        self._parts.clear()
+        self._size = 0
+        if not self._writer.is_closing():
+            self._writer.write(data)
+
+
 # -- the host's side ---------------------------------------------------------------------
 
 
@@ -244,6 +282,7 @@ class DirectServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         unanswered = self._streams[writer] = _Unanswered()
+        out = _Out(writer)
         try:
             if not await self._greet(reader, writer):
                 return
@@ -251,8 +290,8 @@ class DirectServer:
                 try:
                     frame = await read_frame(reader)
                 except SerializationError as exc:
-                    await _write(writer, encode({"t": "x", "err": wire.failed(exc)["err"]}))
-                    await writer.drain()
+                    out.put(encode({"t": "x", "err": wire.failed(exc)["err"]}))
+                    await out.drain()
                     return
                 if frame is None:
                     return
@@ -262,7 +301,7 @@ class DirectServer:
                         unanswered.room.clear()
                         await unanswered.room.wait()
                     task = asyncio.get_running_loop().create_task(
-                        self._answer(writer, frame, unanswered)
+                        self._answer(writer, out, frame, unanswered)
                     )
                     unanswered.frames[task] = frame
                     self._tasks.add(task)
@@ -271,8 +310,8 @@ class DirectServer:
                     self._on_note(frame)
                 else:
                     bad = SerializationError(f"a direct-path frame of unknown kind {kind!r}")
-                    await _write(writer, encode({"t": "x", "err": wire.failed(bad)["err"]}))
-                    await writer.drain()
+                    out.put(encode({"t": "x", "err": wire.failed(bad)["err"]}))
+                    await out.drain()
                     return
         except (Lost, ConnectionError):
             return
@@ -282,7 +321,11 @@ class DirectServer:
             self._orphan(unanswered)
 
     async def _answer(
-        self, writer: asyncio.StreamWriter, frame: dict[str, Any], unanswered: _Unanswered
+        self,
+        writer: asyncio.StreamWriter,
+        out: _Out,
+        frame: dict[str, Any],
+        unanswered: _Unanswered,
     ) -> None:
         n = frame.get("n")
         task = cast("asyncio.Task[None]", asyncio.current_task())
@@ -302,7 +345,7 @@ class DirectServer:
         if writer.is_closing():
             return  # the router is gone; nobody waits for this answer
         with contextlib.suppress(ConnectionError):
-            await _write(writer, data)
+            await out.write(data)
 
 
 # -- the router's side -------------------------------------------------------------------
@@ -313,6 +356,7 @@ class _Connection:
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writer = writer
+        self._out = _Out(writer)
         self._calls: dict[int, asyncio.Future[wire.Envelope]] = {}
         self._next = 0
         self.closed = False
@@ -330,7 +374,7 @@ class _Connection:
         self._calls[n] = future
         future.add_done_callback(lambda _: self._calls.pop(n, None))
         try:
-            await _write(self._writer, data)
+            await self._out.write(data)
         except ConnectionError as exc:
             self._fail(Lost(f"the stream broke while sending: {exc}"))
         return future
@@ -343,10 +387,7 @@ class _Connection:
         """Send a frame nobody answers; whether it went (best effort)."""
         if self.closed:
             return False
-        try:
-            self._writer.write(encode(frame))
-        except ConnectionError:
-            return False
+        self._out.put(encode(frame))
         return True
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
@@ -375,6 +416,7 @@ class _Connection:
 
     def _fail(self, exc: BaseException) -> None:
         self.closed = True
+        self._out.flush()  # what was sent before (a cancellation note) still goes
         for future in list(self._calls.values()):
             if not future.done():
                 future.set_exception(exc)

@@ -418,8 +418,10 @@ class PoolHost:
     async def _event(self, runtime: _HostRuntime, env: wire.Envelope) -> wire.Envelope:
         """Hand a publication to each of this host's recipients it names; the reply lists
         the recipients that are not this host's (nothing ran for them)."""
-        moved = [r for r in env["recipients"] if not self.owns(str(r))]
-        mine = [str(r) for r in env["recipients"] if self.owns(str(r))]
+        moved: list[str] = []
+        mine: list[str] = []
+        for r in env["recipients"]:
+            (mine if self.owns(str(r)) else moved).append(str(r))
         message = loads(env["msg"])
         for_each = [message] + [loads(env["msg"]) for _ in mine[1:]]
         await asyncio.gather(

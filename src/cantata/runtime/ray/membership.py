@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__: list[str] = []
@@ -33,15 +33,24 @@ def _score(agent: str, host: str) -> int:
     return int.from_bytes(digest, "big")
 
 
+_OWNERS_KEPT = 1 << 16  # owners remembered per membership version (then forgotten at once)
+
+
 @dataclass(frozen=True, slots=True)
 class Membership:
     """A version of the pool: its hosts' actor names (each ``<pool>/<node id>/<n>``)."""
 
     version: int
     hosts: tuple[str, ...]
+    # The owners computed under this version, so an agent's hashes over all hosts are
+    # computed once per version, not per message; bounded (cleared when full).
+    _owners: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def owner(self, agent: str) -> str:
         """The host of agent `agent` (its id as text) under this membership."""
+        found = self._owners.get(agent)
+        if found is not None:
+            return found
         if not self.hosts:
             from .errors import AgentUnavailable
 
@@ -55,6 +64,9 @@ class Membership:
             score = _score(agent, host)
             if score > top:
                 best, top = host, score
+        if len(self._owners) >= _OWNERS_KEPT:
+            self._owners.clear()
+        self._owners[agent] = best
         return best
 
     def to_bytes(self) -> bytes:
