@@ -282,3 +282,63 @@ async def test_hosts_run_the_sources_this_test_imports(cluster: Any) -> None:
         return str(there.__file__)
 
     assert await where_cantata.remote() == cantata.__file__  # PYTHONPATH reaches the cluster
+
+
+def test_concurrent_writers_of_the_config_record_lose_no_change(cluster: Any) -> None:
+    """Two writers (threads, each a read-modify-write of the record) at once: every
+    change is in the last version, and a reader sees it."""
+    import threading
+
+    from cantata.runtime.ray.membership import Records
+
+    records = Records(_name(), "cantata-tests")
+    per_writer = 40
+    errors: list[BaseException] = []
+
+    def writer(tag: str) -> None:
+        for i in range(per_writer):
+
+            def change(config: dict[str, Any], key: str = f"{tag}{i}") -> None:
+                config["subscriptions"][key] = {"by": tag}
+
+            try:
+                records.update_config(change)
+            except BaseException as exc:  # reported below, not lost in the thread
+                errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(tag,)) for tag in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors
+    assert not any(thread.is_alive() for thread in threads)
+    subscriptions = records.config()["subscriptions"]
+    assert sorted(subscriptions) == sorted(f"{t}{i}" for t in "ab" for i in range(per_writer))
+    records.clear()
+    assert records.config() == {"factories": {}, "subscriptions": {}}
+
+
+async def test_two_runtimes_on_one_pool_subscribing_at_once_keep_every_subscription(
+    cluster: Any,
+) -> None:
+    """A second runtime joins the pool; both add subscriptions at the same time; a host
+    started later (it reads the record) and the record itself hold them all."""
+    from cantata.runtime import TypeSubscription
+    from cantata.runtime.ray.membership import Records
+
+    name = _name()
+    async with (
+        RayRuntime(name=name, hosts_per_node=1, default_timeout=60) as first,
+        RayRuntime(name=name, hosts_per_node=1, default_timeout=60) as second,
+    ):
+
+        async def subscribe(rt: RayRuntime, tag: str) -> None:
+            for i in range(15):
+                await rt.add_subscription(
+                    TypeSubscription(f"t-{tag}{i}", "counter", id=f"{tag}{i}")
+                )
+
+        await asyncio.wait_for(asyncio.gather(subscribe(first, "a"), subscribe(second, "b")), 120)
+        stored = Records(name, "cantata").config()["subscriptions"]
+        assert sorted(stored) == sorted(f"{t}{i}" for t in "ab" for i in range(15))

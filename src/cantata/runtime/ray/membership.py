@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from ...core import ConfigurationError
 
 __all__: list[str] = []
 
@@ -33,6 +36,8 @@ def _score(agent: str, host: str) -> int:
     return int.from_bytes(digest, "big")
 
 
+_CONFIG_KEPT = 16  # config versions kept behind the newest (readers with a stale head)
+_CONFIG_ATTEMPTS = 1000  # writes of one change lost to other writers before giving up
 _OWNERS_KEPT = 1 << 16  # owners remembered per membership version (then forgotten at once)
 
 
@@ -130,17 +135,73 @@ class Records:
         """Factories (by agent type) and subscriptions (as JSON data), as last written."""
         from ray import cloudpickle
 
-        data = self._get("config")
+        _, data = self._latest_config()
         if data is None:
             return {"factories": {}, "subscriptions": {}}
         loaded: dict[str, Any] = cloudpickle.loads(data)
         return loaded
 
-    def write_config(self, config: dict[str, Any]) -> None:
+    def _latest_config(self) -> tuple[int, bytes | None]:
+        """The newest config version and its bytes (0 and None before the first).
+
+        Versions are written once each (put-if-absent), so the newest is the last of an
+        unbroken run of keys; the head key only says where to start looking (a writer
+        that lost a race may set it lower than the newest, never past it)."""
+        head = self._get("config-head")
+        n = int(head) if head is not None else 0
+        data = self._get(f"config:{n}") if n else None
+        if n and data is None:  # pruned under a stale head: the newer ones are above it
+            for _ in range(_CONFIG_KEPT + 1):
+                n += 1
+                data = self._get(f"config:{n}")
+                if data is not None:
+                    break
+            else:
+                return 0, None
+        while True:
+            newer = self._get(f"config:{n + 1}")
+            if newer is None:
+                return n, data
+            n, data = n + 1, newer
+
+    def update_config(self, change: Callable[[dict[str, Any]], None]) -> int:
+        """Apply `change` to the config as a new version; the version written.
+
+        Two writers (runtimes joined to one pool, or the tasks of one) may change it at
+        once: each writes version n + 1 only if nobody has, and one that finds it taken
+        reads the newer config and applies its change again, so no change is lost."""
         from ray import cloudpickle
 
-        self._put("config", cloudpickle.dumps(config))  # type: ignore[no-untyped-call]
+        for _ in range(_CONFIG_ATTEMPTS):
+            n, data = self._latest_config()
+            config: dict[str, Any] = (
+                {"factories": {}, "subscriptions": {}} if data is None else cloudpickle.loads(data)
+            )
+            change(config)
+            blob = cloudpickle.dumps(config)  # type: ignore[no-untyped-call]
+            if self._put(f"config:{n + 1}", blob, overwrite=False):
+                continue  # taken by another writer: read theirs, apply ours again
+            self._put("config-head", str(n + 1).encode())
+            if n + 1 > _CONFIG_KEPT:
+                self._delete(f"config:{n + 1 - _CONFIG_KEPT}")
+            return n + 1
+        raise ConfigurationError(
+            f"pool {self._pool!r}: the config record kept changing under this writer "
+            f"({_CONFIG_ATTEMPTS} attempts)"
+        )
+
+    def write_config(self, config: dict[str, Any]) -> None:
+        """Replace the config with `config` (a new version, as `update_config`)."""
+
+        def replace(old: dict[str, Any]) -> None:
+            old.clear()
+            old.update(config)
+
+        self.update_config(replace)
 
     def clear(self) -> None:
-        for what in ("membership", "keeper", "config"):
+        from ray.experimental import internal_kv
+
+        for what in ("membership", "keeper", "config-head"):
             self._delete(what)
+        internal_kv._internal_kv_del(self._key("config:"), del_by_prefix=True, namespace=self._ns)

@@ -622,12 +622,7 @@ class Router:
     async def _replicate(
         self, change: Callable[[dict[str, Any]], None], method: str, *args: Any
     ) -> None:
-        def update() -> None:
-            config = self._records.config()
-            change(config)
-            self._records.write_config(config)
-
-        await asyncio.to_thread(update)
+        await asyncio.to_thread(self._records.update_config, change)
         await self.broadcast(method, *args)
 
     async def broadcast(self, method: str, *args: Any) -> list[Any]:
