@@ -52,6 +52,8 @@ from .sequential import Sequential, SequentialManager
 from .session import STATE_SCHEMA_VERSION, TaskInput, TeamBusyError, TeamSession
 from .speakers import (
     DEFAULT_SELECTOR_PROMPT,
+    NEXT_IN_ORDER,
+    PREVIOUS_SPEAKER,
     ChatState,
     FunctionPolicy,
     RoundRobin,
@@ -81,6 +83,8 @@ from .turns import AwaitingTask, SpeakTurn, TeamTask, TurnDone
 __all__ = [
     "DEFAULT_SELECTOR_PROMPT",
     "MANAGER_ID",
+    "NEXT_IN_ORDER",
+    "PREVIOUS_SPEAKER",
     "STATE_SCHEMA_VERSION",
     "AgentActor",
     "AgentChannel",
