@@ -19,6 +19,7 @@ from .channels import (
     ChannelSyncError,
     LocalChannel,
     ServiceChannel,
+    TurnOptions,
     channel_key,
 )
 from .code_executor import (
@@ -163,6 +164,7 @@ __all__ = [
     "Timeout",
     "TokenUsage",
     "TurnDone",
+    "TurnOptions",
     "channel_key",
     "coder_agent",
     "evaluate_routing",
