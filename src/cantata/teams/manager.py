@@ -20,7 +20,7 @@ from typing import Any
 
 from ..core import ConfigurationError, DataContent, Message, Usage, new_id, register, tracing
 from ..workflows import Executor, WorkflowContext, handler, response_handler
-from ._control import CONTROL_KEY
+from ._control import CONTROL_KEY, RunControl
 from .channels import REDUCED_LOG, ChannelSet, Reduction, channels_for
 from .events import RoutingEvent, TeamMessageEvent, TeamStoppedEvent
 from .result import StopMessage, TaskResult
@@ -380,12 +380,17 @@ class TeamManager(Executor):
         agent). Routing the next turn waits for `on_turn`. Nothing by default."""
 
     async def _boundary(self, ctx: WorkflowContext[Any, Any]) -> None:
-        """Between two turns: yield to the event loop once (a team whose agents never
+        """Between two turns: give the event loop its turn (a team whose agents never
         suspend must not starve the process's other tasks, and a cancellation set by one
-        of them lands at the next superstep), and wait here while the session is paused."""
-        await asyncio.sleep(0)
-        control = ctx.kwargs.get(CONTROL_KEY)
-        if control is not None and control.paused:
+        of them lands at the next superstep; see `RunControl.due`), and wait here while the
+        session is paused."""
+        control: RunControl | None = ctx.kwargs.get(CONTROL_KEY)
+        if control is None:  # a copying runtime: every boundary yields
+            await asyncio.sleep(0)
+            return
+        if control.due():
+            await asyncio.sleep(0)
+        if control.paused:
             await control.wait(ctx.cancellation_token)
 
     async def _should_stop(

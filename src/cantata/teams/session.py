@@ -202,6 +202,7 @@ class TeamSession:
                 "run to end, or use team.create_session() for an independent conversation"
             )
         self._busy = True
+        self._control.begin()
 
     def _leave(self) -> None:
         self._busy = False
