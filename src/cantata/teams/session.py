@@ -234,9 +234,9 @@ class TeamSession:
 
     def stop(self) -> None:
         """Stop the run under way at its next turn boundary (the turn under way finishes;
-        a paused run stops at once): `run()` returns its `TaskResult`, whose stop message
-        has the source ``"stop"``, and the next `run()` goes on from there. Nothing
-        happens when no run is under way."""
+        a paused run stops at once, and the session stays paused until `resume`): `run()`
+        returns its `TaskResult`, whose stop message has the source ``"stop"``, and the next
+        `run()` goes on from there. Nothing happens when no run is under way."""
         self._check_controllable("stop")
         if self._busy:
             self._control.stop()
