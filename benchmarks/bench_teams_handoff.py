@@ -22,12 +22,12 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
-import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from _harness import Row, best_rate, peer_version
+from _team_peers import agent_framework_client, autogen_client, quiet_agent_framework
 from cantata.agents import ChatAgent
 from cantata.models import ChatOptions, ScriptedChatClient, tool_call
 from cantata.teams.group_chat import GroupChat
@@ -57,8 +57,9 @@ def _ours() -> Callable[[], Awaitable[None]]:
     async def runs() -> None:
         for _ in range(RUNS):
             result = await team.create_session().run("start")
-            # a0..a8 hand on (a handoff message each); a9's call to the user ends the run
-            turns = sum(1 for m in result.messages if handoff_of(m) is not None) + 1
+            # a0..a8 hand on and a9 hands off to the user, which ends the run: a handoff
+            # message each (a handoff is carried out before termination is checked)
+            turns = sum(1 for m in result.messages if handoff_of(m) is not None)
             stop = result.stop_message
             if turns != CHAIN or stop is None or stop.content != f"a{CHAIN - 1} handed off to user":
                 raise RuntimeError(f"cantata took {turns} turns")
@@ -67,66 +68,6 @@ def _ours() -> Callable[[], Awaitable[None]]:
 
 
 # -- AutoGen AgentChat ------------------------------------------------------------------
-
-
-def _autogen_client(answer: Callable[[], Any]) -> Any:
-    from autogen_core.models import (
-        ChatCompletionClient,
-        CreateResult,
-        ModelFamily,
-        ModelInfo,
-        RequestUsage,
-    )
-
-    class InstantClient(ChatCompletionClient):  # type: ignore[misc]
-        """Answers every request at once."""
-
-        _info = ModelInfo(
-            vision=False,
-            function_calling=True,
-            json_output=False,
-            family=ModelFamily.UNKNOWN,
-            structured_output=False,
-        )
-
-        async def create(self, messages: Sequence[Any], **kwargs: Any) -> CreateResult:
-            return CreateResult(
-                finish_reason="function_calls",
-                content=answer(),
-                usage=RequestUsage(prompt_tokens=0, completion_tokens=0),
-                cached=False,
-            )
-
-        def create_stream(self, messages: Sequence[Any], **kwargs: Any) -> AsyncGenerator[Any]:
-            async def gen() -> AsyncGenerator[Any]:
-                yield await self.create(messages)
-
-            return gen()
-
-        async def close(self) -> None:
-            pass
-
-        def actual_usage(self) -> RequestUsage:
-            return RequestUsage(prompt_tokens=0, completion_tokens=0)
-
-        def total_usage(self) -> RequestUsage:
-            return RequestUsage(prompt_tokens=0, completion_tokens=0)
-
-        def count_tokens(self, messages: Sequence[Any], **kwargs: Any) -> int:
-            return 0
-
-        def remaining_tokens(self, messages: Sequence[Any], **kwargs: Any) -> int:
-            return 1_000_000
-
-        @property
-        def capabilities(self) -> Any:
-            return self._info
-
-        @property
-        def model_info(self) -> ModelInfo:
-            return self._info
-
-    return InstantClient()
 
 
 def _autogen() -> Callable[[], Awaitable[None]] | None:
@@ -147,7 +88,13 @@ def _autogen() -> Callable[[], Awaitable[None]] | None:
             return [FunctionCall(id=f"c{next(ids)}", arguments="{}", name=f"transfer_to_{t}")]
 
         agents.append(
-            AssistantAgent(f"a{i}", model_client=_autogen_client(answer), handoffs=[target])
+            AssistantAgent(
+                f"a{i}",
+                model_client=autogen_client(
+                    answer, function_calling=True, finish_reason="function_calls"
+                ),
+                handoffs=[target],
+            )
         )
     team = Swarm(agents, termination_condition=AGHandoffTermination(target="user"))
 
@@ -168,45 +115,25 @@ def _autogen() -> Callable[[], Awaitable[None]] | None:
 def _agent_framework() -> Callable[[], Awaitable[None]] | None:
     if peer_version("agent-framework-orchestrations") is None:
         return None
-    from agent_framework import (
-        Agent,
-        BaseChatClient,
-        ChatMiddlewareLayer,
-        ChatResponse,
-        Content,
-        FunctionInvocationLayer,
-    )
-    from agent_framework import Message as AFMessage
-    from agent_framework.observability import ChatTelemetryLayer
+    from agent_framework import Agent, Content
     from agent_framework_orchestrations import HandoffBuilder
 
-    logging.getLogger("agent_framework").setLevel(logging.ERROR)
-    logging.getLogger("agent_framework_orchestrations").setLevel(logging.ERROR)
+    quiet_agent_framework()
     spoken = [0]
     ids = itertools.count()
 
     def client(target: str | None) -> Any:
-        class InstantClient(  # type: ignore[misc]
-            ChatMiddlewareLayer, FunctionInvocationLayer, ChatTelemetryLayer, BaseChatClient
-        ):
-            """Hands off to `target` at once (or, last of the chain, answers)."""
+        """Hands off to `target` at once (or, last of the chain, answers)."""
 
-            def _inner_get_response(
-                self, *, messages: Any, stream: bool, options: Any, **kwargs: Any
-            ) -> Any:
-                async def answer() -> Any:
-                    spoken[0] += 1
-                    if target is None:
-                        content = Content.from_text("done")
-                    else:
-                        content = Content.from_function_call(
-                            call_id=f"c{next(ids)}", name=f"handoff_to_{target}", arguments="{}"
-                        )
-                    return ChatResponse(messages=[AFMessage(role="assistant", contents=[content])])
+        def content() -> Any:
+            spoken[0] += 1
+            if target is None:
+                return Content.from_text("done")
+            return Content.from_function_call(
+                call_id=f"c{next(ids)}", name=f"handoff_to_{target}", arguments="{}"
+            )
 
-                return answer()
-
-        return InstantClient()
+        return agent_framework_client(content)
 
     names = [f"a{i}" for i in range(CHAIN)]
 

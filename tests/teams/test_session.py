@@ -139,6 +139,28 @@ async def test_save_state_is_json_and_load_state_continues_in_another_session() 
     assert _texts(after_load) == _texts(reference) == ["a says 3", "b says 4"]
 
 
+async def test_the_default_session_checkpoints_only_when_its_state_is_saved() -> None:
+    # AutoGen's path (team.run, team.reset) writes no checkpoint as it runs; save_state
+    # saves when asked, each save after the first writing only what changed, and the
+    # states saved along the way load into a new team as they were
+    team = GroupChat([counting_agent("a"), counting_agent("b")], max_turns=2)
+    await team.run("first")
+    assert team.session.checkpoint_id is None  # nothing written per step
+    one = json.loads(json.dumps(await team.save_state()))
+    await team.run()
+    two = json.loads(json.dumps(await team.save_state()))
+    for state, expected in ((one, ["a says 3", "b says 4"]), (two, ["a says 5", "b says 6"])):
+        twin = GroupChat([counting_agent("a"), counting_agent("b")], max_turns=2)
+        await twin.load_state(state)
+        assert _texts(await twin.run()) == expected
+        assert twin.session.checkpoint_id is None  # a loaded session runs without a store
+        again = json.loads(json.dumps(await twin.save_state()))
+        assert again["run"]["checkpoint"]["superstep"] > state["run"]["checkpoint"]["superstep"]
+    await team.reset()
+    assert (await team.save_state())["run"] is None
+    assert _texts(await team.run("new")) == ["new", "a says 1", "b says 2"]
+
+
 async def test_load_state_refuses_unknown_versions_and_other_teams() -> None:
     team = GroupChat([counting_agent("a")], max_turns=1)
     with pytest.raises(SchemaVersionError):

@@ -11,6 +11,8 @@ import pytest
 from cantata.core import ConfigurationError, Message, ModelOutputError
 from cantata.models import ChatOptions, ScriptedChatClient
 from cantata.teams import (
+    NEXT_IN_ORDER,
+    PREVIOUS_SPEAKER,
     ChatState,
     GroupChat,
     RoundRobin,
@@ -118,6 +120,35 @@ async def test_selector_retries_invalid_answers_boundedly_then_falls_back() -> N
     assert "not one of them" in client.calls[1].messages[-1].text
     named = await Selector(_answers("x"), max_attempts=1, fallback="tester").select(_state())
     assert named.speaker == "tester" and named.fallback_used
+
+
+async def test_the_fallback_policy_is_next_in_order_or_autogens_previous_speaker() -> None:
+    # default (and NEXT_IN_ORDER): the next candidate after the last speaker, in order;
+    # PREVIOUS_SPEAKER (AutoGen's): the last speaker again, though allow_repeat=False had
+    # ruled it out, and the first candidate when nobody has spoken
+    for fallback in (None, NEXT_IN_ORDER):
+        nxt = await Selector(_answers("x"), max_attempts=1, fallback=fallback).select(
+            _state("coder")
+        )
+        assert nxt.speaker == "tester" and nxt.fallback_used
+    prev = await Selector(_answers("x"), max_attempts=1, fallback=PREVIOUS_SPEAKER).select(
+        _state("coder")
+    )
+    assert prev.speaker == "coder" and prev.fallback_used
+    first = await Selector(_answers("x"), max_attempts=1, fallback=PREVIOUS_SPEAKER).select(
+        _state()
+    )
+    assert first.speaker == "planner"
+    assert NEXT_IN_ORDER == "next in order" and PREVIOUS_SPEAKER == "previous speaker"
+    with pytest.raises(ConfigurationError, match="neither a policy"):
+        Selector(_answers("x"), fallback="previous speakers")
+
+
+async def test_the_previous_speaker_policy_in_a_chat_repeats_the_speaker() -> None:
+    selector = Selector(_answers(*["?"] * 6), max_attempts=1, fallback=PREVIOUS_SPEAKER)
+    routes, _ = await _routes(_team(selector, turns=3))
+    assert [r.choice for r in routes] == ["planner", "planner", "planner"]
+    assert all(r.fallback_used for r in routes)
 
 
 async def test_selector_reads_plain_text_naming_one_candidate() -> None:

@@ -19,6 +19,7 @@ from .channels import (
     ChannelSyncError,
     LocalChannel,
     ServiceChannel,
+    TurnOptions,
     channel_key,
 )
 from .code_executor import (
@@ -52,6 +53,8 @@ from .sequential import Sequential, SequentialManager
 from .session import STATE_SCHEMA_VERSION, TaskInput, TeamBusyError, TeamSession
 from .speakers import (
     DEFAULT_SELECTOR_PROMPT,
+    NEXT_IN_ORDER,
+    PREVIOUS_SPEAKER,
     ChatState,
     FunctionPolicy,
     RoundRobin,
@@ -81,6 +84,8 @@ from .turns import AwaitingTask, SpeakTurn, TeamTask, TurnDone
 __all__ = [
     "DEFAULT_SELECTOR_PROMPT",
     "MANAGER_ID",
+    "NEXT_IN_ORDER",
+    "PREVIOUS_SPEAKER",
     "STATE_SCHEMA_VERSION",
     "AgentActor",
     "AgentChannel",
@@ -159,6 +164,7 @@ __all__ = [
     "Timeout",
     "TokenUsage",
     "TurnDone",
+    "TurnOptions",
     "channel_key",
     "coder_agent",
     "evaluate_routing",

@@ -31,7 +31,7 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict, Unpack
 
 from ..agents import Agent, AgentResponse, AgentResponseUpdate, AgentThread, LocalThread
 from ..agents import ServiceThread as _ServiceThread
@@ -57,6 +57,7 @@ __all__ = [
     "ChannelSyncError",
     "LocalChannel",
     "ServiceChannel",
+    "TurnOptions",
     "channel_key",
     "channels_for",
     "default_channel_factory",
@@ -64,6 +65,16 @@ __all__ = [
 ]
 
 UpdateSink = Callable[[AgentResponseUpdate], None]
+
+
+class TurnOptions(TypedDict, total=False):
+    """How one turn of an agent runs on a channel, written once for every channel's
+    `invoke` and `continue_turn`: `options` laid over the agent's own for this run only,
+    `on_update` to stream its chunks, `cancellation_token` to stop it."""
+
+    options: ChatOptions | None
+    on_update: UpdateSink | None
+    cancellation_token: CancellationToken | None
 
 
 class ChannelSyncError(RunError):
@@ -100,14 +111,7 @@ class AgentChannel(ABC):
         return False
 
     @abstractmethod
-    async def invoke(
-        self,
-        agent: Agent,
-        *,
-        options: ChatOptions | None = None,
-        on_update: UpdateSink | None = None,
-        cancellation_token: CancellationToken | None = None,
-    ) -> AgentResponse:
+    async def invoke(self, agent: Agent, **turn: Unpack[TurnOptions]) -> AgentResponse:
         """Run `agent` on this channel's view of the history, with `options` for this run
         only (laid over the agent's own, as ``agent.run(options=...)`` does); the channel
         keeps the reply."""
@@ -125,9 +129,7 @@ class AgentChannel(ABC):
         answers: Sequence[Message],
         *,
         saved: dict[str, Any] | None = None,
-        options: ChatOptions | None = None,
-        on_update: UpdateSink | None = None,
-        cancellation_token: CancellationToken | None = None,
+        **turn: Unpack[TurnOptions],
     ) -> AgentResponse:
         """Go on with `agent`'s turn that paused for a person: it had said `said` (its
         requests last), and `answers` are the person's answers; run it on them as `invoke`
@@ -146,13 +148,10 @@ class AgentChannel(ABC):
 
 
 async def _call(
-    agent: Agent,
-    messages: list[Message] | None,
-    thread: AgentThread,
-    options: ChatOptions | None,
-    on_update: UpdateSink | None,
-    token: CancellationToken | None,
+    agent: Agent, messages: list[Message] | None, thread: AgentThread, turn: TurnOptions
 ) -> AgentResponse:
+    options, token = turn.get("options"), turn.get("cancellation_token")
+    on_update = turn.get("on_update")
     if on_update is None:
         return await agent.run(messages, thread=thread, options=options, cancellation_token=token)
     stream = agent.run_stream(messages, thread=thread, options=options, cancellation_token=token)
@@ -191,14 +190,7 @@ class LocalChannel(AgentChannel):
         """The whole conversation as the participant `name` reads it."""
         return _side_of(name, self._mirror, self._inputs)
 
-    async def invoke(
-        self,
-        agent: Agent,
-        *,
-        options: ChatOptions | None = None,
-        on_update: UpdateSink | None = None,
-        cancellation_token: CancellationToken | None = None,
-    ) -> AgentResponse:
+    async def invoke(self, agent: Agent, **turn: Unpack[TurnOptions]) -> AgentResponse:
         name = agent.name
         thread = self._threads.get(name)
         if thread is None:
@@ -207,12 +199,15 @@ class LocalChannel(AgentChannel):
         if new:
             await thread.on_new_message(new)
         self._seen[name] = len(self._mirror)  # delivered, even if the run is cancelled
-        if on_update is None:  # `_call`, inlined: one coroutine fewer per turn
+        if turn.get("on_update") is None:  # `_call`, inlined: one coroutine fewer per turn
             response = await agent.run(
-                None, thread=thread, options=options, cancellation_token=cancellation_token
+                None,
+                thread=thread,
+                options=turn.get("options"),
+                cancellation_token=turn.get("cancellation_token"),
             )
         else:
-            response = await _call(agent, None, thread, options, on_update, cancellation_token)
+            response = await _call(agent, None, thread, turn)
         mirror = self._mirror
         mirror.extend([(name, m) for m in response.messages])
         self._seen[name] = len(mirror)  # its own reply is in its thread already
@@ -225,9 +220,7 @@ class LocalChannel(AgentChannel):
         answers: Sequence[Message],
         *,
         saved: dict[str, Any] | None = None,
-        options: ChatOptions | None = None,
-        on_update: UpdateSink | None = None,
-        cancellation_token: CancellationToken | None = None,
+        **turn: Unpack[TurnOptions],
     ) -> AgentResponse:
         # Answers go to the agent's thread only: a person's approval must not reach another
         # agent's thread as a user message. What the agent said itself is in the mirror
@@ -248,7 +241,7 @@ class LocalChannel(AgentChannel):
         if made_since:
             mirror.extend([(name, m) for m in said if m.role != "user"])
         self._seen[name] = len(mirror)
-        response = await _call(agent, None, thread, options, on_update, cancellation_token)
+        response = await _call(agent, None, thread, turn)
         mirror.extend([(name, m) for m in response.messages])
         self._seen[name] = len(mirror)
         return response
@@ -331,19 +324,10 @@ class ServiceChannel(AgentChannel):
         else:
             self._unsent.extend(batch)
 
-    async def invoke(
-        self,
-        agent: Agent,
-        *,
-        options: ChatOptions | None = None,
-        on_update: UpdateSink | None = None,
-        cancellation_token: CancellationToken | None = None,
-    ) -> AgentResponse:
+    async def invoke(self, agent: Agent, **turn: Unpack[TurnOptions]) -> AgentResponse:
         unsent, self._unsent = self._unsent, []
         try:
-            response = await _call(
-                agent, unsent or None, self.thread, options, on_update, cancellation_token
-            )
+            response = await _call(agent, unsent or None, self.thread, turn)
         except BaseException:
             self._unsent = unsent + self._unsent  # not delivered: keep it for the next run
             raise
@@ -357,9 +341,7 @@ class ServiceChannel(AgentChannel):
         answers: Sequence[Message],
         *,
         saved: dict[str, Any] | None = None,
-        options: ChatOptions | None = None,
-        on_update: UpdateSink | None = None,
-        cancellation_token: CancellationToken | None = None,
+        **turn: Unpack[TurnOptions],
     ) -> AgentResponse:
         # the server thread holds the turn so far if this channel ran it; a channel made
         # since (a resume) takes that thread back from `saved` (it holds the history up to
@@ -374,10 +356,7 @@ class ServiceChannel(AgentChannel):
                 held = list(said)
         unsent, self._unsent = self._unsent, []
         try:
-            response = await _call(
-                agent, [*unsent, *held, *answers], self.thread, options, on_update,
-                cancellation_token,
-            )  # fmt: skip
+            response = await _call(agent, [*unsent, *held, *answers], self.thread, turn)
         except BaseException:
             self._unsent = unsent + self._unsent
             raise

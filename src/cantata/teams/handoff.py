@@ -18,6 +18,11 @@ the same way; with the `Handoff` termination condition for ``"user"`` it ends th
 instead (AutoGen's `HandoffTermination`). In autonomous mode (``autonomous=True``) an
 agent that does not hand off simply goes on, up to ``max_turns`` turns per run.
 
+A handoff is carried out (the transfer call's result, the handoff note, the new active
+agent) before termination is checked, so a run that stops on the handoff's turn (any
+condition, or ``max_turns``) leaves no call without a result, and the next `run()` starts
+with the agent handed to, as in AutoGen's swarm; the same holds after a resume.
+
 Where the seeds differ: AutoGen's swarm carries the history in the handoff message when
 asked to; here nothing is copied (one authoritative history is the design); both Agent
 Framework and AutoGen return to the agent that asked, and so does this.
@@ -64,6 +69,8 @@ HANDOFF_FROM_KEY = "handoff_from"
 _SUMMARY_KEY = "handoff_summary"
 _CORRELATION_KEY = "correlation_id"
 _ACTIVE = "handoff.active"
+_HANDED = "handoff.handed"
+"""Set while the active agent was handed the conversation but has not spoken yet."""
 _USER_INPUT = "user_input"
 _DEFAULT_AUTONOMOUS_TURNS = 20
 
@@ -139,26 +146,37 @@ class HandoffManager(TeamManager):
 
     async def on_start(self, state: ManagerState, ctx: WorkflowContext[Any, Any]) -> None:
         active = state.extra.get(_ACTIVE)
-        if self.return_to_previous and isinstance(active, str) and active in self.participants:
+        handed = state.extra.pop(_HANDED, False)
+        if handed and isinstance(active, str) and active in self.participants:
+            reason = f"{active} was handed the conversation when the last run stopped"
+        elif self.return_to_previous and isinstance(active, str) and active in self.participants:
             reason = f"the user answered; back to {active}, who asked"
         else:
             active, reason = self.start, "the start agent takes the task"
         state.extra[_ACTIVE] = active
         self.speak(state, active, ctx, reason=reason, candidates=[active])
 
-    async def on_turn(
-        self, state: ManagerState, done: TurnDone, ctx: WorkflowContext[Any, Any]
-    ) -> None:
-        speaker = done.speaker
-        allowed = self.targets.get(speaker, ())
+    def _chosen(
+        self, done: TurnDone
+    ) -> tuple[list[FunctionCallContent], FunctionCallContent | None]:
+        """The turn's transfer calls, and the one carried out (the first allowed)."""
+        allowed = self.targets.get(done.speaker, ())
         calls = [
             c for m in done.messages for c in m.function_calls if c.name.startswith(TRANSFER_PREFIX)
         ]
-        chosen = next((c for c in calls if c.name[len(TRANSFER_PREFIX) :] in allowed), None)
-        if calls:
-            self._close_calls(state, speaker, calls, chosen, ctx)
+        return calls, next((c for c in calls if c.name[len(TRANSFER_PREFIX) :] in allowed), None)
+
+    def settle(self, state: ManagerState, done: TurnDone, ctx: WorkflowContext[Any, Any]) -> None:
+        """Carry the handoff out before termination is checked: every transfer call gets
+        its result, the handoff note joins the history and the target becomes the active
+        agent, so a run that stops on this turn leaves no call without a result and the
+        next run starts with the target (AutoGen's swarm does the same)."""
+        calls, chosen = self._chosen(done)
+        if not calls:
+            return
+        speaker = done.speaker
+        self._close_calls(state, speaker, calls, chosen, ctx)
         if chosen is None:
-            self._no_handoff(state, speaker, done, ctx)
             return
         target = chosen.name[len(TRANSFER_PREFIX) :]
         summary = _summary(chosen)
@@ -175,15 +193,31 @@ class HandoffManager(TeamManager):
         )
         self.publish(state, [note], ctx, source=speaker)
         if target == USER:
+            state.extra[_ACTIVE] = speaker  # the user's answer goes back to who asked
+        else:
+            state.extra[_ACTIVE] = target
+            state.extra[_HANDED] = True  # until the target is given the turn
+
+    async def on_turn(
+        self, state: ManagerState, done: TurnDone, ctx: WorkflowContext[Any, Any]
+    ) -> None:
+        speaker = done.speaker
+        _, chosen = self._chosen(done)
+        if chosen is None:
+            self._no_handoff(state, speaker, done, ctx)
+            return
+        target = chosen.name[len(TRANSFER_PREFIX) :]
+        summary = _summary(chosen)
+        if target == USER:
             self._ask_user(state, speaker, summary or "the agent asks for your input", ctx)
             return
-        state.extra[_ACTIVE] = target
+        state.extra.pop(_HANDED, None)
         self.speak(
             state,
             target,
             ctx,
             reason=f"{speaker} handed off: {summary}" if summary else f"{speaker} handed off",
-            candidates=list(allowed),
+            candidates=list(self.targets.get(speaker, ())),
         )
 
     def _close_calls(

@@ -11,6 +11,7 @@ termination after the task and after every turn, logs each routing decision as a
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import time
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from typing import Any
 
 from ..core import ConfigurationError, DataContent, Message, Usage, new_id, register, tracing
 from ..workflows import Executor, WorkflowContext, handler, response_handler
+from ._control import CONTROL_KEY, RunControl
 from .channels import REDUCED_LOG, ChannelSet, Reduction, channels_for
 from .events import RoutingEvent, TeamMessageEvent, TeamStoppedEvent
 from .result import StopMessage, TaskResult
@@ -39,12 +41,17 @@ __all__ = [
 
 TRANSCRIPT_LOG = "team.transcript"
 """The run's shared log of the visible transcript (what `TaskResult.messages` shows)."""
+ROUTING_LOG = "team.routing"
+"""The run's shared log of routing decisions, kept only for runs that asked for them in
+their `TaskResult` (``run(task, include_routing=True)``)."""
 MANAGER_ID = "team.manager"
 """Executor id of a team's manager (agent names cannot contain a dot, so it never clashes)."""
 CHANNELS_KEY = "cantata.teams.channels"
 """The run keyword argument that carries the session's `ChannelSet` to the executors (in
 process), or the session's key (a string: on a runtime that copies messages, where each
 process finds the session's channels with `channels_for`)."""
+STOP_SOURCE = "stop"
+"""The source of the stop message of a run ended by `TeamSession.stop()`."""
 TEAM_KEY = "cantata.teams.team"
 """The run keyword argument that carries the team's name (for its spans)."""
 
@@ -68,6 +75,9 @@ class ManagerState:
     """Free JSON for a team type's own bookkeeping."""
     transcript_start: int = 0
     """Index in the visible transcript where the current team run began."""
+    routing_start: int = -1
+    """Index in the routing log where the current team run began (-1: the run keeps no
+    routing log)."""
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ManagerState:
         # A run hands each handler its own copy of the state: copy only what can change
@@ -82,6 +92,7 @@ class ManagerState:
             self.stopped,
             copy.deepcopy(self.extra, memo) if self.extra else {},
             self.transcript_start,
+            self.routing_start,
         )
 
     def _private(self) -> ManagerState:
@@ -271,18 +282,20 @@ class TeamManager(Executor):
             }
             with tracing.span(f"route {team}", attributes):
                 pass  # the decision is made: the span records it
-        if ctx.streaming:
-            ctx.add_event(
-                RoutingEvent(
-                    state.correlation_id,
-                    list(candidates if candidates is not None else self.participants),
-                    speaker,
-                    reason,
-                    fallback_used,
-                    state.turn,
-                    list(attempts),
-                )
+        if ctx.streaming or state.routing_start >= 0:
+            decision = RoutingEvent(
+                state.correlation_id,
+                list(candidates if candidates is not None else self.participants),
+                speaker,
+                reason,
+                fallback_used,
+                state.turn,
+                list(attempts),
             )
+            if ctx.streaming:
+                ctx.add_event(decision)
+            if state.routing_start >= 0:
+                ctx.log(ROUTING_LOG, shared=True).append(decision)
         ctx.send_message(SpeakTurn(state.correlation_id, state.turn), target_id=speaker)
 
     def stop(self, state: ManagerState, stop: StopMessage, ctx: WorkflowContext[Any, Any]) -> None:
@@ -290,8 +303,11 @@ class TeamManager(Executor):
         state.stopped = True
         ctx.set_executor_state(state)
         shown = ctx.log(TRANSCRIPT_LOG, shared=True).entries[state.transcript_start :]
+        routing: list[RoutingEvent] = []
+        if state.routing_start >= 0:
+            routing = ctx.log(ROUTING_LOG, shared=True).entries[state.routing_start :]
         ctx.add_event(TeamStoppedEvent(stop, state.correlation_id))
-        ctx.yield_output(TaskResult(shown, stop))
+        ctx.yield_output(TaskResult(shown, stop, routing))
         ctx.request_info(AwaitingTask(state.correlation_id))
 
     # -- the workflow's handlers ---------------------------------------------------------
@@ -326,11 +342,13 @@ class TeamManager(Executor):
         await self._begin(task, ctx)
 
     async def _begin(self, task: TeamTask, ctx: WorkflowContext[Any, Any]) -> None:
+        await self._boundary(ctx)
         state = self._state(ctx)
         state.correlation_id = new_id()
         state.turn = 0
         state.run_start = len(ctx.log(HISTORY_LOG, shared=True))
         state.transcript_start = len(ctx.log(TRANSCRIPT_LOG, shared=True))
+        state.routing_start = len(ctx.log(ROUTING_LOG, shared=True)) if task.include_routing else -1
         state.stopped = False
         if self.termination is not None:
             state.termination = self.termination.start(time.time())
@@ -343,15 +361,37 @@ class TeamManager(Executor):
 
     @handler(output=SpeakTurn, workflow_output=TaskResult)
     async def take_turn(self, done: TurnDone, ctx: WorkflowContext[Any, Any]) -> None:
-        """A participant's turn: into the history, then termination, then the next turn."""
+        """A participant's turn: into the history (carried out: see `settle`), then
+        termination, then the next turn."""
+        await self._boundary(ctx)
         state = self._state(ctx)
         if state.stopped:
             return  # a turn that ended after the run stopped (a fan-out's other replies)
         self.publish(state, done.messages, ctx, source=done.speaker, channel=done.channel)
+        self.settle(state, done, ctx)
         ctx.set_executor_state(state)
         if await self._should_stop(state, done.messages, done.usage, ctx):
             return
         await self.on_turn(state, done, ctx)
+
+    def settle(self, state: ManagerState, done: TurnDone, ctx: WorkflowContext[Any, Any]) -> None:
+        """Carry out what the turn did that must hold even if the run stops on it, before
+        termination is checked (a handoff: its tool result, its note, the new active
+        agent). Routing the next turn waits for `on_turn`. Nothing by default."""
+
+    async def _boundary(self, ctx: WorkflowContext[Any, Any]) -> None:
+        """Between two turns: give the event loop its turn (a team whose agents never
+        suspend must not starve the process's other tasks, and a cancellation set by one
+        of them lands at the next superstep; see `RunControl.due`), and wait here while the
+        session is paused."""
+        control: RunControl | None = ctx.kwargs.get(CONTROL_KEY)
+        if control is None:  # a copying runtime: every boundary yields
+            await asyncio.sleep(0)
+            return
+        if control.due():
+            await asyncio.sleep(0)
+        if control.paused:
+            await control.wait(ctx.cancellation_token)
 
     async def _should_stop(
         self,
@@ -370,5 +410,9 @@ class TeamManager(Executor):
             self.stop(
                 state, StopMessage(f"maximum of {self.max_turns} turns reached", "max_turns"), ctx
             )
+            return True
+        control = ctx.kwargs.get(CONTROL_KEY)
+        if control is not None and control.stopping:
+            self.stop(state, StopMessage("stopped by stop()", STOP_SOURCE), ctx)
             return True
         return False

@@ -7,8 +7,12 @@ it is written to checkpoints and must come back from them in a fresh process.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..core import Message, register
+
+if TYPE_CHECKING:
+    from .events import RoutingEvent
 
 __all__ = ["StopMessage", "TaskResult"]
 
@@ -30,11 +34,14 @@ class TaskResult:
 
     `messages` is the visible transcript of this run, the task first: tool calls and
     results are left out unless one ended a turn (the whole history stays in the run).
-    `stop_reason` is the stop message's text, `stop_message` the whole of it.
+    `stop_reason` is the stop message's text, `stop_message` the whole of it. `routing`
+    holds the run's routing decisions (who was given the turn, among whom, why) when the
+    run was asked for them (``run(task, include_routing=True)``); it is empty otherwise.
     """
 
     messages: list[Message] = field(default_factory=list)
     stop_message: StopMessage | None = None
+    routing: list[RoutingEvent] = field(default_factory=list)
 
     @property
     def stop_reason(self) -> str | None:

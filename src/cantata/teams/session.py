@@ -15,7 +15,8 @@ paused turn is in every checkpoint, so the answer may come to a resumed session 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+import inspect
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..core import (
@@ -40,6 +41,7 @@ from ..workflows import (
     WorkflowRunResult,
 )
 from ..workflows.placement import _copies_messages
+from ._control import CONTROL_KEY, RunControl
 from .channels import ChannelSet, register_channels
 from .events import TeamEvent
 from .manager import CHANNELS_KEY, TEAM_KEY
@@ -47,6 +49,7 @@ from .result import StopMessage, TaskResult
 from .turns import AwaitingTask, TeamTask
 
 if TYPE_CHECKING:
+    from ..agents import Agent
     from ..runtime import AgentRuntime
     from .team import Team
 
@@ -71,7 +74,8 @@ class TeamSession:
     Get one from `team.create_session()` (or use the team's own default session through
     `team.run`). Pass `checkpoint_store` to keep the conversation in a durable store
     (SQLite, PostgreSQL, ...): every step is checkpointed there, and `team.resume` picks
-    the conversation up in another process.
+    the conversation up in another process. Without one nothing is checkpointed as it
+    runs; `save_state` still saves the conversation, when asked.
     """
 
     def __init__(
@@ -91,6 +95,10 @@ class TeamSession:
         self._key = ""
         self._channels = self._new_channels()
         self._busy = False
+        self._control = RunControl()
+        self._snapshots: InMemoryCheckpointStore | None = None
+        """Where a session without a store saves its state when asked (`save_state`): it
+        writes no checkpoint as it runs, so a run costs nothing for a state nobody saves."""
 
     # -- what the session holds -----------------------------------------------------------
 
@@ -101,7 +109,10 @@ class TeamSession:
 
     @property
     def checkpoint_id(self) -> str | None:
-        """The last checkpoint of the conversation (None without a checkpoint store)."""
+        """The last checkpoint of the conversation in the session's store (None without
+        one)."""
+        if self._store is None:
+            return None
         return None if self._run is None else self._run.checkpoint_id
 
     @property
@@ -125,15 +136,22 @@ class TeamSession:
     # -- running --------------------------------------------------------------------------
 
     async def run(
-        self, task: TaskInput = None, *, cancellation_token: CancellationToken | None = None
+        self,
+        task: TaskInput = None,
+        *,
+        cancellation_token: CancellationToken | None = None,
+        include_routing: bool = False,
     ) -> TaskResult:
         """Run the team on `task` until it stops; without a task, continue the conversation.
 
-        A cancelled token stops the run at once and raises `CancelledError`; `run()` later
-        finishes the interrupted turn and goes on.
+        A cancelled token stops the run within one turn and raises `CancelledError`;
+        `run()` later finishes the interrupted turn and goes on. `include_routing=True`
+        puts the run's routing decisions in `TaskResult.routing` (a streamed run yields
+        them as `RoutingEvent`s either way).
         """
         result: TaskResult | None = None
-        async for item in self._events(task, cancellation_token, streaming=False):
+        items = self._events(task, cancellation_token, streaming=False, routing=include_routing)
+        async for item in items:
             if isinstance(item, TaskResult):
                 result = item
         if result is None:  # pragma: no cover - run_stream always ends with a result
@@ -141,32 +159,41 @@ class TeamSession:
         return result
 
     def run_stream(
-        self, task: TaskInput = None, *, cancellation_token: CancellationToken | None = None
+        self,
+        task: TaskInput = None,
+        *,
+        cancellation_token: CancellationToken | None = None,
+        include_routing: bool = False,
     ) -> AsyncIterator[StreamItem]:
         """Run and yield as it happens: team events (each message of the transcript, each
         routing decision, the stop), the agents' chunks, requests for input, then the
         `TaskResult`. Leaving the loop early cancels the run."""
-        return self._events(task, cancellation_token, streaming=True)
+        return self._events(task, cancellation_token, streaming=True, routing=include_routing)
 
     async def _events(
-        self, task: TaskInput, cancellation_token: CancellationToken | None, *, streaming: bool
+        self,
+        task: TaskInput,
+        cancellation_token: CancellationToken | None,
+        *,
+        streaming: bool,
+        routing: bool,
     ) -> AsyncIterator[StreamItem]:
         self._enter()
         try:
-            messages = Message.coerce(task)
+            start = TeamTask(Message.coerce(task), routing)
             before = 0 if self._run is None else len(self._run.outputs)
             if streaming:
-                stream = self._drive_stream(messages, cancellation_token)
+                stream = self._drive_stream(start, cancellation_token)
                 async with stream:
                     async for event in stream:
                         if _shown(event):
                             yield event
                     outcome = stream.result
             else:
-                outcome = await self._drive(messages, cancellation_token)
+                outcome = await self._drive(start, cancellation_token)
             yield self._result_of(outcome, before)
         finally:
-            self._busy = False
+            self._leave()
 
     def _enter(self) -> None:
         if self._busy:
@@ -175,6 +202,52 @@ class TeamSession:
                 "run to end, or use team.create_session() for an independent conversation"
             )
         self._busy = True
+        self._control.begin()
+
+    def _leave(self) -> None:
+        self._busy = False
+        self._control.stopping = False  # a stop() asks the run under way, not the next one
+
+    # -- from another task: pause, resume, stop ---------------------------------------------
+
+    async def pause(self) -> None:
+        """Pause the team: tell the participants (each agent with an ``on_pause()`` method
+        has it awaited), and hold the run at its next turn boundary (the turn under way
+        finishes) until `resume`. `run()` does not return meanwhile, as in AutoGen; a run
+        started while paused waits at its first turn. A checkpoint store has every turn
+        before the pause, so a paused session may also be resumed elsewhere."""
+        self._check_controllable("pause")
+        self._control.pause()
+        await _tell(self.team.participants, "on_pause")
+
+    async def resume(self) -> None:
+        """Resume a paused team: tell the participants (``on_resume()``), then the same
+        run goes on from the turn boundary where it waited."""
+        self._check_controllable("resume")
+        await _tell(self.team.participants, "on_resume")
+        self._control.resume()
+
+    @property
+    def is_paused(self) -> bool:
+        """True between `pause` and `resume`."""
+        return self._control.paused
+
+    def stop(self) -> None:
+        """Stop the run under way at its next turn boundary (the turn under way finishes;
+        a paused run stops at once, and the session stays paused until `resume`): `run()`
+        returns its `TaskResult`, whose stop message has the source ``"stop"``, and the next
+        `run()` goes on from there. Nothing happens when no run is under way."""
+        self._check_controllable("stop")
+        if self._busy:
+            self._control.stop()
+
+    def _check_controllable(self, what: str) -> None:
+        if self._copying:
+            raise UsageError(
+                f"team {self.team.name!r}: {what}() reaches a run in this process only, and "
+                "this session runs on a runtime that may place its manager elsewhere; use a "
+                "cancellation token (run() without a task goes on) or an External condition"
+            )
 
     def _waiting_request(self) -> str | None:
         run = self._run
@@ -195,21 +268,20 @@ class TeamSession:
         return channels
 
     def _kwargs(self) -> dict[str, Any]:
-        channels: ChannelSet | str = self._key if self._copying else self._channels
-        return {CHANNELS_KEY: channels, TEAM_KEY: self.team.name}
+        if self._copying:
+            return {CHANNELS_KEY: self._key, TEAM_KEY: self.team.name}
+        return {CHANNELS_KEY: self._channels, TEAM_KEY: self.team.name, CONTROL_KEY: self._control}
 
     @property
     def _workflow(self) -> Workflow:
         return self.team.workflow_for(self._runtime)
 
-    async def _drive(
-        self, messages: list[Message], token: CancellationToken | None
-    ) -> WorkflowRunResult:
+    async def _drive(self, task: TeamTask, token: CancellationToken | None) -> WorkflowRunResult:
         run = self._run
         if run is None:
             workflow = self._workflow
             result = await workflow.run(
-                TeamTask(messages),
+                task,
                 runtime=self._runtime,
                 checkpoint_store=self._store,
                 kwargs=self._kwargs(),
@@ -219,15 +291,15 @@ class TeamSession:
             return result
         waiting = self._waiting_request()
         if waiting is not None:
-            return await run.send_responses({waiting: TeamTask(messages)}, cancellation_token=token)
-        self._check_continuable(run, messages)
+            return await run.send_responses({waiting: task}, cancellation_token=token)
+        self._check_continuable(run, task.messages)
         return await run.continue_run(cancellation_token=token)
 
-    def _drive_stream(self, messages: list[Message], token: CancellationToken | None) -> Any:
+    def _drive_stream(self, task: TeamTask, token: CancellationToken | None) -> Any:
         run = self._run
         if run is None:
             stream = self._workflow.run_stream(
-                TeamTask(messages),
+                task,
                 runtime=self._runtime,
                 checkpoint_store=self._store,
                 kwargs=self._kwargs(),
@@ -236,10 +308,8 @@ class TeamSession:
             return stream
         waiting = self._waiting_request()
         if waiting is not None:
-            return run.send_responses_stream(
-                {waiting: TeamTask(messages)}, cancellation_token=token
-            )
-        self._check_continuable(run, messages)
+            return run.send_responses_stream({waiting: task}, cancellation_token=token)
+        self._check_continuable(run, task.messages)
         return run.continue_run_stream(cancellation_token=token)
 
     def _check_continuable(self, run: WorkflowRun, messages: list[Message]) -> None:
@@ -284,7 +354,7 @@ class TeamSession:
             outcome = await run.send_responses(responses, cancellation_token=cancellation_token)
             return self._result_of(outcome, before)
         finally:
-            self._busy = False
+            self._leave()
 
     def send_responses_stream(
         self,
@@ -310,7 +380,7 @@ class TeamSession:
                 outcome = stream.result
             yield self._result_of(outcome, before)
         finally:
-            self._busy = False
+            self._leave()
 
     def _answerable(self) -> WorkflowRun:
         if self._run is None:
@@ -325,6 +395,7 @@ class TeamSession:
         self._enter()
         try:
             self._run = None
+            self._snapshots = None
             await self._channels.close()
             self._channels = self._new_channels()
         finally:
@@ -339,12 +410,16 @@ class TeamSession:
         if run is None:
             return {"schema_version": STATE_SCHEMA_VERSION, "team": self.team.name, "run": None}
         store = self._store
-        if store is None or run.checkpoint_id is None:
-            raise UsageError(
-                f"team {self.team.name!r}: this session keeps no checkpoints; create it with "
-                "team.create_session(checkpoint_store=...) to save its state"
-            )
-        checkpoint = await store.load(run.checkpoint_id)
+        if store is None:
+            if self._snapshots is None:
+                self._snapshots = InMemoryCheckpointStore()
+            store = self._snapshots
+            checkpoint_id = await run.save_checkpoint(store)
+        elif run.checkpoint_id is None:  # pragma: no cover - a run with a store has one
+            raise UsageError(f"team {self.team.name!r} has no checkpoint to save yet")
+        else:
+            checkpoint_id = run.checkpoint_id
+        checkpoint = await store.load(checkpoint_id)
         values = {
             ref: await store.read_value(ref)
             for ref in [*checkpoint.state_refs.values(), *checkpoint.executor_refs.values()]
@@ -373,21 +448,24 @@ class TeamSession:
             checkpoint = WorkflowCheckpoint.from_record(
                 saved["checkpoint"], checkpoint_id=str(saved["checkpoint"].get("checkpoint_id"))
             )
-            store = self._store
-            if store is None:
-                store = self._store = InMemoryCheckpointStore()
+            store: CheckpointStore | None = self._store
+            if store is None:  # restored from a snapshot store, then run without one
+                store = self._snapshots = InMemoryCheckpointStore()
             if not await _has_checkpoint(store, checkpoint.checkpoint_id):
                 await store.save(
                     checkpoint,
                     values=saved["values"],
                     log_appends={seg: (0, list(entries)) for seg, entries in saved["logs"].items()},
                 )
-            self._run = await self._workflow.restore(
+            run = await self._workflow.restore(
                 checkpoint.checkpoint_id,
                 checkpoint_store=store,
                 runtime=self._runtime,
                 kwargs=self._kwargs(),
             )
+            if self._store is None:
+                run.detach_checkpoint_store()
+            self._run = run
         finally:
             self._busy = False
 
@@ -405,6 +483,16 @@ class TeamSession:
     async def close(self) -> None:
         """Stop channel deliveries under way (the conversation itself is kept)."""
         await self._channels.close()
+
+
+async def _tell(participants: Sequence[Agent], hook: str) -> None:
+    """Await `hook` (``on_pause``, ``on_resume``) on every participant that has one."""
+    for agent in participants:
+        method = getattr(agent, hook, None)
+        if callable(method):
+            answer = method()
+            if inspect.isawaitable(answer):
+                await answer
 
 
 def _shown(event: WorkflowEvent) -> bool:

@@ -30,6 +30,9 @@ from ..models import ChatClient, ChatOptions, LocalChatClient
 
 __all__ = [
     "DEFAULT_SELECTOR_PROMPT",
+    "FALLBACK_POLICIES",
+    "NEXT_IN_ORDER",
+    "PREVIOUS_SPEAKER",
     "ChatState",
     "FunctionPolicy",
     "RoundRobin",
@@ -189,6 +192,16 @@ DEFAULT_SELECTOR_PROMPT = (
 Candidates: TypeAlias = Callable[[ChatState], Sequence[str] | Awaitable[Sequence[str]]]
 Fallback: TypeAlias = str | Callable[[ChatState], str]
 
+NEXT_IN_ORDER = "next in order"
+"""Selector fallback policy (the default): the next candidate after the last speaker, in
+the team's order, as a round robin would pick."""
+PREVIOUS_SPEAKER = "previous speaker"
+"""Selector fallback policy, AutoGen's: the last speaker again (the first candidate when
+nobody has spoken yet), even where `allow_repeat=False` had ruled it out."""
+FALLBACK_POLICIES = (NEXT_IN_ORDER, PREVIOUS_SPEAKER)
+"""The named fallback policies. Each has a space, which no agent name has, so a policy is
+never mistaken for a participant."""
+
 
 class Selector(SpeakerPolicy):
     """A model picks the next speaker among the candidates.
@@ -200,8 +213,11 @@ class Selector(SpeakerPolicy):
     - `selector_func(state)` may pick instead of the model, or return None to let it pick;
     - the model's answer is constrained to the candidates' names by a JSON schema (a
       grammar on the local model, so it is always valid); an answer that is not a
-      candidate is retried up to `max_attempts` times, then `fallback` picks (a name, or a
-      function of the state; default: the next candidate in round-robin order).
+      candidate is retried up to `max_attempts` times, then `fallback` picks: a policy,
+      `NEXT_IN_ORDER` (``"next in order"``, the default: the next candidate after the last
+      speaker in the team's order) or `PREVIOUS_SPEAKER` (``"previous speaker"``,
+      AutoGen's: the last speaker again, or the first candidate when nobody spoke yet);
+      or a participant's name; or a function of the state.
 
     Every decision says why and whether the fallback chose (see `RoutingEvent`).
     """
@@ -230,6 +246,11 @@ class Selector(SpeakerPolicy):
         for key in ("{participants}",):
             if key not in prompt:
                 raise ConfigurationError(f"the selector prompt must contain {key}")
+        if isinstance(fallback, str) and " " in fallback and fallback not in FALLBACK_POLICIES:
+            raise ConfigurationError(
+                f"the selector's fallback {fallback!r} is neither a policy {FALLBACK_POLICIES} "
+                "nor an agent name (agent names have no spaces)"
+            )
         self.client = client
         self.prompt = prompt
         self.candidates = candidates
@@ -311,11 +332,14 @@ class Selector(SpeakerPolicy):
 
     def _fall_back(self, state: ChatState, names: list[str]) -> str:
         fallback = self.fallback
-        if fallback is None:  # the next candidate after the last speaker, in the team's order
+        if fallback is None or fallback == NEXT_IN_ORDER:  # after the last speaker, in order
             order = list(state.participants)
             start = order.index(state.last_speaker) + 1 if state.last_speaker in order else 0
             rotated = order[start:] + order[:start]
             return next(n for n in rotated if n in names)
+        if fallback == PREVIOUS_SPEAKER:
+            last = state.last_speaker
+            return last if last is not None and last in state.participants else names[0]
         name = fallback if isinstance(fallback, str) else fallback(state)
         if name not in state.participants:
             raise ConfigurationError(

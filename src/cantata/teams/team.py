@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..agents import Agent, AgentThread
-from ..core import CancellationToken, ConfigurationError
-from ..workflows import Executor, InMemoryCheckpointStore, Workflow, WorkflowBuilder
+from ..core import CancellationToken, ConfigurationError, UsageError
+from ..workflows import Executor, Workflow, WorkflowBuilder
 from ..workflows.placement import _copies_messages
 from .channels import ChannelFactory, ChannelSet, factories_for
 from .manager import TeamManager
@@ -166,12 +166,28 @@ class Team(ABC):
 
     async def resume(
         self,
-        checkpoint_id: str,
+        checkpoint_id: str | None = None,
         *,
-        checkpoint_store: CheckpointStore,
+        checkpoint_store: CheckpointStore | None = None,
         runtime: AgentRuntime | None = None,
     ) -> TeamSession:
-        """The conversation saved at `checkpoint_id`, in this process; `run()` goes on."""
+        """The conversation saved at `checkpoint_id` in `checkpoint_store`, in a new session
+        of this process (`run()` goes on); or, with no checkpoint, AutoGen's ``resume()``:
+        the paused default session goes on (see `TeamSession.resume`). Returns the session
+        that goes on."""
+        if checkpoint_id is None:
+            if checkpoint_store is not None or runtime is not None:
+                raise UsageError(
+                    f"team {self.name!r}: resume() without a checkpoint id resumes the paused "
+                    "default session; pass checkpoint_id= to resume a checkpoint"
+                )
+            await self.session.resume()
+            return self.session
+        if checkpoint_store is None:
+            raise UsageError(
+                f"team {self.name!r}: resuming checkpoint {checkpoint_id!r} needs the "
+                "checkpoint_store= it was saved in"
+            )
         session = self.create_session(checkpoint_store=checkpoint_store, runtime=runtime)
         await session._restore(checkpoint_id)
         return session
@@ -180,23 +196,45 @@ class Team(ABC):
     def session(self) -> TeamSession:
         """The default session that `run`, `run_stream`, `reset` and the state methods use.
 
-        It checkpoints in memory, so `save_state` works as it does in AutoGen; sessions
-        from `create_session` checkpoint only when given a store."""
+        Like any session without a store it writes no checkpoint as it runs (so
+        ``team.run()`` costs what ``create_session().run()`` does), and `save_state` saves
+        it when asked, as AutoGen's does; `use_checkpoint_store` makes it checkpoint every
+        step into a store."""
         if self._session is None:
-            self._session = self.create_session(checkpoint_store=InMemoryCheckpointStore())
+            self._session = self.create_session()
         return self._session
 
     async def run(
-        self, task: TaskInput = None, *, cancellation_token: CancellationToken | None = None
+        self,
+        task: TaskInput = None,
+        *,
+        cancellation_token: CancellationToken | None = None,
+        include_routing: bool = False,
     ) -> TaskResult:
         """Run the default session on `task` (None continues); see `TeamSession.run`."""
-        return await self.session.run(task, cancellation_token=cancellation_token)
+        return await self.session.run(
+            task, cancellation_token=cancellation_token, include_routing=include_routing
+        )
 
     def run_stream(
-        self, task: TaskInput = None, *, cancellation_token: CancellationToken | None = None
+        self,
+        task: TaskInput = None,
+        *,
+        cancellation_token: CancellationToken | None = None,
+        include_routing: bool = False,
     ) -> AsyncIterator[StreamItem]:
         """Stream a run of the default session; see `TeamSession.run_stream`."""
-        return self.session.run_stream(task, cancellation_token=cancellation_token)
+        return self.session.run_stream(
+            task, cancellation_token=cancellation_token, include_routing=include_routing
+        )
+
+    async def pause(self) -> None:
+        """Pause the default session's run; see `TeamSession.pause` (`resume()` goes on)."""
+        await self.session.pause()
+
+    def stop(self) -> None:
+        """Stop the default session's run after its turn under way; see `TeamSession.stop`."""
+        self.session.stop()
 
     async def reset(self) -> None:
         """Reset the default session."""

@@ -29,9 +29,11 @@ HISTORY_LOG = "team.history"
 @register(name="cantata.teams.TeamTask")
 @dataclass(slots=True)
 class TeamTask:
-    """A team run's input: the task's messages (empty to continue the previous run)."""
+    """A team run's input: the task's messages (empty to continue the previous run), and
+    whether its `TaskResult` carries the run's routing decisions."""
 
     messages: list[Message] = field(default_factory=list)
+    include_routing: bool = False
 
 
 @register(name="cantata.teams.AwaitingTask")

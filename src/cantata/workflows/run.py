@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..core import CancellationToken, WorkflowError
+from ..core import CancellationToken, ConfigurationError, WorkflowError
 from ._typing import accepts_value, type_name
 from .events import RequestInfoEvent, RunStatus, WorkflowEvent
 from .placement import drive_placed
@@ -50,6 +50,8 @@ class WorkflowRun:
         self._kwargs = kwargs
         self._journal = journal
         self._busy = False
+        self._saved_into = checkpoint_store
+        """The store of the run's last checkpoint (its checkpoints are incremental)."""
 
     @property
     def run_id(self) -> str:
@@ -78,6 +80,37 @@ class WorkflowRun:
             RequestInfoEvent(r.executor_id, r.request_id, r.data, r.response_type)
             for r in self._state.requests.values()
         ]
+
+    @property
+    def checkpoint_store(self) -> CheckpointStore | None:
+        """Where each superstep is checkpointed (None: nowhere; `save_checkpoint` saves when
+        asked)."""
+        return self._store
+
+    def detach_checkpoint_store(self) -> None:
+        """Stop checkpointing each superstep; `save_checkpoint(store)` into the store of the
+        last checkpoint still writes only what changed since."""
+        self._check_idle()
+        self._store = None
+
+    async def save_checkpoint(self, store: CheckpointStore) -> str:
+        """Checkpoint the run as it stands between two calls into `store`; returns the id.
+
+        A run without a checkpoint store writes nothing as it goes: this is how it saves
+        when asked (a team's `save_state`). Checkpoints are incremental, so `store` must be
+        the store of the run's last checkpoint, if it has one."""
+        self._check_idle()
+        if self._state.checkpoint_id is not None and store is not self._saved_into:
+            raise ConfigurationError(
+                f"run {self.run_id!r} was last checkpointed into another store, and a "
+                "checkpoint holds only what changed since the previous one: save into that "
+                "store (or restore the run from the new one first)"
+            )
+        from .checkpointing import save_checkpoint
+
+        checkpoint_id = await save_checkpoint(self.workflow, self._state, store)
+        self._saved_into = store
+        return checkpoint_id
 
     def _accept(self, responses: Mapping[str, Any]) -> None:
         """Check every answer (known request, right type) before taking any of them."""
