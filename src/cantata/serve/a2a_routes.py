@@ -92,7 +92,9 @@ def contribute(ctx: ServeContext) -> Contribution:
     for name, entry in ctx.served.items():
         path = f"{A2A_PATH}/{name}"
         handler = ServedRequestHandler(
-            ServedAgentExecutor(entry, ctx.store, timeout=ctx.limits.request_timeout),
+            ServedAgentExecutor(
+                entry, ctx.store, timeout=ctx.limits.request_timeout, drain=ctx.drain
+            ),
             tasks,
             agent_card(entry, path),
         )
