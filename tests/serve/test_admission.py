@@ -59,7 +59,7 @@ async def _metric(http: httpx.AsyncClient, url: str, name: str) -> float:
 
 async def _until(http: httpx.AsyncClient, url: str, name: str, value: float) -> None:
     async with asyncio.timeout(WAIT):
-        while await _metric(http, url, name) != value:
+        while await _metric(http, url, name) != value:  # noqa: ASYNC110 (another process's state)
             await asyncio.sleep(0.02)
 
 
@@ -107,47 +107,47 @@ async def test_overload_is_answered_429_with_retry_after_and_accepted_requests_f
 
 
 async def test_a_request_that_waits_past_the_queue_timeout_is_refused() -> None:
-    async with _gated(Limits(max_running=1, max_queued=4, queue_timeout=0.3)) as (url, gate):
-        async with httpx.AsyncClient(timeout=WAIT) as http:
-            body = {"model": "gated", "messages": [{"role": "user", "content": "first"}]}
-            running = asyncio.create_task(http.post(f"{url}/v1/chat/completions", json=body))
-            await _until(http, url, "cantata_serve_running_requests", 1)
-            waited = await http.post(f"{url}/v1/chat/completions", json=body)
-            assert waited.status_code == 429 and "retry-after" in waited.headers
-            assert "waited 0.3 s" in waited.json()["error"]["message"]
-            gate.open.set()
-            assert (await running).status_code == 200
-            name = 'cantata_serve_rejected_requests_total{reason="queue_timeout"}'
-            assert await _metric(http, url, name) == 1
+    limits = Limits(max_running=1, max_queued=4, queue_timeout=0.3)
+    async with _gated(limits) as (url, gate), httpx.AsyncClient(timeout=WAIT) as http:
+        body = {"model": "gated", "messages": [{"role": "user", "content": "first"}]}
+        running = asyncio.create_task(http.post(f"{url}/v1/chat/completions", json=body))
+        await _until(http, url, "cantata_serve_running_requests", 1)
+        waited = await http.post(f"{url}/v1/chat/completions", json=body)
+        assert waited.status_code == 429 and "retry-after" in waited.headers
+        assert "waited 0.3 s" in waited.json()["error"]["message"]
+        gate.open.set()
+        assert (await running).status_code == 200
+        name = 'cantata_serve_rejected_requests_total{reason="queue_timeout"}'
+        assert await _metric(http, url, name) == 1
 
 
 async def test_a2a_and_mcp_are_refused_in_their_own_shape_when_full() -> None:
-    async with _gated(Limits(max_running=1, max_queued=0)) as (url, gate):
-        async with httpx.AsyncClient(timeout=WAIT) as http:
-            body = {"model": "gated", "messages": [{"role": "user", "content": "hold"}]}
-            holding = asyncio.create_task(http.post(f"{url}/v1/chat/completions", json=body))
-            await _until(http, url, "cantata_serve_running_requests", 1)
-            # A2A: the official client fails with the HTTP status; the body is JSON-RPC
-            card = await A2ACardResolver(http, f"{url}/a2a/gated").get_agent_card()
-            a2a = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
-            message = new_text_message("hi", role=Role.ROLE_USER)
-            with pytest.raises(Exception, match="429"):
-                async with asyncio.timeout(WAIT):
-                    _ = [e async for e in a2a.send_message(SendMessageRequest(message=message))]
-            rpc = {"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {}}
-            raw = await http.post(f"{url}/a2a/gated", json=rpc, headers={"A2A-Version": "1.0"})
-            assert raw.status_code == 429 and int(raw.headers["retry-after"]) >= 1
-            assert raw.json()["id"] == 7 and raw.json()["error"]["code"] == -32000
-            # reading a task or the card is not model work: never refused
-            card_again = await http.get(f"{url}/a2a/gated/.well-known/agent-card.json")
-            assert card_again.status_code == 200
-            # MCP: listing tools goes through; calling one is refused with 429
-            async with asyncio.timeout(WAIT), MCPClient(f"{url}/mcp") as mcp:
-                assert [t.name for t in (await mcp.list_tools()).tools] == ["gated"]
-                with pytest.raises(Exception, match="at capacity"):  # its JSON-RPC error
-                    await mcp.call_tool("gated", {"task": "hi"})
-            gate.open.set()
-            assert (await holding).status_code == 200
+    limits = Limits(max_running=1, max_queued=0)
+    async with _gated(limits) as (url, gate), httpx.AsyncClient(timeout=WAIT) as http:
+        body = {"model": "gated", "messages": [{"role": "user", "content": "hold"}]}
+        holding = asyncio.create_task(http.post(f"{url}/v1/chat/completions", json=body))
+        await _until(http, url, "cantata_serve_running_requests", 1)
+        # A2A: the official client fails with the HTTP status; the body is JSON-RPC
+        card = await A2ACardResolver(http, f"{url}/a2a/gated").get_agent_card()
+        a2a = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
+        message = new_text_message("hi", role=Role.ROLE_USER)
+        with pytest.raises(Exception, match="429"):
+            async with asyncio.timeout(WAIT):
+                _ = [e async for e in a2a.send_message(SendMessageRequest(message=message))]
+        rpc = {"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {}}
+        raw = await http.post(f"{url}/a2a/gated", json=rpc, headers={"A2A-Version": "1.0"})
+        assert raw.status_code == 429 and int(raw.headers["retry-after"]) >= 1
+        assert raw.json()["id"] == 7 and raw.json()["error"]["code"] == -32000
+        # reading a task or the card is not model work: never refused
+        card_again = await http.get(f"{url}/a2a/gated/.well-known/agent-card.json")
+        assert card_again.status_code == 200
+        # MCP: listing tools goes through; calling one is refused with 429
+        async with asyncio.timeout(WAIT), MCPClient(f"{url}/mcp") as mcp:
+            assert [t.name for t in (await mcp.list_tools()).tools] == ["gated"]
+            with pytest.raises(Exception, match="at capacity"):  # its JSON-RPC error
+                await mcp.call_tool("gated", {"task": "hi"})
+        gate.open.set()
+        assert (await holding).status_code == 200
 
 
 def test_model_work_is_told_by_path_and_json_rpc_method() -> None:

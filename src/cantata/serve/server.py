@@ -97,11 +97,35 @@ def serve(
         server_header=False,
     )
     logging.getLogger("uvicorn.error").addFilter(_QuietEndings())
+    _log_beside_uvicorn(log_level)
+    _keep_sse_streams_to_the_drain()
     sock = listen_socket(host, port)
     try:
         _DrainingServer(config, drain, grace).run(sockets=[sock])
     finally:
         sock.close()
+
+
+def _log_beside_uvicorn(level: str) -> None:
+    """cantata's own lines (shed load, stalled streams, the drain) in uvicorn's format."""
+    from uvicorn.logging import DefaultFormatter
+
+    log = logging.getLogger("cantata")
+    if not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(DefaultFormatter("%(levelprefix)s %(message)s", use_colors=False))
+        log.addHandler(handler)
+        log.setLevel(level.upper())
+
+
+def _keep_sse_streams_to_the_drain() -> None:
+    """sse-starlette (the A2A SDK's event streams) ends every stream the moment uvicorn is
+    told to stop, before the run behind it can say how it ended; the drain ends them."""
+    try:
+        from sse_starlette.sse import AppStatus
+    except ImportError:  # no A2A here
+        return
+    AppStatus.disable_automatic_graceful_drain()
 
 
 class _DrainingServer(uvicorn.Server):
