@@ -60,16 +60,15 @@ async def test_sigterm_mid_stream_ends_every_stream_with_a_terminal_event() -> N
                 "stream": True,
                 "messages": [{"role": "user", "content": "go"}],
             }
-            quick_body = {**chat_body, "model": "quick"}
             responses_body = {"model": "slow", "stream": True, "input": "go"}
-            flags = [asyncio.Event() for _ in range(4)]
+            flags = [asyncio.Event() for _ in range(3)]
             tasks = [
                 asyncio.create_task(_sse(http, f"{url}/v1/chat/completions", chat_body, flags[0])),
                 asyncio.create_task(_sse(http, f"{url}/v1/responses", responses_body, flags[1])),
                 asyncio.create_task(_a2a(http, url, flags[2])),
             ]
             async with asyncio.timeout(WAIT):
-                for flag in flags[:3]:
+                for flag in flags:
                     await flag.wait()
             proc.send_signal(signal.SIGTERM)
             await asyncio.sleep(0.3)  # the server has begun to drain (uvicorn polls each 0.1 s)

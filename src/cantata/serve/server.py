@@ -125,7 +125,7 @@ def _keep_sse_streams_to_the_drain() -> None:
         from sse_starlette.sse import AppStatus
     except ImportError:  # no A2A here
         return
-    AppStatus.disable_automatic_graceful_drain()
+    AppStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]
 
 
 class _DrainingServer(uvicorn.Server):
