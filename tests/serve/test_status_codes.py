@@ -69,12 +69,15 @@ async def test_a_prompt_longer_than_the_context_is_400_context_length_exceeded()
 async def test_the_embedded_model_refuses_a_prompt_past_its_context_with_400() -> None:
     from cantata.models import LocalChatClient
 
-    async with LocalChatClient(n_ctx=512, parallel=1) as model, MemoryStore() as store:
-        async with serving(ChatAgent(model, name="local"), store=store) as url:
-            body = {"model": "local", "messages": [{"role": "user", "content": "word " * 3000}]}
-            with _logged() as records:
-                async with httpx.AsyncClient(timeout=WAIT) as http:
-                    reply = await http.post(f"{url}/v1/chat/completions", json=body)
+    body = {"model": "local", "messages": [{"role": "user", "content": "word " * 3000}]}
+    async with (
+        LocalChatClient(n_ctx=512, parallel=1) as model,
+        MemoryStore() as store,
+        serving(ChatAgent(model, name="local"), store=store) as url,
+    ):
+        with _logged() as records:
+            async with httpx.AsyncClient(timeout=WAIT) as http:
+                reply = await http.post(f"{url}/v1/chat/completions", json=body)
     assert reply.status_code == 400, reply.text
     assert reply.json()["error"]["code"] == "context_length_exceeded"
     assert not [r for r in records if r.exc_info], "a client's error logged a traceback"
