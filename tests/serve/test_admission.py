@@ -171,3 +171,18 @@ def test_model_work_is_told_by_path_and_json_rpc_method() -> None:
 def test_bad_limits_are_refused(bad: dict[str, float]) -> None:
     with pytest.raises(ConfigurationError, match=next(iter(bad))):
         Limits(**bad)  # type: ignore[arg-type]
+
+
+async def test_a_request_that_would_wait_past_the_queue_timeout_is_refused_at_once() -> None:
+    from cantata.serve.admission import Admission
+    from cantata.serve.errors import OverloadedError
+    from cantata.serve.metrics import ServeMetrics
+
+    admission = Admission(max_running=1, max_queued=8, queue_timeout=0.05, metrics=ServeMetrics())
+    async with admission.slot():
+        await asyncio.sleep(0.1)  # the recent pace: a request holds its slot 0.1 s
+    async with admission.slot():
+        with pytest.raises(OverloadedError, match="at capacity") as refused:
+            async with admission.slot():
+                pass
+    assert refused.value.retry_after >= 1 and admission.queued == 0 and admission.running == 0

@@ -4,7 +4,9 @@ A request that runs a model (a chat completion, a response, an A2A message, an M
 call, the dev UI's chat) takes one of `max_running` slots for as long as it runs, its
 stream included. When all are taken it waits in a FIFO queue of at most `max_queued`, for at
 most `queue_timeout` seconds; beyond that it is answered at once with 429 and a
-``Retry-After`` estimated from how long recent requests held their slot. Everything else
+``Retry-After`` estimated from how long recent requests held their slot. A request that
+would wait past `queue_timeout` at that pace is refused at once too, so a slow model sheds
+load in milliseconds instead of after the timeout. Everything else
 (listing models, reading a stored response, cards, metrics) is never queued.
 
 The refusal speaks each protocol's error shape: OpenAI's ``error`` object on ``/v1`` and
@@ -89,6 +91,11 @@ class Admission:
         """Requests waiting for a slot now."""
         return len(self._waiters)
 
+    def _expected_wait(self) -> float:
+        """Seconds a request queued now would wait at the recent pace: one that would wait
+        past the queue timeout is refused at once rather than after the timeout."""
+        return self._held * (len(self._waiters) + 1) / self.max_running
+
     def retry_after(self) -> int:
         """Whole seconds after which a refused request may find room: the time the work
         ahead of it takes at the recent pace, from 1 to 60."""
@@ -111,7 +118,7 @@ class Admission:
             self._running += 1
             self._metrics.admitted.inc()
             return
-        if len(self._waiters) >= self.max_queued:
+        if len(self._waiters) >= self.max_queued or self._expected_wait() > self.queue_timeout:
             raise self._refuse(
                 "queue_full",
                 f"the server is at capacity ({self._running} requests running, "
