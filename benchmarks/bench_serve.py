@@ -20,6 +20,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -37,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CONCURRENCY = 16
 MAX_RUNNING, MAX_QUEUED = 4, 16
 LOAD_CLIENTS = 2 * (MAX_RUNNING + MAX_QUEUED)  # twice what the server takes at once
-_START_TIMEOUT = 30.0
+_START_TIMEOUT = 90.0
 _COMMAND = (sys.executable, "-m", "cantata.cli", "serve", "benchmarks/bench_serve.py:agent")
 NOTE = "scripted agent; server in a subprocess"
 
@@ -108,6 +109,7 @@ def _server_process(
     else:
         command = [*_COMMAND[:-1], target or _COMMAND[-1], "--port", str(port)]
         command += ["--store", "memory://", "--log-level", "warning", *args]
+    log = tempfile.TemporaryFile()  # noqa: SIM115 (closed below; read if the server fails)
     proc = subprocess.Popen(
         command,
         cwd=ROOT,
@@ -116,7 +118,7 @@ def _server_process(
             "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "benchmarks")]),
         },
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=log,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -128,7 +130,11 @@ def _server_process(
             except httpx.TransportError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"cantata serve did not start on {url}")
+                proc.kill()
+                proc.wait(10)
+                log.seek(0)
+                said = log.read().decode(errors="replace")[-2000:]
+                raise RuntimeError(f"{command[2:5]} did not start on {url}: {said}")
             time.sleep(0.05)
         yield url, proc
     finally:
@@ -138,6 +144,7 @@ def _server_process(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+        log.close()
 
 
 async def in_process_latency(n: int) -> list[float]:
