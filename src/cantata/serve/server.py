@@ -33,6 +33,8 @@ working directory)."""
 DEFAULT_GRACE = 10.0
 """Seconds open requests get to finish when the server is told to stop."""
 
+_KEEP_ALIVE = 75  # seconds an idle connection is kept open
+
 SEND_BUFFER_BYTES = 64 * 1024
 """The send buffer asked of the kernel for each connection (Linux doubles it)."""
 
@@ -94,6 +96,9 @@ def serve(
         log_level=log_level,
         lifespan="on",
         timeout_graceful_shutdown=math.ceil(grace),
+        # longer than a proxy keeps an idle upstream connection (nginx, cloud balancers: 60
+        # s), so the proxy never reuses one the server is closing at that moment
+        timeout_keep_alive=_KEEP_ALIVE,
         server_header=False,
     )
     logging.getLogger("uvicorn.error").addFilter(_QuietEndings())
