@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cantata.agents import ChatAgent
-from cantata.core import ContextLengthError
+from cantata.core import ContextLengthError, ModelHTTPError
 from cantata.models import ScriptedChatClient
 from cantata.stores import MemoryStore
 
@@ -48,8 +48,23 @@ def _logged() -> Iterator[list[logging.LogRecord]]:
         root.removeHandler(handler)
 
 
-async def test_a_prompt_longer_than_the_context_is_400_context_length_exceeded() -> None:
-    too_long = ContextLengthError("the prompt is 9000 tokens, more than the context of 4096")
+TOO_LONG = "the prompt is 9000 tokens, more than the context of 4096"
+
+
+@pytest.mark.parametrize(
+    "too_long",
+    [
+        ContextLengthError(TOO_LONG),  # the embedded model's
+        ModelHTTPError(  # what an OpenAI-compatible model server answers
+            f"HTTP 400: {TOO_LONG}",
+            status_code=400,
+            body={"error": {"code": "context_length_exceeded", "message": TOO_LONG}},
+        ),
+    ],
+)
+async def test_a_prompt_longer_than_the_context_is_400_context_length_exceeded(
+    too_long: Exception,
+) -> None:
     agent = ChatAgent(ScriptedChatClient([too_long, too_long]), name="small")
     async with MemoryStore() as store, serving(agent, store=store) as url:
         client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="-", max_retries=0)

@@ -17,6 +17,7 @@ from ..core import (
     CantataError,
     ContextLengthError,
     InvalidMessageError,
+    ModelHTTPError,
     RunError,
     SerializationError,
     TimeoutError,
@@ -83,7 +84,7 @@ def status_for(exc: BaseException) -> int:
     """The HTTP status of a failure: the caller's mistakes are 4xx, the run's are 5xx."""
     if isinstance(exc, RequestError):
         return exc.status
-    if isinstance(exc, ContextLengthError):
+    if _context_overflow(exc):
         return 400
     if isinstance(exc, ServerStoppingError):
         return 503
@@ -115,10 +116,22 @@ def error_body(exc: BaseException) -> dict[str, Any]:
     }
 
 
+def _context_overflow(exc: BaseException) -> bool:
+    """The prompt was longer than the model's context: the embedded model's typed error, or
+    an OpenAI-compatible server's 400 saying so."""
+    if isinstance(exc, ContextLengthError):
+        return True
+    return (
+        isinstance(exc, ModelHTTPError)
+        and exc.status_code == 400
+        and "context_length_exceeded" in str(exc.body)
+    )
+
+
 def _code(exc: BaseException) -> str | None:
     if isinstance(exc, RequestError):
         return exc.code
-    if isinstance(exc, ContextLengthError):
+    if _context_overflow(exc):
         return "context_length_exceeded"
     if isinstance(exc, ServerStoppingError):
         return "server_shutting_down"
