@@ -129,3 +129,24 @@ async def test_a_reading_client_gets_the_whole_stream() -> None:
                         got += len(delta.get("content", ""))
         assert got == 300_000
         assert await _metric(port, "cantata_serve_stalled_streams_total") == 0
+
+
+async def test_connections_of_the_servers_socket_send_without_delay() -> None:
+    # found by bench_serve: without IPPROTO_TCP on the socket, asyncio left Nagle on and
+    # every response waited 40 ms for the client's delayed ACK
+    sock = listen_socket("127.0.0.1", 0)
+    nodelay: list[int] = []
+
+    async def accepted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raw = writer.get_extra_info("socket")
+        nodelay.append(raw.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        writer.close()
+
+    server = await asyncio.start_server(accepted, sock=sock)
+    async with server:
+        _reader, writer = await asyncio.open_connection(*sock.getsockname())
+        async with asyncio.timeout(WAIT):
+            await _reader.read()
+        writer.close()
+        await writer.wait_closed()
+    assert nodelay == [1]
