@@ -9,8 +9,10 @@ import json
 import socket
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import httpx
+import pytest
 import uvicorn
 
 from cantata.agents import ChatAgent
@@ -50,7 +52,7 @@ def _long(messages: list[Message], options: ChatOptions) -> str:
 
 
 @asynccontextmanager
-async def _server(model: _Counting, limits: Limits) -> AsyncIterator[int]:
+async def _server(model: _Counting, limits: Limits) -> AsyncIterator[tuple[int, uvicorn.Server]]:
     sock = listen_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
     store = MemoryStore()
@@ -61,7 +63,7 @@ async def _server(model: _Counting, limits: Limits) -> AsyncIterator[int]:
         async with asyncio.timeout(WAIT):
             while not server.started:  # noqa: ASYNC110 (uvicorn's flag)
                 await asyncio.sleep(0.01)
-        yield port
+        yield port, server
     finally:
         server.should_exit = True
         async with asyncio.timeout(WAIT):
@@ -92,11 +94,12 @@ async def _metric(port: int, name: str) -> float:
 
 async def test_a_client_that_never_reads_pauses_then_ends_its_stream_and_run() -> None:
     model = _Counting(_long, chunk_size=CHUNK)
-    async with _server(model, Limits(write_timeout=1.0)) as port:
+    async with _server(model, Limits(write_timeout=1.0)) as (port, server):
         client = socket.socket()
         client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         client.connect(("127.0.0.1", port))
         try:
+            mine = client.getsockname()[1]
             client.sendall(_request(port))  # then never read a byte
             async with asyncio.timeout(WAIT):
                 while await _metric(port, "cantata_serve_stalled_streams_total") < 1:  # noqa: ASYNC110
@@ -111,13 +114,39 @@ async def test_a_client_that_never_reads_pauses_then_ends_its_stream_and_run() -
             async with httpx.AsyncClient(timeout=WAIT) as http:
                 short = await http.get(f"http://127.0.0.1:{port}/v1/models")
             assert short.status_code == 200 and model.produced == produced
+            # the server let go of the connection at once: uvicorn no longer holds it, and
+            # the kernel holds no socket (and so no unsent bytes) for it
+            async with asyncio.timeout(WAIT):
+                while any(_peer_port(c) == mine for c in server.server_state.connections):  # noqa: ASYNC110
+                    await asyncio.sleep(0.02)
+            assert _kernel_sockets(port, mine) == []
+            # and the client sees a reset, not a stream it could go on reading
+            client.setblocking(False)
+            with pytest.raises(ConnectionResetError):
+                while client.recv(1 << 20):
+                    pass
         finally:
             client.close()
 
 
+def _peer_port(protocol: object) -> int | None:
+    peer = getattr(protocol, "client", None)
+    return peer[1] if peer else None
+
+
+def _kernel_sockets(port: int, peer: int) -> list[str]:
+    """The lines of /proc/net/tcp for the server's end of the connection from `peer`."""
+    found = []
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, remote = line.split()[1:3]
+        if int(local.split(":")[1], 16) == port and int(remote.split(":")[1], 16) == peer:
+            found.append(line)
+    return found
+
+
 async def test_a_reading_client_gets_the_whole_stream() -> None:
     model = _Counting(lambda messages, options: "y" * 300_000, chunk_size=CHUNK)
-    async with _server(model, Limits(write_timeout=1.0)) as port:
+    async with _server(model, Limits(write_timeout=1.0)) as (port, _uvicorn):
         got = 0
         body = {"model": "long", "stream": True, "messages": [{"role": "user", "content": "go"}]}
         async with httpx.AsyncClient(timeout=WAIT) as http:

@@ -12,7 +12,8 @@ Backpressure: a stream is written no faster than the client reads it. Sending wa
 the connection's buffers are full (the socket's send buffer is small, see `server`), and
 the route's generator, and the run it drives, waits with it. A send that waits longer than
 `Limits.write_timeout` ends the exchange as a disconnect would: the run is cancelled and
-the connection closed.
+the connection is aborted (reset, its unsent bytes dropped: a close would wait for ever to
+flush them to a client that does not read).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import contextvars
 import json
 import logging
 import math
+import socket
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -270,8 +273,9 @@ class _Exchange:
 
     def _stalled(self) -> None:
         """The client stopped reading: the run is cancelled (the route's generator was closed
-        on the way out) and the connection is closed by the server."""
+        on the way out) and the connection is aborted."""
         self._owner.metrics.stalled.inc()
+        _abort(self._send)
         _ended_on_purpose.set(True)
         _log.warning(
             "%s ended: the client read nothing for %g s (write timeout)",
@@ -289,6 +293,21 @@ class _Exchange:
             event = f"data: {json.dumps(error_body(error))}\n\n".encode()
             await self._send({"type": "http.response.body", "body": event, "more_body": True})
             await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _abort(send: Send) -> None:
+    """Reset the connection behind `send` at once, dropping what it still buffers (in the
+    event loop and in the kernel). ASGI has no message for it: the transport is uvicorn's
+    (its `send` is a method of the request's cycle, which holds it); under another server
+    the connection is left to that server's close."""
+    transport = getattr(getattr(send, "__self__", None), "transport", None)
+    if not isinstance(transport, asyncio.WriteTransport):
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        # linger 0: close sends a reset and frees the kernel's send buffer too
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
 
 
 def _timeout_error(timeout: float) -> BaseException:
