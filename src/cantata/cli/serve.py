@@ -53,6 +53,17 @@ def serve_command(
         float,
         typer.Option("--timeout", min=0.001, max=86_400.0, help="Seconds a request may take."),
     ] = 300.0,
+    max_running: Annotated[
+        int, typer.Option("--max-running", min=1, help="Requests running a model at once.")
+    ] = 4,
+    max_queued: Annotated[
+        int,
+        typer.Option("--max-queued", min=0, help="Requests waiting for a turn; beyond: 429."),
+    ] = 16,
+    grace: Annotated[
+        float,
+        typer.Option("--grace", min=0.1, max=3600.0, help="Seconds runs get to finish on stop."),
+    ] = 10.0,
     log_level: Annotated[
         str,
         typer.Option(
@@ -86,7 +97,12 @@ def serve_command(
             loaded = load_target(target)
         served = ServedSet(loaded)
         names = ", ".join(f"{n} ({e.kind})" for n, e in served.items())
-        limits = Limits(max_body_bytes=max_body, request_timeout=timeout)
+        limits = Limits(
+            max_body_bytes=max_body,
+            request_timeout=timeout,
+            max_running=max_running,
+            max_queued=max_queued,
+        )
         _err().print(f"serving {names} on http://{host}:{port}/v1", highlight=False)
         serve(
             served,
@@ -96,6 +112,7 @@ def serve_command(
             store=store or DEFAULT_STORE_URL,
             limits=limits,
             log_level=log_level,
+            grace=grace,
         )
     except (CantataError, OSError, ImportError) as exc:
         report(exc, debug=debug, console=_err())

@@ -36,6 +36,7 @@ __all__ = [
     "CantataError",
     "CheckpointError",
     "ConfigurationError",
+    "ContextLengthError",
     "InvalidMessageError",
     "MessageDropped",
     "ModelConnectionError",
@@ -170,6 +171,11 @@ class CancelledError(RunError):
 
 class ModelError(RunError):
     """A model client failed to produce a response."""
+
+
+class ContextLengthError(ModelError, ValueError):
+    """The prompt is longer than the model's context: the caller's to shorten (a server
+    answers it with 400 ``context_length_exceeded``)."""
 
 
 class ModelConnectionError(ModelError, ConnectionError):

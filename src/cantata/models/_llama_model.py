@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core import ConfigurationError, ModelError
+from ..core import ConfigurationError, ContextLengthError, ModelError
 from ._batch_decoder import BatchDecoder
 from ._batch_sampling import Sampling, build_chain
 from ._batch_sequence import Generation, Sequence, StopText
@@ -237,7 +237,7 @@ def new_sequence(
     rendered = render_prompt(model.llama, model.handler, messages)
     n_ctx = min(model.key.n_ctx, model.decoder.n_ctx)
     if len(rendered.tokens) >= n_ctx:
-        raise ModelError(
+        raise ContextLengthError(
             f"the prompt is {len(rendered.tokens)} tokens, more than the context of "
             f"{Path(model.key.path).name!r} with n_ctx={model.key.n_ctx}; shorten the "
             "conversation or raise n_ctx="

@@ -13,6 +13,9 @@ thread, in the store, so they survive a restart; a workflow's waiting run lives 
 process (at most `MAX_WAITING` of them, the oldest dropped), so its task fails with a
 clear message if the server restarted before the answer came.
 
+A run still going when the server's grace period at shutdown runs out is stopped and its
+task failed with a message saying so (`Drain`).
+
 Turns on one context run one at a time (a lock per context in this process), so two
 messages sent at once do not interleave in the thread. Each run is bounded by the
 server's request timeout, whatever the client does.
@@ -37,6 +40,7 @@ from ..agents import AgentResponse, LocalThread, StateStoreMessageStore
 from ..agents.remote_a2a import a2a_parts, cantata_messages
 from ..core import CantataError, DataContent, Message, TextContent, new_id
 from ..stores import StateStore
+from .drain import Drain
 from .errors import RequestError
 from .human_input import (
     MAX_WAITING,
@@ -83,10 +87,13 @@ class _Refused(Exception):
 class ServedAgentExecutor(AgentExecutor):
     """The a2a-sdk `AgentExecutor` for one served entry."""
 
-    def __init__(self, served: Served, store: StateStore, *, timeout: float) -> None:
+    def __init__(
+        self, served: Served, store: StateStore, *, timeout: float, drain: Drain | None = None
+    ) -> None:
         self._served = served
         self._store = store
         self._timeout = timeout
+        self._drain = drain or Drain()
         self._turns: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         # a workflow agent keeps its waiting run with the thread object, so the object of a
         # context whose run waits is kept until the answer comes
@@ -142,7 +149,7 @@ class ServedAgentExecutor(AgentExecutor):
             await updater.start_work()
             bound = asyncio.timeout(self._timeout)
             try:
-                async with bound:
+                async with bound, self._drain.stoppable():
                     if answering:
                         incoming = await self._answers(context_id, context.message)
                     else:

@@ -18,6 +18,7 @@ next message on the task answers it (`human_input`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -52,6 +53,22 @@ _Endpoint = Callable[[Request], Awaitable[Response]]
 _PARSE_ERROR = -32700
 _VERSION_ERROR = -32009
 _V03 = ("message/", "tasks/", "agent/")
+_SDK_LOG = "a2a.server.routes.jsonrpc_dispatcher"
+_BAD_REQUEST_LINES = ("Failed to validate base JSON-RPC request", "Failed to parse request params")
+
+
+class _OneLineForBadRequests(logging.Filter):
+    """The SDK logs a client's malformed request twice: with the parser's traceback, then
+    as one ``Request Error`` line naming what was wrong. Only that line is kept."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.msg in _BAD_REQUEST_LINES and record.exc_info)
+
+
+def _quiet_sdk_tracebacks() -> None:
+    log = logging.getLogger(_SDK_LOG)
+    if not any(isinstance(f, _OneLineForBadRequests) for f in log.filters):
+        log.addFilter(_OneLineForBadRequests())
 
 
 def agent_card(entry: Served, url: str) -> AgentCard:
@@ -86,13 +103,16 @@ def agent_card(entry: Served, url: str) -> AgentCard:
 
 def contribute(ctx: ServeContext) -> Contribution:
     """The card and JSON-RPC routes of every served entry, and the handlers' shutdown."""
+    _quiet_sdk_tracebacks()
     tasks = StoreTaskStore(ctx.store)
     handlers = []
     routes: list[BaseRoute] = []
     for name, entry in ctx.served.items():
         path = f"{A2A_PATH}/{name}"
         handler = ServedRequestHandler(
-            ServedAgentExecutor(entry, ctx.store, timeout=ctx.limits.request_timeout),
+            ServedAgentExecutor(
+                entry, ctx.store, timeout=ctx.limits.request_timeout, drain=ctx.drain
+            ),
             tasks,
             agent_card(entry, path),
         )

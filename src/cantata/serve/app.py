@@ -8,29 +8,37 @@ routes are one provider; A2A, MCP and the dev UI are others, found by module nam
 of the server is added by writing its module, not by editing this one.
 
 Middleware, outermost first: the token check (when a token is set), then the limits (body
-size, request timeout, cancel on disconnect), then the routes.
+size, admission, request timeout, write timeout, cancel on disconnect), then the routes.
+``GET /metrics`` answers with the app's metrics (Prometheus text format).
+
+When the app stops (the ASGI lifespan's shutdown, after the server's drain), the callbacks
+in `ServeContext.on_shutdown` run, in order, before the store closes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
-from collections.abc import AsyncIterator, Callable, Sequence
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
 from ..core import ConfigurationError
 from ..stores import MemoryStore, StateStore, open_store
 from .auth import TokenAuthMiddleware
-from .errors import RequestError, error_body, status_for
+from .drain import Drain
+from .errors import RequestError, error_body, error_headers, status_for
 from .limits import Limits, LimitsMiddleware
+from .metrics import METRICS_PATH, ServeMetrics
 from .served import ServedSet
 from .threads import ResponseThreads
 
@@ -39,21 +47,31 @@ __all__ = [
     "Contribution",
     "RouteProvider",
     "ServeContext",
+    "ShutdownCallback",
     "build_app",
     "default_providers",
 ]
+
+ShutdownCallback: TypeAlias = Callable[[], Awaitable[object]]
+_SHUTDOWN_CALLBACK_TIMEOUT = 10.0
+_log = logging.getLogger("cantata.serve")
 
 
 @dataclass(frozen=True, slots=True)
 class ServeContext:
     """What every route provider gets: the served set, the store for server-side threads
-    (namespace your keys and logs, e.g. ``a2a:``), the limits, and the rolling-id threads
-    of the Responses API."""
+    (namespace your keys and logs, e.g. ``a2a:``), the limits, the rolling-id threads
+    of the Responses API, the app's drain (wrap a run in ``drain.stoppable()`` so that
+    shutdown ends it cleanly) and metrics, and `on_shutdown`: async callbacks run when the
+    app stops, before the store closes (each bounded to 10 s; a failure is logged)."""
 
     served: ServedSet
     store: StateStore
     limits: Limits
     responses: ResponseThreads
+    drain: Drain = field(default_factory=Drain)
+    metrics: ServeMetrics = field(default_factory=ServeMetrics)
+    on_shutdown: list[ShutdownCallback] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +117,7 @@ def build_app(
     token: str | None = None,
     limits: Limits | None = None,
     providers: Sequence[RouteProvider] | None = None,
+    drain: Drain | None = None,
 ) -> ASGIApp:
     """One ASGI app serving `served` (an agent, workflow or team, a dict or list of them, or
     a `ServedSet`).
@@ -106,7 +125,8 @@ def build_app(
     `store` keeps server-side threads: a `StateStore` (yours to close) or a URL for
     `open_store` (closed with the app); by default an in-memory store (`cantata serve` uses
     SQLite). With `token`, every request must carry it. `providers` default to
-    `default_providers()`.
+    `default_providers()`. `drain` is what the server calls to stop the app gracefully
+    (`serve` passes its own; by default one the app keeps).
     """
     entries = ServedSet(served)
     owned = store is None or isinstance(store, str)
@@ -115,7 +135,9 @@ def build_app(
         raise ConfigurationError(
             f"store must be a StateStore or a store URL, got {type(store).__name__}"
         )
-    ctx = ServeContext(entries, state, limits or Limits(), ResponseThreads(state))
+    ctx = ServeContext(
+        entries, state, limits or Limits(), ResponseThreads(state), drain=drain or Drain()
+    )
     contributions = [p(ctx) for p in (default_providers() if providers is None else providers)]
 
     @asynccontextmanager
@@ -123,21 +145,32 @@ def build_app(
         async with AsyncExitStack() as stack:
             if owned:
                 stack.push_async_callback(state.close)
+            stack.push_async_callback(_run_shutdown_callbacks, ctx.on_shutdown)
             for c in contributions:
                 if c.lifespan is not None:
                     await stack.enter_async_context(c.lifespan())
             yield
 
+    metrics_route = Route(METRICS_PATH, ctx.metrics.endpoint, methods=["GET"])
     app = Starlette(
-        routes=[r for c in contributions for r in c.routes],
+        routes=[metrics_route, *(r for c in contributions for r in c.routes)],
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
     )
     app.state.cantata = ctx
-    wrapped: ASGIApp = LimitsMiddleware(app, ctx.limits)
+    wrapped: ASGIApp = LimitsMiddleware(app, ctx.limits, metrics=ctx.metrics, drain=ctx.drain)
     if token is not None:
         wrapped = TokenAuthMiddleware(wrapped, token)
     return wrapped
+
+
+async def _run_shutdown_callbacks(callbacks: list[ShutdownCallback]) -> None:
+    for callback in list(callbacks):
+        try:
+            async with asyncio.timeout(_SHUTDOWN_CALLBACK_TIMEOUT):
+                await callback()
+        except Exception as exc:
+            _log.error("a shutdown callback (%r) failed: %r", callback, exc)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -153,4 +186,4 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
-    return JSONResponse(error_body(exc), status_code=status_for(exc))
+    return JSONResponse(error_body(exc), status_code=status_for(exc), headers=error_headers(exc))

@@ -15,13 +15,23 @@ from starlette.responses import JSONResponse
 from ..core import (
     CancelledError,
     CantataError,
+    ContextLengthError,
     InvalidMessageError,
+    ModelHTTPError,
+    RunError,
     SerializationError,
     TimeoutError,
     UsageError,
 )
 
-__all__ = ["RequestError", "error_body", "error_response", "status_for"]
+__all__ = [
+    "OverloadedError",
+    "RequestError",
+    "ServerStoppingError",
+    "error_body",
+    "error_response",
+    "status_for",
+]
 
 _log = logging.getLogger("cantata.serve")
 
@@ -32,8 +42,10 @@ _TYPES = {
     405: "invalid_request_error",
     413: "invalid_request_error",
     415: "invalid_request_error",
+    429: "rate_limit_error",
     499: "cancelled",
     500: "server_error",
+    503: "server_error",
     504: "timeout",
 }
 
@@ -51,10 +63,31 @@ class RequestError(UsageError):
     code: str | None
 
 
+class OverloadedError(RequestError):
+    """The server has as much work as it takes (429): try again after `retry_after` seconds."""
+
+    def __init__(self, message: str, *, retry_after: int, code: str = "rate_limit_exceeded"):
+        super().__init__(message, status=429, code=code)
+        self.retry_after = retry_after
+
+    retry_after: int
+
+
+class ServerStoppingError(RunError):
+    """The server is shutting down: a request it did not finish within the grace period (503;
+    the same request to another server, or to this one restarted, can succeed)."""
+
+    retry_after: int = 1
+
+
 def status_for(exc: BaseException) -> int:
     """The HTTP status of a failure: the caller's mistakes are 4xx, the run's are 5xx."""
     if isinstance(exc, RequestError):
         return exc.status
+    if _context_overflow(exc):
+        return 400
+    if isinstance(exc, ServerStoppingError):
+        return 503
     if isinstance(exc, (InvalidMessageError, SerializationError, UsageError)):
         return 400
     if isinstance(exc, TimeoutError):
@@ -78,9 +111,43 @@ def error_body(exc: BaseException) -> dict[str, Any]:
                 status, "server_error" if status >= 500 else "invalid_request_error"
             ),
             "param": getattr(exc, "param", None) if isinstance(exc, RequestError) else None,
-            "code": getattr(exc, "code", None) if isinstance(exc, RequestError) else None,
+            "code": _code(exc),
         }
     }
+
+
+def _context_overflow(exc: BaseException) -> bool:
+    """The prompt was longer than the model's context: the embedded model's typed error, or
+    an OpenAI-compatible server's 400 saying so."""
+    if isinstance(exc, ContextLengthError):
+        return True
+    return (
+        isinstance(exc, ModelHTTPError)
+        and exc.status_code == 400
+        and "context_length_exceeded" in str(exc.body)
+    )
+
+
+def _code(exc: BaseException) -> str | None:
+    if isinstance(exc, RequestError):
+        return exc.code
+    if _context_overflow(exc):
+        return "context_length_exceeded"
+    if isinstance(exc, ServerStoppingError):
+        return "server_shutting_down"
+    return None
+
+
+def error_headers(exc: BaseException) -> dict[str, str]:
+    """The headers an error response carries: ``WWW-Authenticate`` on a 401, ``Retry-After``
+    (whole seconds) when the client should come back later."""
+    headers: dict[str, str] = {}
+    if status_for(exc) == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    retry_after = getattr(exc, "retry_after", None)
+    if isinstance(exc, (OverloadedError, ServerStoppingError)) and retry_after is not None:
+        headers["Retry-After"] = str(int(retry_after))
+    return headers
 
 
 def error_response(exc: BaseException) -> JSONResponse:
@@ -88,5 +155,4 @@ def error_response(exc: BaseException) -> JSONResponse:
     status = status_for(exc)
     if status >= 500 and not isinstance(exc, CantataError):
         _log.error("request failed", exc_info=exc)
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse(error_body(exc), status_code=status, headers=headers)
+    return JSONResponse(error_body(exc), status_code=status, headers=error_headers(exc) or None)

@@ -31,7 +31,7 @@ def contribute(ctx: ServeContext) -> Contribution:
     # the run's bound sits inside the request's, so a long run is answered as an error
     # result the calling model reads, before the limits cut the request off
     bound = ctx.limits.request_timeout
-    server = as_mcp_server(ctx.served, call_timeout=bound - min(5.0, bound / 2))
+    server = as_mcp_server(ctx.served, call_timeout=bound - min(5.0, bound / 2), drain=ctx.drain)
     manager = StreamableHTTPSessionManager(
         app=server,
         json_response=True,

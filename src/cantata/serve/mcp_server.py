@@ -23,6 +23,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from ..core import CancelledError, ConfigurationError, short_repr
+from .drain import Drain
 from .openai_messages import answer_text
 from .served import Served, ServedSet
 
@@ -53,12 +54,16 @@ def as_mcp_server(
     *,
     name: str = "cantata",
     call_timeout: float | None = DEFAULT_MCP_CALL_TIMEOUT,
+    drain: Drain | None = None,
 ) -> Server[Any]:
     """An MCP server offering `served` (an agent, workflow or team, a dict or list of them,
     or a `ServedSet`) as tools, one per object, named as it is served.
 
     `name` is the server's own name (what clients show); `call_timeout` bounds each call's run
-    in seconds (None: unbounded, for runs you bound yourself)."""
+    in seconds (None: unbounded, for runs you bound yourself); a call still running when
+    `drain`'s grace period ends is answered as a failed call (`cantata serve` passes its
+    app's)."""
+    stopping = drain or Drain()
     entries = served if isinstance(served, ServedSet) else ServedSet(served)
     if call_timeout is not None and (
         isinstance(call_timeout, bool)
@@ -96,7 +101,7 @@ def as_mcp_server(
                 f"tool {params.name!r} takes one argument {MCP_TASK_ARGUMENT!r}, the task as "
                 f"text; got {short_repr(params.arguments)}"
             )
-        return await _run(entry, task, call_timeout)
+        return await _run(entry, task, call_timeout, stopping)
 
     return Server(
         name,
@@ -143,9 +148,11 @@ def _tool(tool_name: str, entry: Served) -> types.Tool:
     )
 
 
-async def _run(entry: Served, task: str, call_timeout: float | None) -> types.CallToolResult:
+async def _run(
+    entry: Served, task: str, call_timeout: float | None, drain: Drain
+) -> types.CallToolResult:
     try:
-        async with asyncio.timeout(call_timeout):
+        async with asyncio.timeout(call_timeout), drain.stoppable():
             response = await entry.agent.run(task)
     except TimeoutError:
         return _error(

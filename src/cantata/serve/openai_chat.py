@@ -3,7 +3,9 @@
 Each request is one run on a fresh thread holding the request's messages (the API is
 stateless: the client sends the whole conversation). Streamed, the answer's text goes out
 as ``chat.completion.chunk`` events as the run produces it, then ``[DONE]``; a failure after
-the stream started is sent as an ``error`` event, which OpenAI clients raise.
+the stream started is sent as an ``error`` event, which OpenAI clients raise. A run the
+server stops at shutdown ends with that ``error`` event (503, ``server_shutting_down``) and
+then ``[DONE]``.
 
 A run that stops for a person (a tool's approval, a workflow's request; see `human_input`) is
 answered with a 409 (code ``input_required``) naming what it waits for: this stateless API
@@ -14,15 +16,17 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
 from ..agents import AgentResponse, LocalThread
 from ..core import CantataError, Message, Usage, new_id
-from .errors import RequestError, error_body, error_response
+from .drain import Drain
+from .errors import RequestError, ServerStoppingError, error_body, error_response
+from .event_stream import EventStream
 from .human_input import input_requests
 from .openai_messages import (
     answer_text,
@@ -50,11 +54,12 @@ async def chat_completions(request: Request) -> Response:
     except CantataError as exc:
         return error_response(exc)
     completion_id = f"chatcmpl-{new_id().replace('-', '')}"
+    drain: Drain = request.app.state.cantata.drain
     if stream:
-        chunks = _chunks(entry, messages, completion_id, include_usage, options)
-        return StreamingResponse(chunks, media_type="text/event-stream")
+        return EventStream(_chunks(entry, messages, completion_id, include_usage, options, drain))
     try:
-        response = await entry.agent.run(messages, thread=LocalThread(), **options)
+        async with drain.stoppable():
+            response = await entry.agent.run(messages, thread=LocalThread(), **options)
         _refuse_waiting(entry, response)
     except CantataError as exc:
         return error_response(exc)
@@ -133,7 +138,8 @@ async def _chunks(
     completion_id: str,
     include_usage: bool,
     options: dict[str, Any],
-) -> AsyncIterator[bytes]:
+    drain: Drain,
+) -> AsyncGenerator[bytes, None]:
     created = int(time.time())
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
@@ -152,7 +158,7 @@ async def _chunks(
     last_message: str | None = None
     wrote = False
     try:
-        async for update in stream:
+        async for update in drain.guard(stream):
             text = update.text
             if update.role != "assistant" or not text:
                 continue
@@ -164,6 +170,8 @@ async def _chunks(
         _refuse_waiting(entry, response)
     except CantataError as exc:
         yield _event(error_body(exc))
+        if isinstance(exc, ServerStoppingError):
+            yield b"data: [DONE]\n\n"
         return
     finally:
         await stream.aclose()

@@ -4,7 +4,9 @@ A request runs the served object on the thread named by ``previous_response_id``
 without one) plus its ``input``; the new messages are stored after that thread and the
 answer's id names the whole thread so far (see `threads`). ``store: false`` answers without
 storing. The answer is one output message holding the run's text; streamed, it goes out as
-the Responses API's events (``response.output_text.delta`` ... ``response.completed``).
+the Responses API's events (``response.output_text.delta`` ... ``response.completed``). A
+run the server stops at shutdown ends with ``response.failed`` (error code
+``server_shutting_down``).
 
 A run that waits for a person adds its requests to the output, after the message: a tool
 needing approval as an ``mcp_approval_request`` item (``server_label`` is the served name),
@@ -18,13 +20,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
 from ..agents import AgentResponse, LocalThread
 from ..core import (
@@ -34,7 +36,9 @@ from ..core import (
     Message,
     Usage,
 )
-from .errors import RequestError, error_body, error_response
+from .drain import Drain
+from .errors import RequestError, ServerStoppingError, error_body, error_response
+from .event_stream import EventStream
 from .human_input import (
     InputRequest,
     WaitingThreads,
@@ -76,6 +80,7 @@ class _Turn:
     waiting: WaitingThreads
     held: bool
     """The thread is the one a workflow's waiting run was held with."""
+    drain: Drain
 
     def run_options(self) -> dict[str, Any]:
         if self.instructions is None:
@@ -260,6 +265,7 @@ async def _turn(request: Request) -> _Turn:
         sampling_options(body, entry),
         waiting,
         kept is not None,
+        ctx.drain,
     )
 
 
@@ -278,11 +284,12 @@ async def create_response(request: Request) -> Response:
     except CantataError as exc:
         return error_response(exc)
     if turn.stream:
-        return StreamingResponse(_events(turn), media_type="text/event-stream")
+        return EventStream(_events(turn))
     try:
-        response = await turn.entry.agent.run(
-            turn.incoming, thread=turn.thread, **turn.run_options()
-        )
+        async with turn.drain.stoppable():
+            response = await turn.entry.agent.run(
+                turn.incoming, thread=turn.thread, **turn.run_options()
+            )
         return JSONResponse(await turn.finish(response))
     except CantataError as exc:
         turn.refused()
@@ -313,7 +320,7 @@ def _sse(kind: str, sequence: int, data: dict[str, Any]) -> bytes:
     return f"event: {kind}\ndata: {payload}\n\n".encode()
 
 
-async def _events(turn: _Turn) -> AsyncIterator[bytes]:
+async def _events(turn: _Turn) -> AsyncGenerator[bytes, None]:
     seq = iter(range(1 << 62))
     item = _message_item(turn.response_id, "")
     item_id = item["id"]
@@ -331,7 +338,7 @@ async def _events(turn: _Turn) -> AsyncIterator[bytes]:
     last: str | None = None
     wrote = False
     try:
-        async for update in stream:
+        async for update in turn.drain.guard(stream):
             text = update.text
             if update.role != "assistant" or not text:
                 continue
@@ -345,6 +352,11 @@ async def _events(turn: _Turn) -> AsyncIterator[bytes]:
     except CantataError as exc:
         turn.refused()
         failure = error_body(exc)["error"]
+        if isinstance(exc, ServerStoppingError):
+            failed = turn.body("", None, "failed")
+            failed["error"] = {"code": failure["code"], "message": failure["message"]}
+            yield _sse("response.failed", next(seq), {"response": failed})
+            return
         yield _sse(
             "error",
             next(seq),

@@ -39,6 +39,7 @@ TERMINATED_TEXT = "not run: a middleware ended the run before this call ran"
 LimitName: TypeAlias = Literal["max_iterations", "max_function_calls", "max_consecutive_errors"]
 """The value stored under ``"cantata.limit"`` in the last message's metadata."""
 _FORCED_CHOICES = (None, "auto", "none")
+_STREAM_AHEAD = 16  # model updates a stream holds for a reader that is behind
 _NO_PENDING: frozenset[str] = frozenset()
 
 
@@ -143,6 +144,7 @@ class FunctionLoopRun:
         self._chat_terminated = False
         self._limit: LimitName | None = None  # reached: the next model call is the last
         self._sink: Callable[[ChatResponseUpdate], None] | None = None
+        self._room: asyncio.Event | None = None  # set while the stream's reader keeps up
 
     # -- result --------------------------------------------------------------------
 
@@ -498,6 +500,9 @@ class FunctionLoopRun:
                 if sink is not None:
                     self._sent += 1
                     sink(update)
+                    room = self._room
+                    if room is not None and not room.is_set():
+                        await room.wait()  # the reader is behind: the model waits for it
         # parsed here as every client's get_response does, so middleware sees the value
         # (and a misfit fails) the same way streamed or not
         context.response = ChatResponse.from_updates(
@@ -528,8 +533,12 @@ class FunctionLoopRun:
             if any(type(c) is not UsageContent for c in update.contents):
                 streamed_ids.add(update.message_id)
             queue.put_nowait(update)
+            if queue.qsize() >= _STREAM_AHEAD:
+                room.clear()
 
-        self._sink = sink
+        room = asyncio.Event()
+        room.set()
+        self._sink, self._room = sink, room
 
         async def drive() -> None:
             try:
@@ -540,6 +549,8 @@ class FunctionLoopRun:
         task = asyncio.ensure_future(drive())
         try:
             while (update := await queue.get()) is not None:
+                if queue.qsize() < _STREAM_AHEAD:
+                    room.set()
                 yield update
             await task
         finally:
@@ -552,7 +563,7 @@ class FunctionLoopRun:
                     # while the model stream was closing) must go on
                     if _cancelling():
                         raise
-        self._sink = None
+        self._sink = self._room = None
         response = _require_response(context)
         for message in _without_calls(response).messages if drop_calls else response.messages:
             if message.message_id not in streamed_ids:
