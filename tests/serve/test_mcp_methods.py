@@ -1,5 +1,6 @@
-"""`agent.as_mcp_server()`, `workflow.as_mcp_server()` and `team.as_mcp_server()`: each
-definition offers itself as an MCP tool, checked with the official MCP client."""
+"""`agent.as_mcp_server()`, `workflow.as_mcp_server()` and `team.as_mcp_server()`
+(deprecated for `cantata.serve.as_mcp_server(obj)`, which they call): each definition still
+offers itself as an MCP tool, checked with the official MCP client, and warns."""
 
 from __future__ import annotations
 
@@ -37,9 +38,24 @@ async def test_a_definition_serves_itself_as_an_mcp_tool(kind: str) -> None:
     definition = _definitions()[kind]
     if not hasattr(definition, "as_mcp_server"):
         pytest.fail(f"a {kind} has no as_mcp_server()")
-    async with asyncio.timeout(TIMEOUT), Client(definition.as_mcp_server()) as client:
+    with pytest.warns(DeprecationWarning, match=rf"cantata\.serve\.as_mcp_server\({kind}\)"):
+        server = definition.as_mcp_server()
+    async with asyncio.timeout(TIMEOUT), Client(server) as client:
         tools = (await client.list_tools()).tools
         assert len(tools) == 1
         result = await client.call_tool(tools[0].name, {"task": "hello"})
         assert not result.is_error
         assert "hello" in result.content[0].text
+
+
+def test_the_deprecated_method_fails_clearly_when_no_implementation_is_registered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cantata.core import ConfigurationError, _serving
+
+    monkeypatch.setattr(_serving, "_factory", None)
+    with (
+        pytest.warns(DeprecationWarning),
+        pytest.raises(ConfigurationError, match=r"cantata\.serve\.as_mcp_server\(agent\)"),
+    ):
+        _echo("echo").as_mcp_server()

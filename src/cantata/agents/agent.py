@@ -26,6 +26,7 @@ from ..core import (
     new_id,
     tracing,
 )
+from ..core._serving import mcp_server
 from ..models import ChatOptions
 from .as_tool import agent_as_tool
 from .instructions import (
@@ -521,14 +522,10 @@ class Agent(ABC):
         )
 
     def as_mcp_server(self, *, name: str = "cantata", call_timeout: float | None = 300.0) -> Any:
-        """This agent as an MCP server (the `mcp` package's `Server`) offering it as one tool
-        that takes a task and answers in text; serve it over stdio or HTTP (`cantata.serve`).
-
-        The serving layer is imported when this is called, so the agents package does not
-        depend on it; it needs the ``serve`` extra."""
-        from ..serve.mcp_server import as_mcp_server
-
-        return as_mcp_server(self, name=name, call_timeout=call_timeout)
+        """Deprecated: call ``cantata.serve.as_mcp_server(agent)``, which this calls. Serving is
+        a function of the serving layer, which this layer sits below and does not import: the
+        `cantata` package registers serve's implementation (`cantata.core._serving` says why)."""
+        return mcp_server(self, kind="agent", name=name, call_timeout=call_timeout)
 
 
 async def notify(callback: IntermediateCallback | None, message: Message) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..core import CancellationToken, ConfigurationError, WorkflowError, new_id
+from ..core._serving import mcp_server
 from ._typing import type_name
 from .actor import Wiring
 from .edges import EdgeGroup
@@ -444,14 +445,10 @@ class Workflow:
         return WorkflowAgent(self, name=name, description=description)
 
     def as_mcp_server(self, *, name: str = "cantata", call_timeout: float | None = 300.0) -> Any:
-        """This workflow as an MCP server (the `mcp` package's `Server`) offering it as one tool
-        that takes a task and answers in text; serve it over stdio or HTTP (`cantata.serve`).
-
-        The serving layer is imported when this is called, so the workflows package does not
-        depend on it; it needs the ``serve`` extra."""
-        from ..serve.mcp_server import as_mcp_server
-
-        return as_mcp_server(self, name=name, call_timeout=call_timeout)
+        """Deprecated: call ``cantata.serve.as_mcp_server(workflow)``, which this calls. Serving is
+        a function of the serving layer, which this layer sits below and does not import: the
+        `cantata` package registers serve's implementation (`cantata.core._serving` says why)."""
+        return mcp_server(self, kind="workflow", name=name, call_timeout=call_timeout)
 
     def to_mermaid(self) -> str:
         """The graph as a Mermaid flowchart."""
