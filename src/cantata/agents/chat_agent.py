@@ -39,6 +39,7 @@ from .reducers import HistoryReducer
 from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
 from .run_options import ChatOptionKeywords
 from .thread import AgentThread, LocalThread, messages_now
+from .tool_results_answer import DEFAULT_TOOL_RESULTS_FORMAT, AnswerWithToolResults, check_format
 
 __all__ = ["ChatAgent", "ToolLike"]
 
@@ -71,6 +72,12 @@ class ChatAgent(Agent):
     `cantata.core.retry.NeedsPerson` ends the run with that error (in a workflow, the agent
     executor's run then stops with a request for input).
 
+    After its tools ran the agent asks the model again, to answer with their results in
+    view. With ``answer_with_tool_results=True`` it ends the turn with the results instead:
+    one assistant message, a line per result written by ``tool_results_format`` (default
+    ``"{result}"``; also ``{tool_name}``, ``{arguments}``, ``{is_error}``), as AutoGen's
+    assistant does unless asked to reflect on tool use; a team turn then costs one model call.
+
     Ownership: the client belongs to the caller (one client often serves many agents), so
     closing the agent leaves it open; with ``owns_client=True`` the agent closes it in
     `aclose` (``async with ChatAgent(LocalChatClient(), owns_client=True) as agent:``),
@@ -96,6 +103,8 @@ class ChatAgent(Agent):
         max_iterations: int = 10,
         owns_client: bool = False,
         retry_policy: RetryPolicy | None = None,
+        answer_with_tool_results: bool = False,
+        tool_results_format: str = DEFAULT_TOOL_RESULTS_FORMAT,
     ) -> None:
         super().__init__(
             name=name,
@@ -123,6 +132,20 @@ class ChatAgent(Agent):
         self._reduce_before_loop = False
         self._agent_middleware = tuple(m for m in middleware if isinstance(m, AgentMiddleware))
         loop_middleware = [m for m in middleware if not isinstance(m, AgentMiddleware)]
+        self.answer_with_tool_results = bool(answer_with_tool_results)
+        """Whether a turn that ran tools ends with their results (see `tool_results_answer`)."""
+        self.tool_results_format = check_format(tool_results_format, owner=name)
+        """The line each tool result becomes in that answer."""
+        if self.answer_with_tool_results:
+            if isinstance(client, FunctionInvokingChatClient):
+                raise ConfigurationError(
+                    f"agent `{name}`: answer_with_tool_results needs the agent's own tool loop; "
+                    "pass the chat client itself, not a FunctionInvokingChatClient"
+                )
+            # outermost: a call it answers is no model call, so no other middleware sees it
+            loop_middleware.insert(
+                0, AnswerWithToolResults(self.tool_results_format, author_name=name)
+            )
         if isinstance(client, FunctionInvokingChatClient) and not loop_middleware:
             self._loop: FunctionInvokingChatClient = client
             self._call_tools: tuple[FunctionTool, ...] = self._tools
