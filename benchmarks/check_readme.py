@@ -161,7 +161,7 @@ def report(verdicts: Sequence[Verdict], tolerance: float = TOLERANCE) -> tuple[s
 def _rerun(repeat: int) -> Path:
     out = Path(tempfile.mkdtemp(prefix="cantata-bench-")) / "results.json"
     command = [sys.executable, str(HERE / "run.py"), "--repeat", str(repeat), "--json", str(out)]
-    subprocess.run(command, check=True)  # noqa: S603 - our own script, no shell
+    subprocess.run(command, check=True)  # our own script, no shell
     return out
 
 
