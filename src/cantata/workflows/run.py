@@ -3,6 +3,9 @@
 A run is driven by calls (`Workflow.run`, `send_responses`, `Workflow.resume`); between two
 calls it is idle and holds nothing but data, so it may wait for a person for days, or be
 dropped and resumed from its last checkpoint in another process.
+
+Deliberate repetition: the constructor assigns its fields one by one, the shape of every
+plain constructor (`AgentResponse`'s too).
 """
 
 from __future__ import annotations
