@@ -7,7 +7,7 @@ that owns it (see DESIGN.md): `cantata.core`, `cantata.stores`, `cantata.runtime
 `cantata.declarative`, `cantata.serve`, `cantata.cli`. The root names load their layer on
 first use, so ``import cantata.core`` does not pay for the agents and workflows. Sitting over
 every layer, this package also wires the one thing a lower layer reaches above itself for:
-serve's MCP server behind the deprecated ``as_mcp_server()`` methods (`cantata.core._serving`).
+serve's MCP server behind the ``as_mcp_server()`` methods (`cantata.core._serving`).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def __dir__() -> list[str]:
 
 
 def _mcp_server(served: Any, /, *, name: str, call_timeout: float | None) -> Any:
-    # Registered below so the deprecated `as_mcp_server()` methods of agents, workflows and
+    # Registered below so the `as_mcp_server()` methods of agents, workflows and
     # teams reach the serving layer without importing it (see cantata.core._serving); the
     # import waits for the first call, so importing cantata does not load serve.
     from .serve.mcp_server import as_mcp_server

@@ -486,9 +486,9 @@ class Agent(ABC):
         )
 
     def as_mcp_server(self, *, name: str = "cantata", call_timeout: float | None = 300.0) -> Any:
-        """Deprecated: call ``cantata.serve.as_mcp_server(agent)``, which this calls. Serving is
-        a function of the serving layer, which this layer sits below and does not import: the
-        `cantata` package registers serve's implementation (`cantata.core._serving` says why)."""
+        """This agent as an MCP server, one tool per served run: the same server as
+        ``cantata.serve.as_mcp_server(agent)``, which this calls. The serving layer sits
+        above this one, so the `cantata` package registers it (`cantata.core._serving`)."""
         return mcp_server(self, kind="agent", name=name, call_timeout=call_timeout)
 
 

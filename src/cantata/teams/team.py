@@ -230,9 +230,9 @@ class Team(ABC):
         return TeamAgent(self, name=name, description=description)
 
     def as_mcp_server(self, *, name: str = "cantata", call_timeout: float | None = 300.0) -> Any:
-        """Deprecated: call ``cantata.serve.as_mcp_server(team)``, which this calls. Serving is
-        a function of the serving layer, which this layer sits below and does not import: the
-        `cantata` package registers serve's implementation (`cantata.core._serving` says why)."""
+        """This team as an MCP server, one tool per served run: the same server as
+        ``cantata.serve.as_mcp_server(team)``, which this calls. The serving layer sits
+        above this one, so the `cantata` package registers it (`cantata.core._serving`)."""
         return mcp_server(self, kind="team", name=name, call_timeout=call_timeout)
 
     def __repr__(self) -> str:

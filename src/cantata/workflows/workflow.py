@@ -445,9 +445,9 @@ class Workflow:
         return WorkflowAgent(self, name=name, description=description)
 
     def as_mcp_server(self, *, name: str = "cantata", call_timeout: float | None = 300.0) -> Any:
-        """Deprecated: call ``cantata.serve.as_mcp_server(workflow)``, which this calls. Serving is
-        a function of the serving layer, which this layer sits below and does not import: the
-        `cantata` package registers serve's implementation (`cantata.core._serving` says why)."""
+        """This workflow as an MCP server, one tool per served run: the same server as
+        ``cantata.serve.as_mcp_server(workflow)``, which this calls. The serving layer sits
+        above this one, so the `cantata` package registers it (`cantata.core._serving`)."""
         return mcp_server(self, kind="workflow", name=name, call_timeout=call_timeout)
 
     def to_mermaid(self) -> str:
