@@ -4,8 +4,11 @@ The order below is the one place the layer order lives. Every import of every mo
 src/cantata is read from its syntax tree, at any depth (inside functions and
 ``TYPE_CHECKING`` blocks too), and so is an `importlib.import_module` call whose module
 name is written out (``"cantata.serve.app"``, ``f"cantata.stores.{name}"``): a lazy import
-of an upper layer is still an arrow up. The `cantata` package itself sits over every layer
-(it exports names from all of them); a layer may read only its ``__version__``.
+of an upper layer is still an arrow up. Circles are counted over the same imports: one
+written inside a function or under ``TYPE_CHECKING`` still ties two modules together for a
+reader, so it is broken by moving the shared type below both, not by hiding the import.
+The `cantata` package itself sits over every layer (it exports names from all of them); a
+layer may read only its ``__version__``.
 """
 
 from __future__ import annotations
@@ -32,8 +35,8 @@ LAYERS = (
 """Lowest first: a module may import from its own layer and the ones before it."""
 
 MAX_CIRCLE = 3
-"""The most modules one circle of imports that run may hold (imports under
-``TYPE_CHECKING`` are for the type checker and are left out of circles)."""
+"""The most modules one circle of imports may hold, counting every import (inside
+functions and under ``TYPE_CHECKING`` too)."""
 
 ROOT_NAMES_ANY_LAYER_MAY_READ = frozenset({"__version__"})
 
@@ -52,17 +55,11 @@ def _modules() -> dict[str, Path]:
     return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-def _imports(
-    module: str, path: Path, *, typing_too: bool = True
-) -> Iterator[tuple[int, str, tuple[str, ...]]]:
-    """(line, imported module, names taken from it) for every import in the file; with
-    `typing_too` false, not those under ``if TYPE_CHECKING:``."""
+def _imports(module: str, path: Path) -> Iterator[tuple[int, str, tuple[str, ...]]]:
+    """(line, imported module, names taken from it) for every import in the file."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    skipped = set() if typing_too else _typing_only(tree)
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name, ()
@@ -77,16 +74,6 @@ def _imports(
             named = _written_module_name(node.args[0])
             if named is not None:
                 yield node.lineno, named, ()
-
-
-def _typing_only(tree: ast.Module) -> set[int]:
-    return {
-        id(inner)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-        for stmt in node.body
-        for inner in ast.walk(stmt)
-    }
 
 
 def _is_import_module(func: ast.expr) -> bool:
@@ -149,12 +136,13 @@ def _reads_root_exports(names: tuple[str, ...]) -> bool:
     return not names or bool(set(names) - ROOT_NAMES_ANY_LAYER_MAY_READ)
 
 
-def import_circles() -> list[list[str]]:
-    """Strongly connected components of the module import graph with more than one module."""
-    modules = _modules()
+def import_circles(modules: dict[str, Path] | None = None) -> list[list[str]]:
+    """Strongly connected components of the module import graph (every import counted)
+    with more than one module; `modules` (name to file) defaults to all of src/cantata."""
+    modules = _modules() if modules is None else modules
     edges: dict[str, set[str]] = {m: set() for m in modules}
     for module, path in modules.items():
-        for _, target, names in _imports(module, path, typing_too=False):
+        for _, target, names in _imports(module, path):
             for name in names or ("",):
                 candidate = f"{target}.{name}" if name and f"{target}.{name}" in modules else target
                 while candidate and candidate not in modules:
@@ -245,3 +233,18 @@ def test_the_check_reads_a_name_of_the_cantata_package_as_an_arrow_up(tmp_path: 
     assert target == "cantata"
     assert _reads_root_exports(names)
     assert not _reads_root_exports(("__version__",))
+
+
+def test_a_circle_counts_imports_in_functions_and_under_type_checking(tmp_path: Path) -> None:
+    sources = {
+        "a": "from .b import B\n",
+        "b": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .c import C\n",
+        "c": "def f():\n    from .d import D\n",
+        "d": "from .a import A\n",
+        "e": "from .a import A\n",
+    }
+    modules = {}
+    for name, source in sources.items():
+        (tmp_path / f"{name}.py").write_text(source)
+        modules[f"cantata.probe.{name}"] = tmp_path / f"{name}.py"
+    assert import_circles(modules) == [[f"cantata.probe.{n}" for n in "abcd"]]

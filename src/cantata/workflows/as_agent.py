@@ -35,8 +35,9 @@ from ..core import (
 from .events import AgentUpdateEvent, OutputEvent, WorkflowEvent
 
 if TYPE_CHECKING:
+    from .result import WorkflowRunResult
     from .run import WorkflowRun
-    from .workflow import Workflow, WorkflowRunResult
+    from .workflow import Workflow
 
 __all__ = ["REQUEST_INFO", "WorkflowAgent"]
 

@@ -17,14 +17,15 @@ from ..core import CancellationToken, WorkflowError
 from ._typing import accepts_value, type_name
 from .events import RequestInfoEvent, RunStatus, WorkflowEvent
 from .placement import drive_placed
+from .result import WorkflowRunResult
 from .runner import Runner, RunState
 from .stream import WorkflowEventStream
 
 if TYPE_CHECKING:
     from ..runtime import AgentRuntime
     from .checkpoint_store import CheckpointStore
+    from .graph import WorkflowGraph
     from .journal import EffectJournal
-    from .workflow import Workflow, WorkflowRunResult
 
 __all__ = ["WorkflowRun"]
 
@@ -38,7 +39,7 @@ class WorkflowRun:
 
     def __init__(
         self,
-        workflow: Workflow,
+        workflow: WorkflowGraph,
         state: RunState,
         *,
         runtime: AgentRuntime | None,
@@ -185,8 +186,6 @@ class WorkflowRun:
             self._busy = False
 
     def _result(self, status: RunStatus, events: list[WorkflowEvent] | None) -> WorkflowRunResult:
-        from .workflow import WorkflowRunResult
-
         return WorkflowRunResult(
             self,
             status,

@@ -36,7 +36,7 @@ from .journal import EffectJournal, journal_of
 
 if TYPE_CHECKING:
     from .checkpoint_store import CheckpointStore
-    from .workflow import Workflow
+    from .graph import WorkflowGraph
 
 __all__ = ["Delivery", "RunState", "Runner"]
 
@@ -87,7 +87,7 @@ class Runner:
 
     def __init__(
         self,
-        workflow: Workflow,
+        workflow: WorkflowGraph,
         run: RunState,
         *,
         dispatch: Dispatch | None,

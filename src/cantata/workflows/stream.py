@@ -16,7 +16,7 @@ from ..core import WorkflowError
 from .events import WorkflowEvent
 
 if TYPE_CHECKING:
-    from .workflow import WorkflowRunResult
+    from .result import WorkflowRunResult
 
 __all__ = ["WorkflowEventStream"]
 
