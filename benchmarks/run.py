@@ -7,7 +7,9 @@ python benchmarks/run.py --only runtime  # bench_runtime.py (no such module: all
 
 Each run of a module measures cantata and the peer side by side (see `_harness.py`), so a
 row's ratio is taken per run; the table shows the median and the worst of the runs for our
-figure, the peer's figure and the ratio, and whether the row's goal holds on both.
+figure, the peer's figure and the ratio, and whether the row's goal holds on both. The JSON
+records when (``time``), from which commit (``commit``, ``dirty``) and with which command the
+figures were measured; `check_readme.py` compares the README's table with it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import asyncio
 import importlib
 import json
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -128,6 +131,8 @@ def main() -> None:
     args.json.parent.mkdir(parents=True, exist_ok=True)
     report = {
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **_source(),
+        "command": " ".join(["benchmarks/run.py", *sys.argv[1:]]),
         "python": platform.python_version(),
         "machine": platform.machine(),
         "quick": args.quick,
@@ -139,6 +144,24 @@ def main() -> None:
     if args.markdown:
         args.markdown.write_text(_markdown(summaries))
         console.print(f"[dim]wrote {args.markdown}[/dim]")
+
+
+def _source() -> dict[str, object]:
+    """The commit the benchmarks ran from, and whether the checkout had changes beside it
+    (None when this is no git checkout), so a table's figures name what they measured."""
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(HERE), *args], capture_output=True, text=True, timeout=10
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    return {"commit": commit, "dirty": None if status is None else bool(status)}
 
 
 def _markdown(summaries: list[Summary]) -> str:

@@ -5,13 +5,17 @@ ChatAgent, tool, WorkflowBuilder, LocalChatClient``); everything else lives in t
 that owns it (see DESIGN.md): `cantata.core`, `cantata.stores`, `cantata.runtime`,
 `cantata.models`, `cantata.tools`, `cantata.agents`, `cantata.workflows`, `cantata.teams`,
 `cantata.declarative`, `cantata.serve`, `cantata.cli`. The root names load their layer on
-first use, so ``import cantata.core`` does not pay for the agents and workflows.
+first use, so ``import cantata.core`` does not pay for the agents and workflows. Sitting over
+every layer, this package also wires the one thing a lower layer reaches above itself for:
+serve's MCP server behind the ``as_mcp_server()`` methods (`cantata.core._serving`).
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
+
+from .core._serving import register_mcp_server
 
 if TYPE_CHECKING:
     from .agents import AgentResponse, ChatAgent, LocalThread
@@ -102,3 +106,15 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted([*globals(), *_EXPORTS])
+
+
+def _mcp_server(served: Any, /, *, name: str, call_timeout: float | None) -> Any:
+    # Registered below so the `as_mcp_server()` methods of agents, workflows and
+    # teams reach the serving layer without importing it (see cantata.core._serving); the
+    # import waits for the first call, so importing cantata does not load serve.
+    from .serve.mcp_server import as_mcp_server
+
+    return as_mcp_server(served, name=name, call_timeout=call_timeout)
+
+
+register_mcp_server(_mcp_server)

@@ -21,7 +21,14 @@ from .reducers import HistoryReducer, SummarizingReducer, TruncatingReducer
 from .remote_a2a import A2AAgent, A2AThread
 from .remote_responses import ResponsesAgent, ResponsesThread
 from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
-from .run_options import CHAT_OPTION_KEYWORDS, ChatOptionKeywords, UnknownOptionError
+from .run_options import (
+    CHAT_OPTION_KEYWORDS,
+    RUN_KEYWORDS,
+    ChatOptionKeywords,
+    RunKeywords,
+    UnknownOptionError,
+    chat_keywords,
+)
 from .thread import THREAD_SCHEMA_VERSION, AgentThread, LocalThread, ServiceThread, ThreadState
 
 __all__ = [
@@ -30,6 +37,7 @@ __all__ = [
     "CLOSE_TIMEOUT",
     "MAX_RENDER_CHARS",
     "MAX_RENDER_SECONDS",
+    "RUN_KEYWORDS",
     "THREAD_SCHEMA_VERSION",
     "A2AAgent",
     "A2AThread",
@@ -52,6 +60,7 @@ __all__ = [
     "MessageStoreFactory",
     "ResponsesAgent",
     "ResponsesThread",
+    "RunKeywords",
     "ServiceThread",
     "StateStoreMessageStore",
     "SummarizingReducer",
@@ -60,4 +69,5 @@ __all__ = [
     "TruncatingReducer",
     "UnknownOptionError",
     "agent_middleware",
+    "chat_keywords",
 ]

@@ -18,7 +18,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeAlias, Unpack
 
 from ..core import (
-    CancellationToken,
     ConfigurationError,
     Message,
     ThreadError,
@@ -26,6 +25,7 @@ from ..core import (
     new_id,
     tracing,
 )
+from ..core._serving import mcp_server
 from ..models import ChatOptions
 from .as_tool import agent_as_tool
 from .instructions import (
@@ -35,7 +35,7 @@ from .instructions import (
     merge_arguments,
 )
 from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
-from .run_options import ChatOptionKeywords, call_options
+from .run_options import IntermediateCallback, RunKeywords, call_options
 from .thread import AgentThread, LocalThread
 
 if TYPE_CHECKING:
@@ -45,9 +45,6 @@ __all__ = ["Agent", "AgentInput", "IntermediateCallback"]
 
 AgentInput: TypeAlias = str | Message | Iterable[str | Message] | None
 """What `run` accepts: nothing, a string (a user message), a `Message`, or a list of them."""
-
-IntermediateCallback: TypeAlias = Callable[[Message], Awaitable[None] | None]
-"""Called with every intermediate message of a run (tool calls, tool results) as it happens."""
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 AGENT_ID_KEY = "agent_id"
@@ -322,41 +319,20 @@ class Agent(ABC):
     async def run(
         self,
         messages: AgentInput = None,
-        *,
-        thread: AgentThread | None = None,
-        on_intermediate: IntermediateCallback | None = None,
-        arguments: Mapping[str, Any] | None = None,
-        options: ChatOptions | None = None,
-        tools: Iterable[Any] | None = None,
-        tool_kwargs: Mapping[str, Any] | None = None,
-        instructions_override: str | None = None,
-        cancellation_token: CancellationToken | None = None,
-        **chat_options: Unpack[ChatOptionKeywords],
+        **kw: Unpack[RunKeywords],
     ) -> AgentResponse:
         """Run to the final answer; `on_intermediate` sees tool calls and results as they
-        happen.
+        happen. The keywords, the same for every agent kind, are `RunKeywords`'s.
 
         Chat options may be given as keywords (``temperature=0, response_format=Colour``,
         see `ChatOptionKeywords`); they override ``options=`` for this call, and any other
-        keyword is refused with `UnknownOptionError`. ``tool_kwargs`` reach tools through
-        `ToolContext.kwargs`; ``arguments`` fill the instructions template;
-        ``instructions_override`` replaces the agent's instructions for this call only
-        (rendered with the same arguments; never stored on the agent)."""
+        keyword is refused with `UnknownOptionError`."""
 
     @_traced_stream
     def run_stream(
         self,
         messages: AgentInput = None,
-        *,
-        thread: AgentThread | None = None,
-        on_intermediate: IntermediateCallback | None = None,
-        arguments: Mapping[str, Any] | None = None,
-        options: ChatOptions | None = None,
-        tools: Iterable[Any] | None = None,
-        tool_kwargs: Mapping[str, Any] | None = None,
-        instructions_override: str | None = None,
-        cancellation_token: CancellationToken | None = None,
-        **chat_options: Unpack[ChatOptionKeywords],
+        **kw: Unpack[RunKeywords],
     ) -> AgentResponseStream:
         """Run and stream `AgentResponseUpdate`s; `stream.response` holds the whole answer
         once the stream ends.
@@ -367,18 +343,7 @@ class Agent(ABC):
         result: list[AgentResponse] = []
 
         async def updates() -> AsyncIterator[AgentResponseUpdate]:
-            response = await self.run(
-                messages,
-                thread=thread,
-                on_intermediate=on_intermediate,
-                arguments=arguments,
-                options=options,
-                tools=tools,
-                tool_kwargs=tool_kwargs,
-                instructions_override=instructions_override,
-                cancellation_token=cancellation_token,
-                **chat_options,
-            )
+            response = await self.run(messages, **kw)
             result.append(response)
             for message in response.messages:
                 yield AgentResponseUpdate(
@@ -521,14 +486,10 @@ class Agent(ABC):
         )
 
     def as_mcp_server(self, *, name: str = "cantata", call_timeout: float | None = 300.0) -> Any:
-        """This agent as an MCP server (the `mcp` package's `Server`) offering it as one tool
-        that takes a task and answers in text; serve it over stdio or HTTP (`cantata.serve`).
-
-        The serving layer is imported when this is called, so the agents package does not
-        depend on it; it needs the ``serve`` extra."""
-        from ..serve.mcp_server import as_mcp_server
-
-        return as_mcp_server(self, name=name, call_timeout=call_timeout)
+        """This agent as an MCP server, one tool per served run: the same server as
+        ``cantata.serve.as_mcp_server(agent)``, which this calls. The serving layer sits
+        above this one, so the `cantata` package registers it (`cantata.core._serving`)."""
+        return mcp_server(self, kind="agent", name=name, call_timeout=call_timeout)
 
 
 async def notify(callback: IntermediateCallback | None, message: Message) -> None:

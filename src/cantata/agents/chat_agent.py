@@ -15,7 +15,7 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeAlias, Unpack
 
-from ..core import CancellationToken, ConfigurationError, Message, UsageError
+from ..core import ConfigurationError, Message, UsageError
 from ..core.retry import RetryPolicy
 from ..models import ChatClient, ChatOptions, ChatResponse, ChatResponseUpdate
 from ..tools import (
@@ -37,8 +37,9 @@ from .message_store import MessageStoreFactory
 from .recorder import Recorder
 from .reducers import HistoryReducer
 from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
-from .run_options import ChatOptionKeywords
+from .run_options import RunKeywords, chat_keywords
 from .thread import AgentThread, LocalThread, messages_now
+from .tool_results_answer import DEFAULT_TOOL_RESULTS_FORMAT, AnswerWithToolResults, check_format
 
 __all__ = ["ChatAgent", "ToolLike"]
 
@@ -71,6 +72,12 @@ class ChatAgent(Agent):
     `cantata.core.retry.NeedsPerson` ends the run with that error (in a workflow, the agent
     executor's run then stops with a request for input).
 
+    After its tools ran the agent asks the model again, to answer with their results in
+    view. With ``answer_with_tool_results=True`` it ends the turn with the results instead:
+    one assistant message, a line per result written by ``tool_results_format`` (default
+    ``"{result}"``; also ``{tool_name}``, ``{arguments}``, ``{is_error}``), as AutoGen's
+    assistant does unless asked to reflect on tool use; a team turn then costs one model call.
+
     Ownership: the client belongs to the caller (one client often serves many agents), so
     closing the agent leaves it open; with ``owns_client=True`` the agent closes it in
     `aclose` (``async with ChatAgent(LocalChatClient(), owns_client=True) as agent:``),
@@ -96,6 +103,8 @@ class ChatAgent(Agent):
         max_iterations: int = 10,
         owns_client: bool = False,
         retry_policy: RetryPolicy | None = None,
+        answer_with_tool_results: bool = False,
+        tool_results_format: str = DEFAULT_TOOL_RESULTS_FORMAT,
     ) -> None:
         super().__init__(
             name=name,
@@ -123,6 +132,20 @@ class ChatAgent(Agent):
         self._reduce_before_loop = False
         self._agent_middleware = tuple(m for m in middleware if isinstance(m, AgentMiddleware))
         loop_middleware = [m for m in middleware if not isinstance(m, AgentMiddleware)]
+        self.answer_with_tool_results = bool(answer_with_tool_results)
+        """Whether a turn that ran tools ends with their results (see `tool_results_answer`)."""
+        self.tool_results_format = check_format(tool_results_format, owner=name)
+        """The line each tool result becomes in that answer."""
+        if self.answer_with_tool_results:
+            if isinstance(client, FunctionInvokingChatClient):
+                raise ConfigurationError(
+                    f"agent `{name}`: answer_with_tool_results needs the agent's own tool loop; "
+                    "pass the chat client itself, not a FunctionInvokingChatClient"
+                )
+            # outermost: a call it answers is no model call, so no other middleware sees it
+            loop_middleware.insert(
+                0, AnswerWithToolResults(self.tool_results_format, author_name=name)
+            )
         if isinstance(client, FunctionInvokingChatClient) and not loop_middleware:
             self._loop: FunctionInvokingChatClient = client
             self._call_tools: tuple[FunctionTool, ...] = self._tools
@@ -191,18 +214,10 @@ class ChatAgent(Agent):
     # -- running ---------------------------------------------------------------------
 
     def _context(
-        self,
-        messages: AgentInput,
-        thread: AgentThread | None,
-        arguments: Mapping[str, Any] | None,
-        options: ChatOptions | None,
-        tools: Iterable[Any] | None,
-        cancellation_token: CancellationToken | None,
-        tool_kwargs: Mapping[str, Any] | None,
-        instructions_override: str | None,
-        *,
-        streaming: bool,
+        self, messages: AgentInput, kw: RunKeywords, *, streaming: bool
     ) -> AgentRunContext:
+        tool_kwargs = kw.get("tool_kwargs")
+        tools = kw.get("tools")
         if tool_kwargs is not None and not isinstance(tool_kwargs, Mapping):
             raise UsageError(
                 f"agent `{self.name}`: tool_kwargs must be a mapping of names to values, got "
@@ -211,14 +226,14 @@ class ChatAgent(Agent):
         return AgentRunContext(
             agent=self,
             messages=[] if messages is None else Message.coerce(messages),  # None: no call
-            thread=thread,
-            arguments=arguments,
-            options=options,
+            thread=kw.get("thread"),
+            arguments=kw.get("arguments"),
+            options=self._call_options(kw.get("options"), chat_keywords(kw)),
             tools=list(tools) if tools is not None else None,
             kwargs=dict(tool_kwargs or {}),
-            cancellation_token=cancellation_token,
+            cancellation_token=kw.get("cancellation_token"),
             is_streaming=streaming,
-            instructions_override=instructions_override,
+            instructions_override=kw.get("instructions_override"),
         )
 
     def _begin(
@@ -282,29 +297,11 @@ class ChatAgent(Agent):
     async def run(
         self,
         messages: AgentInput = None,
-        *,
-        thread: AgentThread | None = None,
-        on_intermediate: IntermediateCallback | None = None,
-        arguments: Mapping[str, Any] | None = None,
-        options: ChatOptions | None = None,
-        tools: Iterable[Any] | None = None,
-        tool_kwargs: Mapping[str, Any] | None = None,
-        instructions_override: str | None = None,
-        cancellation_token: CancellationToken | None = None,
-        **chat_options: Unpack[ChatOptionKeywords],
+        **kw: Unpack[RunKeywords],
     ) -> AgentResponse:
         """Run to the final answer (see `Agent.run`)."""
-        ctx = self._context(
-            messages,
-            thread,
-            arguments,
-            self._call_options(options, chat_options),
-            tools,
-            cancellation_token,
-            tool_kwargs,
-            instructions_override,
-            streaming=False,
-        )
+        ctx = self._context(messages, kw, streaming=False)
+        on_intermediate = kw.get("on_intermediate")
         log = _RunLog()
         if not self._agent_middleware:
             return await self._run_core(ctx, on_intermediate, log)
@@ -394,29 +391,11 @@ class ChatAgent(Agent):
     def run_stream(
         self,
         messages: AgentInput = None,
-        *,
-        thread: AgentThread | None = None,
-        on_intermediate: IntermediateCallback | None = None,
-        arguments: Mapping[str, Any] | None = None,
-        options: ChatOptions | None = None,
-        tools: Iterable[Any] | None = None,
-        tool_kwargs: Mapping[str, Any] | None = None,
-        instructions_override: str | None = None,
-        cancellation_token: CancellationToken | None = None,
-        **chat_options: Unpack[ChatOptionKeywords],
+        **kw: Unpack[RunKeywords],
     ) -> AgentResponseStream:
         """Run and stream the answer (see `Agent.run_stream`)."""
-        ctx = self._context(
-            messages,
-            thread,
-            arguments,
-            self._call_options(options, chat_options),
-            tools,
-            cancellation_token,
-            tool_kwargs,
-            instructions_override,
-            streaming=True,
-        )
+        ctx = self._context(messages, kw, streaming=True)
+        on_intermediate = kw.get("on_intermediate")
         log = _RunLog()
         if not self._agent_middleware:
             return self._stream_core(ctx, on_intermediate, log)

@@ -38,12 +38,11 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, Unpack
 
 from ..core import (
-    CancellationToken,
     CantataError,
     ConfigurationError,
     Content,
@@ -65,11 +64,11 @@ from ..core import (
     short_repr,
     to_json,
 )
-from ..models import ChatOptions, FinishReason
+from ..models import FinishReason
 from ._remote import RemoteThread, answer_message, bounded, call, events, load_messages, mapped
-from .agent import Agent, AgentInput, IntermediateCallback
+from .agent import Agent, AgentInput
 from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
-from .run_options import ChatOptionKeywords
+from .run_options import RunKeywords, chat_keywords
 from .thread import load_thread_data
 
 if TYPE_CHECKING:
@@ -594,19 +593,11 @@ class A2AAgent(Agent):
     async def run(
         self,
         messages: AgentInput = None,
-        *,
-        thread: Any = None,
-        on_intermediate: IntermediateCallback | None = None,
-        arguments: Mapping[str, Any] | None = None,
-        options: ChatOptions | None = None,
-        tools: Iterable[Any] | None = None,
-        tool_kwargs: Mapping[str, Any] | None = None,
-        instructions_override: str | None = None,
-        cancellation_token: CancellationToken | None = None,
-        **chat_options: Unpack[ChatOptionKeywords],
+        **kw: Unpack[RunKeywords],
     ) -> AgentResponse:
         """One turn on the server (``SendMessage``): sends what is new on the context."""
-        used = self._checked(thread, chat_options, instructions_override)
+        used = self._checked(kw)
+        cancellation_token = kw.get("cancellation_token")
         incoming = self._incoming(messages)
         turn = self._request(used, incoming)
         client = await bounded(lambda: self._client(False), cancellation_token)
@@ -629,23 +620,15 @@ class A2AAgent(Agent):
     def run_stream(
         self,
         messages: AgentInput = None,
-        *,
-        thread: Any = None,
-        on_intermediate: IntermediateCallback | None = None,
-        arguments: Mapping[str, Any] | None = None,
-        options: ChatOptions | None = None,
-        tools: Iterable[Any] | None = None,
-        tool_kwargs: Mapping[str, Any] | None = None,
-        instructions_override: str | None = None,
-        cancellation_token: CancellationToken | None = None,
-        **chat_options: Unpack[ChatOptionKeywords],
+        **kw: Unpack[RunKeywords],
     ) -> AgentResponseStream:
         """One turn on the server (``SendStreamingMessage``), the answer's text streamed
         as the server's artifact chunks arrive."""
         final: list[AgentResponse] = []
+        cancellation_token = kw.get("cancellation_token")
 
         async def updates() -> AsyncIterator[AgentResponseUpdate]:
-            used = self._checked(thread, chat_options, instructions_override)
+            used = self._checked(kw)
             incoming = self._incoming(messages)
             turn = self._request(used, incoming)
             client = await bounded(lambda: self._client(True), cancellation_token)
@@ -712,16 +695,15 @@ class A2AAgent(Agent):
             return ModelError(f"the A2A agent at {self.url} failed the run of `{self.name}`: {exc}")
         return None
 
-    def _checked(
-        self, thread: Any, chat_options: Mapping[str, Any], override: str | None
-    ) -> A2AThread:
-        if chat_options or override is not None:
+    def _checked(self, kw: RunKeywords) -> A2AThread:
+        chat_options = chat_keywords(kw)
+        if chat_options or kw.get("instructions_override") is not None:
             raise ConfigurationError(
                 f"agent `{self.name}` runs on an A2A server, which takes no chat options nor "
                 f"instructions_override (got {sorted(chat_options) or ['instructions_override']})"
                 "; set them on the served agent"
             )
-        used = self._thread_for_run(thread)
+        used = self._thread_for_run(kw.get("thread"))
         assert isinstance(used, A2AThread)  # checked by _thread_for_run
         return used
 

@@ -17,11 +17,10 @@ Serialized threads (schema 1, kind ``"responses"``) add ``store`` (bool), ``hist
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Unpack
 
 from ..core import (
-    CancellationToken,
     CantataError,
     ConfigurationError,
     Message,
@@ -34,11 +33,10 @@ from ..core import (
     new_id,
     to_json,
 )
-from ..models import ChatOptions
 from ._remote import RemoteThread, answer_message, call, events, load_messages
-from .agent import Agent, AgentInput, IntermediateCallback
+from .agent import Agent, AgentInput
 from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
-from .run_options import ChatOptionKeywords
+from .run_options import RunKeywords
 from .thread import load_thread_data
 
 if TYPE_CHECKING:
@@ -220,19 +218,11 @@ class ResponsesAgent(Agent):
     async def run(
         self,
         messages: AgentInput = None,
-        *,
-        thread: Any = None,
-        on_intermediate: IntermediateCallback | None = None,
-        arguments: Mapping[str, Any] | None = None,
-        options: ChatOptions | None = None,
-        tools: Iterable[Any] | None = None,
-        tool_kwargs: Mapping[str, Any] | None = None,
-        instructions_override: str | None = None,
-        cancellation_token: CancellationToken | None = None,
-        **chat_options: Unpack[ChatOptionKeywords],
+        **kw: Unpack[RunKeywords],
     ) -> AgentResponse:
         """One turn on the server: sends what is new, records the new response id."""
-        used = self._checked(thread)
+        used = self._checked(kw.get("thread"))
+        cancellation_token = kw.get("cancellation_token")
         incoming = self._incoming(messages)
         request = self._request(used, incoming)
         result = await call(
@@ -244,22 +234,14 @@ class ResponsesAgent(Agent):
     def run_stream(
         self,
         messages: AgentInput = None,
-        *,
-        thread: Any = None,
-        on_intermediate: IntermediateCallback | None = None,
-        arguments: Mapping[str, Any] | None = None,
-        options: ChatOptions | None = None,
-        tools: Iterable[Any] | None = None,
-        tool_kwargs: Mapping[str, Any] | None = None,
-        instructions_override: str | None = None,
-        cancellation_token: CancellationToken | None = None,
-        **chat_options: Unpack[ChatOptionKeywords],
+        **kw: Unpack[RunKeywords],
     ) -> AgentResponseStream:
         """One turn on the server, its answer's text streamed as it comes."""
         final: list[AgentResponse] = []
+        cancellation_token = kw.get("cancellation_token")
 
         async def updates() -> AsyncIterator[AgentResponseUpdate]:
-            used = self._checked(thread)
+            used = self._checked(kw.get("thread"))
             incoming = self._incoming(messages)
             request = self._request(used, incoming)
             message_id = new_id()

@@ -1,4 +1,9 @@
-"""What an agent run returns: the whole response, its streamed updates, and the stream."""
+"""What an agent run returns: the whole response, its streamed updates, and the stream.
+
+Deliberate repetition: `AgentResponse.__init__` assigns its fields one by one, the shape of
+every plain constructor (`WorkflowRun`'s, the runtime's `MessageContext`'s); it is written
+out because the class is no dataclass: unknown attributes fall through to the last message
+(``__getattr__``), which a dataclass's generated methods would not expect."""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""Chat options given to `run` / `run_stream` as keyword arguments.
+"""The keyword arguments of every agent's `run` / `run_stream` (`RunKeywords`), and the chat
+options among them.
+
+`RunKeywords` is the one definition of the run signature: every agent kind writes
+``run(self, messages=None, **kw: Unpack[RunKeywords])`` and reads what it uses from `kw`,
+so a parameter added here reaches all of them, and type checkers check every call.
 
 Agent Framework users write ``agent.run("...", response_format=Colour, temperature=0)``.
 These keywords are the fields of `ChatOptions`; anything else is refused with the list of
@@ -10,15 +15,30 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Mapping
-from typing import Any, TypedDict
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
 
 from pydantic import BaseModel
 
-from ..core import UsageError
+from ..core import CancellationToken, Message, UsageError
 from ..models import ChatOptions, ResponseFormat, ToolChoice
 
-__all__ = ["CHAT_OPTION_KEYWORDS", "ChatOptionKeywords", "UnknownOptionError", "call_options"]
+if TYPE_CHECKING:
+    from .thread import AgentThread
+
+__all__ = [
+    "CHAT_OPTION_KEYWORDS",
+    "RUN_KEYWORDS",
+    "ChatOptionKeywords",
+    "IntermediateCallback",
+    "RunKeywords",
+    "UnknownOptionError",
+    "call_options",
+    "chat_keywords",
+]
+
+IntermediateCallback: TypeAlias = Callable[[Message], Awaitable[None] | None]
+"""Called with every intermediate message of a run (tool calls, tool results) as it happens."""
 
 
 class ChatOptionKeywords(TypedDict, total=False):
@@ -38,6 +58,41 @@ class ChatOptionKeywords(TypedDict, total=False):
 
 CHAT_OPTION_KEYWORDS: frozenset[str] = frozenset(ChatOptionKeywords.__annotations__)
 """The names `ChatOptionKeywords` allows."""
+
+
+class RunKeywords(ChatOptionKeywords, total=False):
+    """Every keyword of `run` and `run_stream`, all optional: the run's own, then the chat
+    options (`ChatOptionKeywords`), which override the same fields of ``options=``.
+
+    ``thread``: the conversation to continue (a new one when absent). ``on_intermediate``:
+    sees tool calls and results as they happen. ``arguments``: fill the instructions
+    template. ``options``: the call's `ChatOptions`. ``tools``: more tools for this call.
+    ``tool_kwargs``: reach tools through `ToolContext.kwargs`. ``instructions_override``:
+    replaces the agent's instructions for this call only (rendered with the same
+    arguments; never stored on the agent). ``cancellation_token``: ends the run."""
+
+    thread: AgentThread | None
+    on_intermediate: IntermediateCallback | None
+    arguments: Mapping[str, Any] | None
+    options: ChatOptions | None
+    tools: Iterable[Any] | None
+    tool_kwargs: Mapping[str, Any] | None
+    instructions_override: str | None
+    cancellation_token: CancellationToken | None
+
+
+RUN_KEYWORDS: frozenset[str] = frozenset(RunKeywords.__annotations__) - CHAT_OPTION_KEYWORDS
+"""The names of the run's own keywords (`RunKeywords` less the chat options)."""
+
+_NONE: dict[str, Any] = {}
+
+
+def chat_keywords(kw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The keywords of a `run` call that are not the run's own: its chat options (and any
+    unknown name, which `call_options` refuses). Only read: never change what it returns."""
+    if kw.keys() <= RUN_KEYWORDS:  # the usual call: no chat options
+        return _NONE
+    return {k: v for k, v in kw.items() if k not in RUN_KEYWORDS}
 
 
 class UnknownOptionError(UsageError, TypeError):

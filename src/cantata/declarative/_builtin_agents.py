@@ -50,6 +50,9 @@ def _dump_agent(agent: ChatAgent, ctx: ConfigContext) -> dict[str, Any]:
     out["max_iterations"] = agent.max_iterations
     if agent.retry_policy is not None:
         out["retry_policy"] = _retry_to_data(agent.retry_policy)
+    if agent.answer_with_tool_results:  # written only when set: older configs stay the same
+        out["answer_with_tool_results"] = True
+        out["tool_results_format"] = agent.tool_results_format
     return out
 
 
@@ -74,7 +77,8 @@ def _retry_from_data(data: Any, where: str) -> RetryPolicy:
 
 _AGENT_FIELDS = {
     "name", "description", "instructions", "arguments", "client", "tools", "options",
-    "history_reducer", "max_iterations", "retry_policy",
+    "history_reducer", "max_iterations", "retry_policy", "answer_with_tool_results",
+    "tool_results_format",
 }  # fmt: skip
 
 
@@ -84,6 +88,7 @@ def _build_agent(config: Mapping[str, Any], ctx: ConfigContext) -> ChatAgent:
     args = _fields(config, _AGENT_FIELDS, where)
     _typed(args, {"name": str, "description": str, "instructions": str}, where)
     _typed(args, {"max_iterations": int, "arguments": dict, "tools": list}, where)
+    _typed(args, {"answer_with_tool_results": bool, "tool_results_format": str}, where)
     if "client" not in args:
         raise SpecError(f"{where}: a model client config is needed under 'client'")
     client = build(args.pop("client"), ctx, where=f"{where}.client")

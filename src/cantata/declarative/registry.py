@@ -13,12 +13,14 @@ import importlib
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..core import CantataError, SchemaVersionError
+from .context import ConfigContext
 from .errors import SpecError, UntrustedProviderError
 from .placeholders import resolve_placeholders
+from .tool_refs import index_tools
 
 __all__ = [
     "ComponentAdapter",
@@ -31,22 +33,6 @@ __all__ = [
 ]
 
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
-
-
-@dataclass(frozen=True)
-class ConfigContext:
-    """What loading may use besides the text: tools and agents the caller passed, import
-    path prefixes the caller allows (for providers and tools), settings and secrets."""
-
-    tools: Mapping[str, Any] = field(default_factory=dict)
-    agents: Mapping[str, Any] = field(default_factory=dict)
-    allow: tuple[str, ...] = ()
-    settings: Mapping[str, Any] = field(default_factory=dict)
-    include_secrets: bool = False
-
-    def allows(self, path: str) -> bool:
-        """True when `path` is one of the allowed import paths or inside one."""
-        return any(path == p or path.startswith(p + ".") for p in self.allow)
 
 
 @dataclass(frozen=True)
@@ -144,8 +130,6 @@ def make_context(
     settings: Mapping[str, Any] | None = None,
 ) -> ConfigContext:
     """A `ConfigContext` from the caller's arguments, checked."""
-    from .tool_refs import index_tools
-
     allowed = tuple(allow) if not isinstance(allow, str) else (allow,)
     for p in allowed:
         if not isinstance(p, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", p):

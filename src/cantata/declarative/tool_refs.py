@@ -14,7 +14,7 @@ from ..tools import FunctionTool, tool
 from .errors import SpecError, UnknownToolError
 
 if TYPE_CHECKING:
-    from .registry import ConfigContext
+    from .context import ConfigContext
 
 __all__ = ["index_tools", "resolve_tool", "tool_id"]
 

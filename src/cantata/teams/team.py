@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..agents import Agent, AgentThread
 from ..core import CancellationToken, ConfigurationError, UsageError
+from ..core._serving import mcp_server
 from ..workflows import Executor, Workflow, WorkflowBuilder
 from ..workflows.placement import _copies_messages
 from .channels import ChannelFactory, ChannelSet, factories_for
@@ -267,14 +268,10 @@ class Team(ABC):
         return TeamAgent(self, name=name, description=description)
 
     def as_mcp_server(self, *, name: str = "cantata", call_timeout: float | None = 300.0) -> Any:
-        """This team as an MCP server (the `mcp` package's `Server`) offering it as one tool
-        that takes a task and answers in text; serve it over stdio or HTTP (`cantata.serve`).
-
-        The serving layer is imported when this is called, so the teams package does not
-        depend on it; it needs the ``serve`` extra."""
-        from ..serve.mcp_server import as_mcp_server
-
-        return as_mcp_server(self, name=name, call_timeout=call_timeout)
+        """This team as an MCP server, one tool per served run: the same server as
+        ``cantata.serve.as_mcp_server(team)``, which this calls. The serving layer sits
+        above this one, so the `cantata` package registers it (`cantata.core._serving`)."""
+        return mcp_server(self, kind="team", name=name, call_timeout=call_timeout)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, participants={self.participant_names})"

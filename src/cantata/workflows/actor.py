@@ -600,6 +600,10 @@ class Publisher:
             self._task.cancel()
 
 
+def _unread(event: WorkflowEvent) -> None:
+    """The sink of an invocation whose events nobody reads."""
+
+
 async def execute_task(
     executor: Executor,
     wiring: Wiring,
@@ -613,25 +617,10 @@ async def execute_task(
     A handler's error is raised as it is, with the number of events published before it
     (``__cantata_published__``), so the runner still waits for those.
     """
-    if not task.observed:  # nobody reads the events: publish none, send the result only
-        quiet = Invocation(
-            task.run_id,
-            task.executor_id,
-            task.items,
-            answers=task.answers,
-            state=task.state,
-            executor_state=task.executor_state,
-            logs=task.logs,
-            wiring=wiring,
-            kwargs=task.kwargs,
-            streaming=task.streaming,
-            cancellation_token=token,
-            observed=False,
-            superstep=task.superstep,
-            journal=journal,
-        )
-        return await execute(executor, quiet)
-    sink = Publisher(runtime, task.stream, task.executor_id, task.superstep)
+    # nobody reads the events (not observed): publish none, send the result only
+    sink = (
+        Publisher(runtime, task.stream, task.executor_id, task.superstep) if task.observed else None
+    )
     inv = Invocation(
         task.run_id,
         task.executor_id,
@@ -643,11 +632,14 @@ async def execute_task(
         wiring=wiring,
         kwargs=task.kwargs,
         streaming=task.streaming,
-        sink=sink,
+        sink=_unread if sink is None else sink,
         cancellation_token=token,
+        observed=task.observed,
         superstep=task.superstep,
         journal=journal,
     )
+    if sink is None:
+        return await execute(executor, inv)
     try:
         result = await execute(executor, inv)
         await sink.flush()

@@ -11,8 +11,8 @@ same thread (object: the waiting run is kept with it in this process).
 from __future__ import annotations
 
 import weakref
-from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ..agents import (
     Agent,
@@ -21,10 +21,10 @@ from ..agents import (
     AgentResponseStream,
     AgentResponseUpdate,
     AgentThread,
-    IntermediateCallback,
+    RunKeywords,
+    chat_keywords,
 )
 from ..core import (
-    CancellationToken,
     ConfigurationError,
     FunctionCallContent,
     FunctionResultContent,
@@ -32,12 +32,12 @@ from ..core import (
     WorkflowError,
     to_json,
 )
-from ..models import ChatOptions
 from .events import AgentUpdateEvent, OutputEvent, WorkflowEvent
 
 if TYPE_CHECKING:
+    from .result import WorkflowRunResult
     from .run import WorkflowRun
-    from .workflow import Workflow, WorkflowRunResult
+    from .workflow import Workflow
 
 __all__ = ["REQUEST_INFO", "WorkflowAgent"]
 
@@ -125,23 +125,16 @@ class WorkflowAgent(Agent):
     async def run(
         self,
         messages: AgentInput = None,
-        *,
-        thread: AgentThread | None = None,
-        on_intermediate: IntermediateCallback | None = None,
-        arguments: Mapping[str, Any] | None = None,
-        options: ChatOptions | None = None,
-        tools: Iterable[Any] | None = None,
-        tool_kwargs: Mapping[str, Any] | None = None,
-        instructions_override: str | None = None,
-        cancellation_token: CancellationToken | None = None,
-        **kwargs: Any,
+        **kw: Unpack[RunKeywords],
     ) -> AgentResponse:
         """Run the workflow on the conversation; its outputs are the answer.
 
-        `tool_kwargs` (and any other keyword) reach every executor as ``ctx.kwargs``.
+        `tool_kwargs` (and any keyword that is not the run's own) reach every executor as
+        ``ctx.kwargs``.
         """
-        kwargs = self._run_kwargs(tool_kwargs, instructions_override, kwargs)
-        thread = self._thread_for_run(thread)
+        kwargs = self._run_kwargs(kw)
+        cancellation_token = kw.get("cancellation_token")
+        thread = self._thread_for_run(kw.get("thread"))
         incoming = self._incoming(messages)
         run, start = self._begin(incoming, thread)
         await thread.on_new_message(incoming)  # only once taken: a refused answer is not kept
@@ -163,23 +156,15 @@ class WorkflowAgent(Agent):
     def run_stream(
         self,
         messages: AgentInput = None,
-        *,
-        thread: AgentThread | None = None,
-        on_intermediate: IntermediateCallback | None = None,
-        arguments: Mapping[str, Any] | None = None,
-        options: ChatOptions | None = None,
-        tools: Iterable[Any] | None = None,
-        tool_kwargs: Mapping[str, Any] | None = None,
-        instructions_override: str | None = None,
-        cancellation_token: CancellationToken | None = None,
-        **kwargs: Any,
+        **kw: Unpack[RunKeywords],
     ) -> AgentResponseStream:
         """Run the workflow and stream agent chunks and outputs as they happen."""
-        kwargs = self._run_kwargs(tool_kwargs, instructions_override, kwargs)
+        kwargs = self._run_kwargs(kw)
+        cancellation_token = kw.get("cancellation_token")
         final: list[AgentResponse] = []
 
         async def updates() -> AsyncIterator[AgentResponseUpdate]:
-            used = self._thread_for_run(thread)
+            used = self._thread_for_run(kw.get("thread"))
             incoming = self._incoming(messages)
             run, start = self._begin(incoming, used)
             await used.on_new_message(incoming)
@@ -205,21 +190,16 @@ class WorkflowAgent(Agent):
 
         return AgentResponseStream(updates(), lambda: final[-1])
 
-    def _run_kwargs(
-        self,
-        tool_kwargs: Mapping[str, Any] | None,
-        instructions_override: str | None,
-        kwargs: dict[str, Any],
-    ) -> dict[str, Any]:
+    def _run_kwargs(self, kw: RunKeywords) -> dict[str, Any]:
         """The workflow's kwargs: the tool kwargs (an agent-as-tool call passes its
-        caller's) and any other keyword."""
-        if instructions_override is not None:
+        caller's) and any keyword that is not the run's own."""
+        if kw.get("instructions_override") is not None:
             raise ConfigurationError(
                 f"agent {self.name!r} runs workflow {self.workflow.name!r}, which has no "
                 "instructions to override; drop instructions_override= (or set the "
                 "instructions of the agents inside the workflow)"
             )
-        return {**(tool_kwargs or {}), **kwargs}
+        return {**(kw.get("tool_kwargs") or {}), **chat_keywords(kw)}
 
     def _update(self, event: WorkflowEvent, new: list[Any]) -> AgentResponseUpdate | None:
         if isinstance(event, AgentUpdateEvent) and isinstance(event.data, AgentResponseUpdate):

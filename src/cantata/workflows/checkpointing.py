@@ -36,7 +36,7 @@ from .runner import Delivery, RunState
 
 if TYPE_CHECKING:
     from .checkpoint_store import CheckpointStore
-    from .workflow import Workflow
+    from .graph import WorkflowGraph
 
 __all__ = ["restore_run", "save_checkpoint"]
 
@@ -64,7 +64,7 @@ def _segment_appends(
     segments[-1] = (name, count + len(new))
 
 
-async def save_checkpoint(workflow: Workflow, run: RunState, store: CheckpointStore) -> str:
+async def save_checkpoint(workflow: WorkflowGraph, run: RunState, store: CheckpointStore) -> str:
     """Save the run as it stands at this boundary; returns the new checkpoint id.
 
     A save that fails (a value the registry cannot write, a store error) changes nothing in
@@ -95,7 +95,7 @@ _BUILTIN_TYPES: dict[str, type] = {
 }
 
 
-def _request(workflow: Workflow, r: PendingRequest) -> dict[str, Any]:
+def _request(workflow: WorkflowGraph, r: PendingRequest) -> dict[str, Any]:
     """A pending request as JSON, with the answer type it asked for when that is not the
     one its response handler declares (a builtin or registered class; other annotations
     fall back to the handler's on restore)."""
@@ -109,7 +109,7 @@ def _request(workflow: Workflow, r: PendingRequest) -> dict[str, Any]:
     return item
 
 
-def _response_type(workflow: Workflow, item: dict[str, Any], data: Any) -> Any:
+def _response_type(workflow: WorkflowGraph, item: dict[str, Any], data: Any) -> Any:
     name = item.get("response_type")
     if name is None:
         return workflow.executors[item["executor_id"]]._response_type_for(data)
@@ -119,7 +119,7 @@ def _response_type(workflow: Workflow, item: dict[str, Any], data: Any) -> Any:
 
 
 def _build(
-    workflow: Workflow, run: RunState
+    workflow: WorkflowGraph, run: RunState
 ) -> tuple[WorkflowCheckpoint, dict[str, Any], dict[str, tuple[int, list[Any]]]]:
     """The record, the new values and the log appends of a save (advances run.segments)."""
     values: dict[str, Any] = {}
@@ -271,7 +271,9 @@ def _with_conversation(run: RunState, message: Any, ref: Any, ckpt: WorkflowChec
     return message
 
 
-async def restore_run(workflow: Workflow, store: CheckpointStore, checkpoint_id: str) -> RunState:
+async def restore_run(
+    workflow: WorkflowGraph, store: CheckpointStore, checkpoint_id: str
+) -> RunState:
     """Rebuild a run from a checkpoint; later saves follow it (lineage) on a new branch."""
     ckpt = await store.load(checkpoint_id)
     where = f"checkpoint {checkpoint_id!r}"
@@ -297,7 +299,7 @@ async def restore_run(workflow: Workflow, store: CheckpointStore, checkpoint_id:
 
 
 async def _rebuild(
-    workflow: Workflow, store: CheckpointStore, ckpt: WorkflowCheckpoint
+    workflow: WorkflowGraph, store: CheckpointStore, ckpt: WorkflowCheckpoint
 ) -> RunState:
     run = RunState(ckpt.run_id, superstep=ckpt.superstep, checkpoint_id=ckpt.checkpoint_id)
     if ckpt.status in _RESTING:
@@ -353,7 +355,7 @@ async def _rebuild(
     return run
 
 
-def _check_message_logs(workflow: Workflow, run: RunState, ckpt: WorkflowCheckpoint) -> None:
+def _check_message_logs(workflow: WorkflowGraph, run: RunState, ckpt: WorkflowCheckpoint) -> None:
     """Agent executors' states, conversations and threads must be theirs: damaged ones are
     refused here rather than given to a model."""
     from .agent_executor import AgentExecutor, AgentExecutorState
@@ -387,7 +389,7 @@ async def _read_segments(
     return entries
 
 
-def _known(workflow: Workflow, executor_id: str, ckpt: WorkflowCheckpoint) -> None:
+def _known(workflow: WorkflowGraph, executor_id: str, ckpt: WorkflowCheckpoint) -> None:
     if executor_id not in workflow.executors:
         raise CheckpointError(
             f"checkpoint {ckpt.checkpoint_id!r} is damaged: it names executor {executor_id!r}, "

@@ -33,11 +33,10 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..core import CancellationToken, WorkflowError, new_id
 from ..runtime import AgentId, AgentRuntime, BaseAgent, LocalRuntime, MessageContext, TopicId
@@ -55,19 +54,17 @@ from .actor import (
 from .context import StepResult
 from .events import ExecutorFailedEvent, RequestInfoEvent, RunStatus, WorkflowEvent
 from .executor import Executor
+from .graph import Placement
 from .journal import JournalCall, RemoteJournal, serve_journal
 
 if TYPE_CHECKING:
+    from .graph import WorkflowGraph
     from .runner import Runner
-    from .workflow import Workflow
 
 __all__ = ["DriveRun", "ExecutorActor", "Placement", "RunActor", "drive_placed"]
 
-Placement: TypeAlias = Literal["run", "executor"]
 Outcome: TypeAlias = "StepResult | BaseException"
 Dispatch = Callable[[list[Invocation]], Awaitable[list[Outcome]]]
-
-_SAFE = re.compile(r"[^\w\-.]")
 
 
 @dataclass(slots=True)
@@ -158,7 +155,11 @@ class RunEvents:
     )
 
     def __init__(
-        self, sink: Callable[[WorkflowEvent], None], workflow: Workflow, run_id: str, stream: str
+        self,
+        sink: Callable[[WorkflowEvent], None],
+        workflow: WorkflowGraph,
+        run_id: str,
+        stream: str,
     ) -> None:
         self.sink = sink
         self.workflow = workflow
@@ -230,15 +231,7 @@ class RunEvents:
         self._waiters.pop(key, None)
 
 
-def actor_types(workflow: Workflow) -> dict[str, str]:
-    """Actor types of a workflow: ``""`` for the run actor, executor ids for the others."""
-    base = f"wf.{_SAFE.sub('_', workflow.name)[:40]}.{workflow.uid}"
-    types = {"": f"{base}.run"}
-    types.update({eid: f"{base}.{i}" for i, eid in enumerate(workflow.executors)})
-    return types
-
-
-async def _register_all(runtime: AgentRuntime, workflow: Workflow) -> None:
+async def _register_all(runtime: AgentRuntime, workflow: WorkflowGraph) -> None:
     if workflow.placement == "run":
         executors = workflow._by_id
         await runtime.register_factory(workflow._actor_types[""], lambda: RunActor(executors))
@@ -248,7 +241,7 @@ async def _register_all(runtime: AgentRuntime, workflow: Workflow) -> None:
             await runtime.register_factory(agent_type, _factory(workflow, eid))
 
 
-def _factory(workflow: Workflow, eid: str) -> Callable[[], BaseAgent]:
+def _factory(workflow: WorkflowGraph, eid: str) -> Callable[[], BaseAgent]:
     executor, wiring = workflow.executors[eid], workflow._wiring[eid]
     return lambda: ExecutorActor(executor, wiring)
 
@@ -263,7 +256,7 @@ _registered: weakref.WeakKeyDictionary[Any, dict[str, asyncio.Future[None]]] = (
 )
 
 
-async def _register_once(runtime: AgentRuntime, workflow: Workflow) -> None:
+async def _register_once(runtime: AgentRuntime, workflow: WorkflowGraph) -> None:
     """Register a workflow's actor factories on a shared runtime once, even under races."""
     known = _registered.setdefault(runtime, {})
     pending = known.get(workflow.uid)

@@ -3,6 +3,9 @@
 A run is driven by calls (`Workflow.run`, `send_responses`, `Workflow.resume`); between two
 calls it is idle and holds nothing but data, so it may wait for a person for days, or be
 dropped and resumed from its last checkpoint in another process.
+
+Deliberate repetition: the constructor assigns its fields one by one, the shape of every
+plain constructor (`AgentResponse`'s too).
 """
 
 from __future__ import annotations
@@ -14,14 +17,15 @@ from ..core import CancellationToken, ConfigurationError, WorkflowError
 from ._typing import accepts_value, type_name
 from .events import RequestInfoEvent, RunStatus, WorkflowEvent
 from .placement import drive_placed
+from .result import WorkflowRunResult
 from .runner import Runner, RunState
 from .stream import WorkflowEventStream
 
 if TYPE_CHECKING:
     from ..runtime import AgentRuntime
     from .checkpoint_store import CheckpointStore
+    from .graph import WorkflowGraph
     from .journal import EffectJournal
-    from .workflow import Workflow, WorkflowRunResult
 
 __all__ = ["WorkflowRun"]
 
@@ -35,7 +39,7 @@ class WorkflowRun:
 
     def __init__(
         self,
-        workflow: Workflow,
+        workflow: WorkflowGraph,
         state: RunState,
         *,
         runtime: AgentRuntime | None,
@@ -215,8 +219,6 @@ class WorkflowRun:
             self._busy = False
 
     def _result(self, status: RunStatus, events: list[WorkflowEvent] | None) -> WorkflowRunResult:
-        from .workflow import WorkflowRunResult
-
         return WorkflowRunResult(
             self,
             status,

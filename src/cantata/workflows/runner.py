@@ -36,7 +36,7 @@ from .journal import EffectJournal, journal_of
 
 if TYPE_CHECKING:
     from .checkpoint_store import CheckpointStore
-    from .workflow import Workflow
+    from .graph import WorkflowGraph
 
 __all__ = ["Delivery", "RunState", "Runner"]
 
@@ -87,7 +87,7 @@ class Runner:
 
     def __init__(
         self,
-        workflow: Workflow,
+        workflow: WorkflowGraph,
         run: RunState,
         *,
         dispatch: Dispatch | None,
@@ -220,20 +220,9 @@ class Runner:
     # -- one superstep -----------------------------------------------------------------
 
     def _superstep(self, sink: Sink) -> Awaitable[None]:
-        """The next superstep. A plain function: the usual one in a run nobody observes and
-        nothing checkpoints (a turn token, a chain) is one coroutine (`_one`), not two."""
-        run = self.run
-        pending = run.pending
-        if len(pending) == 1 and not run.answers and not self._observed and self._store is None:
-            run.superstep += 1
-            d = pending[0]
-            inv = self._invocation({}, d.target, sink)
-            inv.items.append((d.message, d.sources))
-            run.pending = []
-            return self._one(inv, sink)
-        return self._step(sink)
-
-    async def _step(self, sink: Sink) -> None:
+        """The next superstep: its invocations, then `_execute` them. A plain function: in a
+        run nobody observes and nothing checkpoints, the superstep is that one coroutine,
+        without the `_step` around it (which has nothing to do then)."""
         run = self.run
         run.superstep += 1
         batches: dict[str, Invocation] = {}
@@ -254,27 +243,47 @@ class Runner:
                 found.items.append((d.message, d.sources))
             run.answers = []
         run.pending = []
+        invocations = list(batches.values())
+        if not self._observed and self._store is None:
+            return self._execute(invocations, sink)
+        return self._step(invocations, sink)
+
+    async def _step(self, invocations: list[Invocation], sink: Sink) -> None:
+        """A superstep someone observes or a store checkpoints: its events around
+        `_execute`, and the checkpoint after it."""
+        run = self.run
         if self._observed:
-            sink(SuperstepStartedEvent(run.superstep, list(batches)))
+            sink(SuperstepStartedEvent(run.superstep, [inv.executor_id for inv in invocations]))
+        await self._execute(invocations, sink)
+        checkpoint_id = None
+        if self._store is not None:
+            from .checkpointing import save_checkpoint
+
+            checkpoint_id = await save_checkpoint(self.workflow, run, self._store)
+            _log.debug("workflow run %r: checkpoint %s", run.run_id, checkpoint_id)
+        if self._observed:
+            sink(SuperstepCompletedEvent(run.superstep, checkpoint_id))
+
+    async def _execute(self, invocations: list[Invocation], sink: Sink) -> None:
+        """Execute a superstep's invocations and commit what they did: the one step path of
+        every run, whichever placement dispatches them (in process or copied as values)."""
+        run = self.run
         debug = _log.isEnabledFor(logging.DEBUG)
         if debug:
             _log.debug(
                 "workflow run %r: superstep %d starts, executors %s",
                 run.run_id,
                 run.superstep,
-                list(batches),
+                [inv.executor_id for inv in invocations],
             )
-        invocations = list(batches.values())
-        results: list[StepResult] = []
         assert self.dispatch is not None, "the placement sets dispatch before driving"
         try:
             outcomes = await self.dispatch(invocations)
-            if len(outcomes) != 1 or isinstance(outcomes[0], BaseException):
+            if len(outcomes) != 1 or type(outcomes[0]) is not StepResult:
                 failure = _first_failure(invocations, outcomes)
                 if failure is not None:
                     raise failure
-            results.extend(outcomes)  # type: ignore[arg-type]  # no exception among them
-            self._commit(results, sink)
+            self._commit(outcomes, sink)  # type: ignore[arg-type]  # no exception among them
         except BaseException:
             # Nothing of a failed or cancelled superstep is committed, so the run stays as it
             # was at the boundary (as its last checkpoint has it): its messages can be
@@ -291,59 +300,12 @@ class Runner:
                 for request, _ in inv.answers:
                     run.requests[request.request_id] = request
             raise
-        checkpoint_id = None
-        if self._store is not None:
-            from .checkpointing import save_checkpoint
-
-            checkpoint_id = await save_checkpoint(self.workflow, run, self._store)
-        if self._observed:
-            sink(SuperstepCompletedEvent(run.superstep, checkpoint_id))
         if debug:
             _log.debug(
-                "workflow run %r: superstep %d committed (%d deliveries next, checkpoint %s)",
+                "workflow run %r: superstep %d committed (%d deliveries next)",
                 run.run_id,
                 run.superstep,
                 len(run.pending),
-                checkpoint_id,
-            )
-
-    async def _one(self, inv: Invocation, sink: Sink) -> None:
-        """A superstep of one invocation in a run nobody observes and nothing checkpoints:
-        what `_step` does, without the bookkeeping that has nothing to do then."""
-        debug = _log.isEnabledFor(logging.DEBUG)
-        if debug:
-            _log.debug(
-                "workflow run %r: superstep %d starts, executors %s",
-                self.run.run_id,
-                self.run.superstep,
-                [inv.executor_id],
-            )
-        assert self.dispatch is not None, "the placement sets dispatch before driving"
-        try:
-            outcomes = await self.dispatch([inv])
-            outcome = outcomes[0] if len(outcomes) == 1 else None
-            if type(outcome) is not StepResult:
-                failure = _first_failure([inv], outcomes)
-                if failure is not None:
-                    raise failure
-            self._commit(outcomes, sink)  # type: ignore[arg-type]  # no exception among them
-        except BaseException:
-            # as in `_step`: nothing of it is committed, its message can be delivered again
-            run = self.run
-            run.superstep -= 1
-            run.pending = [
-                Delivery(inv.executor_id, message, sources) for message, sources in inv.items
-            ]
-            for request, _ in inv.answers:
-                run.requests[request.request_id] = request
-            raise
-        if debug:
-            _log.debug(
-                "workflow run %r: superstep %d committed (%d deliveries next, checkpoint %s)",
-                self.run.run_id,
-                self.run.superstep,
-                len(self.run.pending),
-                None,
             )
 
     def _invocation(self, batches: dict[str, Invocation], target: str, sink: Sink) -> Invocation:

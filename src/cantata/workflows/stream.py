@@ -1,4 +1,8 @@
-"""`WorkflowEventStream`: a run's events as they happen, then its result."""
+"""`WorkflowEventStream`: a run's events as they happen, then its result.
+
+Deliberate repetition: ``__aenter__``/``__aexit__`` closing the stream is the async context
+manager protocol, written as every closable object of the project writes it (the model
+clients, the agents, MCP tools)."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from ..core import WorkflowError
 from .events import WorkflowEvent
 
 if TYPE_CHECKING:
-    from .workflow import WorkflowRunResult
+    from .result import WorkflowRunResult
 
 __all__ = ["WorkflowEventStream"]
 

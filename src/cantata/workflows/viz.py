@@ -6,7 +6,7 @@ import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .workflow import Workflow
+    from .graph import WorkflowGraph
 
 __all__ = ["to_dot", "to_mermaid"]
 
@@ -17,7 +17,7 @@ def _node(executor_id: str) -> str:
     return "n_" + _NODE.sub("_", executor_id)
 
 
-def _edges(workflow: Workflow) -> list[tuple[str, str, str]]:
+def _edges(workflow: WorkflowGraph) -> list[tuple[str, str, str]]:
     """(source, target, label) of every edge; fan-ins and switches are labelled."""
     out: list[tuple[str, str, str]] = []
     for group in workflow.edge_groups:
@@ -35,7 +35,7 @@ def _edges(workflow: Workflow) -> list[tuple[str, str, str]]:
     return out
 
 
-def to_mermaid(workflow: Workflow) -> str:
+def to_mermaid(workflow: WorkflowGraph) -> str:
     """A Mermaid flowchart; the start executor is drawn as a stadium."""
     lines = ["flowchart TD"]
     for eid in workflow.executors:
@@ -48,7 +48,7 @@ def to_mermaid(workflow: Workflow) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_dot(workflow: Workflow) -> str:
+def to_dot(workflow: WorkflowGraph) -> str:
     """A Graphviz digraph; the start executor is drawn doubled."""
     name = workflow.name.replace('"', "'")
     lines = [f'digraph "{name}" {{', "  rankdir=TB;"]

@@ -8,18 +8,15 @@ with `WorkflowRun.send_responses`; a saved run is continued from any checkpoint 
 
 from __future__ import annotations
 
-import hashlib
-import types
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..core import CancellationToken, ConfigurationError, WorkflowError, new_id
+from ..core import CancellationToken, ConfigurationError, new_id
+from ..core._serving import mcp_server
 from ._typing import type_name
-from .actor import Wiring
-from .edges import EdgeGroup
-from .events import RequestInfoEvent, RunStatus, WorkflowEvent
-from .executor import Executor
+from .events import WorkflowEvent
+from .graph import WorkflowGraph
+from .result import WorkflowRunResult
 from .runner import Delivery, RunState
 from .stream import WorkflowEventStream
 
@@ -27,156 +24,14 @@ if TYPE_CHECKING:
     from ..runtime import AgentRuntime
     from .as_agent import WorkflowAgent
     from .checkpoint_store import CheckpointStore
-    from .placement import Placement
     from .run import WorkflowRun
 
 __all__ = ["Workflow", "WorkflowRunResult"]
 
 
-@dataclass(slots=True)
-class WorkflowRunResult:
-    """What a run (or one continuation of it) produced.
-
-    A result keeps what it needs (outputs, status, pending requests; a failure is raised);
-    the full list of events only when the call was made with ``include_events=True``, so a
-    run nobody watches does not pay for them.
-    """
-
-    run: WorkflowRun
-    status: RunStatus
-    outputs: list[Any]
-    """Every output of the run so far (a resumed run includes those before its checkpoint)."""
-    checkpoint_id: str | None = None
-    """The last checkpoint of the run, when a checkpoint store is configured."""
-    collected: list[WorkflowEvent] | None = field(default=None, repr=False)
-    """The call's events, when asked for; read them as `events`."""
-
-    @property
-    def events(self) -> list[WorkflowEvent]:
-        """The events of this call (needs ``include_events=True`` on the call)."""
-        if self.collected is None:
-            raise WorkflowError(
-                f"run {self.run.run_id!r} kept no events: pass include_events=True to the call "
-                "(run, resume, send_responses, continue_run), or iterate run_stream(...)"
-            )
-        return self.collected
-
-    @property
-    def run_id(self) -> str:
-        """The run's id."""
-        return self.run.run_id
-
-    @property
-    def pending_requests(self) -> list[RequestInfoEvent]:
-        """Requests for input waiting for an answer (answer with `send_responses`)."""
-        return self.run.pending_requests
-
-    async def send_responses(
-        self, responses: Mapping[str, Any], *, include_events: bool = False
-    ) -> WorkflowRunResult:
-        """Answer pending requests by id and continue the run (see `WorkflowRun`)."""
-        return await self.run.send_responses(responses, include_events=include_events)
-
-    def send_responses_stream(self, responses: Mapping[str, Any]) -> WorkflowEventStream:
-        """Answer pending requests and stream the continuation's events."""
-        return self.run.send_responses_stream(responses)
-
-
-def _wiring(
-    executor: Executor, targets: frozenset[str], output_from: frozenset[str] | None
-) -> Wiring:
-    """An executor's place in the graph, with the output rules of `WorkflowBuilder`."""
-    if output_from is None:
-        answers = executor._answers_as_output() and not targets
-        return Wiring(targets, True, answers)
-    chosen = executor.id in output_from
-    return Wiring(targets, chosen, chosen and executor._answers_as_output())
-
-
-class Workflow:
-    """A checked, immutable graph of executors; build one with `WorkflowBuilder`."""
-
-    def __init__(
-        self,
-        *,
-        executors: dict[str, Executor],
-        groups: tuple[EdgeGroup, ...],
-        start_id: str,
-        name: str,
-        description: str = "",
-        max_supersteps: int = 100,
-        checkpoint_store: CheckpointStore | None = None,
-        placement: Placement = "run",
-        output_from: frozenset[str] | None = None,
-        event_timeout: float = 30.0,
-    ) -> None:
-        self.placement: Placement = placement
-        self.event_timeout = event_timeout
-        """Seconds a run waits for an executor's published events after its result."""
-        self.output_from = output_from
-        """Ids of the executors whose outputs are the workflow's (None: the default, see
-        `WorkflowBuilder`)."""
-        self._by_id: dict[str, Executor] = dict(executors)
-        """The executors by id, as a plain dict: the runner's lookups, one per delivery."""
-        self.executors: Mapping[str, Executor] = types.MappingProxyType(self._by_id)
-        self.edge_groups = groups
-        self.start_id = start_id
-        self.name = name
-        self.description = description
-        self.max_supersteps = max_supersteps
-        self.checkpoint_store = checkpoint_store
-        self.uid = new_id()[:12]
-        out: dict[str, list[EdgeGroup]] = {}
-        targets: dict[str, set[str]] = {eid: set() for eid in executors}
-        for group in groups:
-            for source in group.sources:
-                out.setdefault(source, []).append(group)
-                targets[source].update(group.targets)
-        self._out_groups: Mapping[str, tuple[EdgeGroup, ...]] = {
-            k: tuple(v) for k, v in out.items()
-        }
-        self._wiring: Mapping[str, Wiring] = {
-            eid: _wiring(ex, frozenset(targets[eid]), output_from) for eid, ex in executors.items()
-        }
-        self._fan_ins = tuple(g for g in groups if g.kind == "fan_in")
-        wiring = ";".join(
-            f"{g.id}:{g.kind}:{','.join(g.sources)}>{','.join(g.targets)}" for g in groups
-        )
-        self._graph = hashlib.sha256(wiring.encode()).hexdigest()[:16]
-        """A fingerprint of the edges: a checkpoint resumes only a workflow wired the same."""
-        self._seeders = tuple(
-            ex for ex in executors.values() if type(ex)._initial_logs is not Executor._initial_logs
-        )
-        from .placement import actor_types
-
-        self._actor_types = actor_types(self)
-        self._frozen = True
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if getattr(self, "_frozen", False):
-            raise ConfigurationError(
-                f"workflow {self.name!r} is an immutable definition: build a new one with "
-                f"WorkflowBuilder instead of setting {name!r}"
-            )
-        object.__setattr__(self, name, value)
-
-    @property
-    def start_executor(self) -> Executor:
-        """The executor that takes the run's input."""
-        return self.executors[self.start_id]
-
-    @property
-    def input_types(self) -> list[Any]:
-        """What `run()` accepts: the start executor's input types."""
-        return self.start_executor.input_types
-
-    @property
-    def output_types(self) -> list[Any]:
-        """The types executors declare they yield as workflow outputs."""
-        seen: list[Any] = []
-        for ex in self.executors.values():
-            seen.extend(t for t in ex.workflow_output_types if t not in seen)
-        return seen
+class Workflow(WorkflowGraph):
+    """A checked, immutable graph of executors and the runs made of it; build one with
+    `WorkflowBuilder`."""
 
     # -- running -----------------------------------------------------------------------
 
@@ -444,14 +299,10 @@ class Workflow:
         return WorkflowAgent(self, name=name, description=description)
 
     def as_mcp_server(self, *, name: str = "cantata", call_timeout: float | None = 300.0) -> Any:
-        """This workflow as an MCP server (the `mcp` package's `Server`) offering it as one tool
-        that takes a task and answers in text; serve it over stdio or HTTP (`cantata.serve`).
-
-        The serving layer is imported when this is called, so the workflows package does not
-        depend on it; it needs the ``serve`` extra."""
-        from ..serve.mcp_server import as_mcp_server
-
-        return as_mcp_server(self, name=name, call_timeout=call_timeout)
+        """This workflow as an MCP server, one tool per served run: the same server as
+        ``cantata.serve.as_mcp_server(workflow)``, which this calls. The serving layer sits
+        above this one, so the `cantata` package registers it (`cantata.core._serving`)."""
+        return mcp_server(self, kind="workflow", name=name, call_timeout=call_timeout)
 
     def to_mermaid(self) -> str:
         """The graph as a Mermaid flowchart."""
@@ -464,6 +315,3 @@ class Workflow:
         from .viz import to_dot
 
         return to_dot(self)
-
-    def __repr__(self) -> str:
-        return f"Workflow(name={self.name!r}, executors={list(self.executors)})"
