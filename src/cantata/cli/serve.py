@@ -3,7 +3,8 @@ teams over HTTP.
 
 A spec file (``.yaml``, ``.yml``, ``.json``) is loaded as `cantata run` loads it, with the
 same ``--setting`` and ``--allow`` options, and served exactly like an object named by
-module:object. Registered on the `cantata` app by one line in `app.py`. Heavy imports
+module:object. Registered on the `cantata` app by one line in `app.py` (which this module does
+not import). Heavy imports
 (Starlette, uvicorn, the served module) happen inside the command, so other commands start
 fast.
 """
@@ -15,7 +16,8 @@ from typing import Annotated
 
 import typer
 
-from .run import AllowOption, SettingOption, parse_settings
+from .console import err
+from .spec_options import AllowOption, SettingOption, parse_settings
 
 __all__ = ["serve_command"]
 
@@ -66,7 +68,6 @@ def serve_command(
     """Serve agents, workflows and teams (a spec file, or module:object): OpenAI-compatible
     API and more, on one port."""
     from ..core import CantataError, UsageError
-    from .app import _err
     from .failure import report
 
     try:
@@ -87,7 +88,7 @@ def serve_command(
         served = ServedSet(loaded)
         names = ", ".join(f"{n} ({e.kind})" for n, e in served.items())
         limits = Limits(max_body_bytes=max_body, request_timeout=timeout)
-        _err().print(f"serving {names} on http://{host}:{port}/v1", highlight=False)
+        err().print(f"serving {names} on http://{host}:{port}/v1", highlight=False)
         serve(
             served,
             host=host,
@@ -98,5 +99,5 @@ def serve_command(
             log_level=log_level,
         )
     except (CantataError, OSError, ImportError) as exc:
-        report(exc, debug=debug, console=_err())
+        report(exc, debug=debug, console=err())  # no model flags: a spec names its model
         raise typer.Exit(1) from None
