@@ -1,7 +1,7 @@
 """`LocalCodeExecutor`: run model-written Python in a child process, with a timeout, a
-scratch directory and no network.
+scratch directory it may not leave, and no network.
 
-No Docker: the child is ``python -I`` (isolated mode: no user site, no ``PYTHON*``
+No container: the child is ``python -I`` (isolated mode: no user site, no ``PYTHON*``
 environment variables, no script directory on ``sys.path``) started in the scratch
 directory with an environment of its own (no proxies, ``HOME`` and ``TMPDIR`` in the
 scratch directory) and an audit hook installed before the code runs.
@@ -9,6 +9,12 @@ scratch directory) and an audit hook installed before the code runs.
 What is guaranteed, for code that only uses Python (the standard library and pure-Python
 packages):
 
+- files: the code opens, lists, creates, changes, moves, links and removes files only in
+  its scratch directory, and reads the Python library (the directories on the child's
+  ``sys.path``); anything else is refused with `PermissionError` (its message says why, in
+  the code's output). Every path is resolved first (``..`` and symbolic links, by a
+  resolver bound before the code runs, so rebinding ``os.path`` changes nothing), whether it
+  comes through ``open``, ``io``, ``os``, ``pathlib``, ``shutil`` or ``glob``;
 - no socket is created: the audit events ``socket.__new__``, ``socket.connect``,
   ``socket.bind``, ``socket.getaddrinfo``, ``socket.gethostbyname`` ... raise
   `PermissionError`, so ``urllib``, ``http.client`` and ``asyncio`` (whose event loop
@@ -16,17 +22,21 @@ packages):
 - no other program is started (``subprocess``, ``os.system``, ``os.exec*``,
   ``os.posix_spawn``, ``os.fork``, ``pty.spawn`` are refused) and no native library is
   loaded through ``ctypes`` (``ctypes.dlopen``; importing ``ctypes`` itself fails), since
-  either would run code the hook does not see; audit hooks cannot be removed from Python;
+  either would run code the hook does not see; audit hooks cannot be removed from Python,
+  and the hook's own functions refuse a new ``__code__`` or new defaults;
 - the run ends within ``timeout`` seconds: the child gets its own process group, and the
   whole group is killed at the deadline;
 - at most ``max_output`` characters of stdout and of stderr are kept (the rest is read and
   dropped, so a chatty program can neither block nor exhaust memory).
 
-What is not guaranteed: this is a guard against model-written code reaching the network or
-the machine by accident, not a sandbox against hostile code. A compiled extension module
-that calls the C library itself bypasses audit hooks; the code may read and write any file
-the user may (its working directory is the scratch directory, nothing more); memory and
-CPU are only bounded by the timeout. For untrusted code use a container or a VM.
+What is not guaranteed: this guards the machine against model-written code that strays, not
+against code written to break out. A compiled extension module already installed that calls
+the C library itself bypasses audit hooks; ``os.stat`` and ``os.path.exists`` are not
+audited, so the code can learn whether a path outside exists (not read it); a symbolic link
+swapped between the check and the open (by code racing itself in two threads) is not
+caught; files already open when the code starts (its stdout and stderr) stay usable; the
+library directories include whatever the interpreter's ``.pth`` files add; memory and CPU
+are bounded only by the timeout. For hostile code use a container or a VM.
 """
 
 from __future__ import annotations
@@ -75,22 +85,139 @@ _BLOCKED_EVENTS = (
 )
 
 # Runs in the child before the user's code: install the hook, then run the file as
-# __main__. Kept free of imports the hook would refuse.
-_BOOTSTRAP = """
-import sys
-def _guard(event, args, _blocked=frozenset({blocked!r})):
+# __main__. Everything the hook uses is bound now, as default arguments (C functions of the
+# posix module, frozensets, strings), so user code that rebinds a module attribute
+# (``os.path.realpath``, ``posixpath.os``) changes nothing the hook sees; the path resolver is
+# written here for the same reason, rather than borrowed from ``posixpath``.
+_BOOTSTRAP = r"""
+import sys, posix
+from stat import S_ISLNK
+sys.dont_write_bytecode = True
+_scratch = posix.getcwd()
+def _resolve(path, _getcwd=posix.getcwd, _lstat=posix.lstat, _readlink=posix.readlink,
+             _fspath=posix.fspath, _islink=S_ISLNK):
+    if isinstance(path, int):
+        return None
+    path = _fspath(path)
+    if isinstance(path, bytes):
+        path = path.decode("utf-8", "surrogateescape")
+    if not path.startswith("/"):
+        path = _getcwd() + "/" + path
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    done = []
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            if done:
+                done.pop()
+            continue
+        current = "/" + "/".join(done + [part])
+        try:
+            is_link = _islink(_lstat(current).st_mode)
+        except OSError:
+            is_link = False
+        if not is_link:
+            done.append(part)
+            continue
+        hops += 1
+        if hops > 40:
+            return current
+        target = _readlink(current)
+        if target.startswith("/"):
+            done = []
+        parts[:0] = [p for p in target.split("/") if p not in ("", ".")]
+    return "/" + "/".join(done)
+def _under(path, roots):
+    for root in roots:
+        if path == root or path.startswith(root if root.endswith("/") else root + "/"):
+            return True
+    return False
+_scratch_roots = (_resolve(_scratch),)
+_library_roots = tuple(sorted({{_resolve(p) for p in sys.path if p.startswith("/")}}))
+def _refuse(event, what):
+    raise PermissionError(
+        "the code executor refuses " + event + " of " + repr(what) + ": code may use only "
+        "the files of its scratch directory " + _scratch + " (and read the Python library)"
+    )
+def _guard(event, args, _blocked=frozenset({blocked!r}), _paths=frozenset({paths!r}),
+           _resolve=_resolve, _under=_under, _scratch=_scratch_roots, _library=_library_roots,
+           _refuse=_refuse, _writes=0o1 | 0o2 | 0o100 | 0o1000 | 0o2000,
+           _own=frozenset({{"_guard", "_resolve", "_under", "_refuse"}}),
+           _two=frozenset({{"os.rename", "os.link", "os.symlink", "shutil.copyfile",
+                           "shutil.copymode", "shutil.copystat", "shutil.copytree",
+                           "shutil.move"}})):
     if event in _blocked:
         raise PermissionError(
             "the code executor refuses " + event + ": network access, new processes and "
             "native libraries are disabled"
         )
+    if event == "open":
+        path, mode, flags = args
+        target = _resolve(path)
+        if target is None or _under(target, _scratch):
+            return
+        writing = (mode is not None and any(c in mode for c in "wax+")) or (
+            mode is None and flags & _writes)
+        if writing or not _under(target, _library):
+            _refuse("open", path)
+        return
+    if event == "object.__setattr__" and getattr(args[0], "__name__", "") in _own:
+        _refuse("changing the guard", args[1])
+    if event in _paths:
+        for path in args[:2] if event in _two else args[:1]:
+            if path is None or isinstance(path, int):
+                continue
+            target = _resolve(path)
+            if target is None or _under(target, _scratch):
+                continue
+            if event in ("os.listdir", "os.scandir") and _under(target, _library):
+                continue
+            _refuse(event, path)
 sys.addaudithook(_guard)
+del _resolve, _under, _refuse, _guard
 _path = sys.argv[1]
 sys.argv = sys.argv[1:]
 with open(_path, encoding="utf-8") as _f:
     _source = _f.read()
 exec(compile(_source, _path, "exec"), {{"__name__": "__main__", "__file__": _path}})
 """
+
+# Audit events that name paths (the first one, or two for copies and moves) which must lie in
+# the scratch directory; "open" is checked apart (it may also read the library).
+_PATH_EVENTS = (
+    "os.chdir",
+    "os.chmod",
+    "os.chown",
+    "os.chflags",
+    "os.link",
+    "os.listdir",
+    "os.mkdir",
+    "os.mkfifo",
+    "os.mknod",
+    "os.remove",
+    "os.removexattr",
+    "os.rename",
+    "os.rmdir",
+    "os.scandir",
+    "os.setxattr",
+    "os.symlink",
+    "os.truncate",
+    "os.utime",
+    "os.listxattr",
+    "os.getxattr",
+    "shutil.chown",
+    "shutil.copyfile",
+    "shutil.copymode",
+    "shutil.copystat",
+    "shutil.copytree",
+    "shutil.make_archive",
+    "shutil.move",
+    "shutil.rmtree",
+    "shutil.unpack_archive",
+    "glob.glob",
+    "glob.glob/2",
+)
 
 
 class CodeExecutionError(RunError):
@@ -205,7 +332,7 @@ class LocalCodeExecutor:
         limit = self.timeout if time_limit is None else time_limit
         script = self._dir / f"snippet_{new_id()[:12]}.py"
         script.write_text(code, encoding="utf-8")
-        bootstrap = _BOOTSTRAP.format(blocked=tuple(_BLOCKED_EVENTS))
+        bootstrap = _BOOTSTRAP.format(blocked=tuple(_BLOCKED_EVENTS), paths=_PATH_EVENTS)
         try:
             process = await asyncio.create_subprocess_exec(
                 self.python,
