@@ -11,12 +11,13 @@ fast.
 
 from __future__ import annotations
 
-import sys
+import os
 from typing import Annotated
 
 import typer
 
 from .console import err
+from .serve_worker import CONFIG_VARIABLE, WorkerConfig, load_served
 from .spec_options import AllowOption, SettingOption, parse_settings
 
 __all__ = ["serve_command"]
@@ -61,6 +62,16 @@ def serve_command(
             "--log-level", help="Server log level: critical, error, warning, info (each request)."
         ),
     ] = "info",
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            min=1,
+            max=64,
+            help="Server processes on the port; they share the store (give a file or server "
+            "store: not memory://), so any of them answers any conversation.",
+        ),
+    ] = 1,
     setting: SettingOption = None,
     allow: AllowOption = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of failures.")] = False,
@@ -71,24 +82,34 @@ def serve_command(
     from .failure import report
 
     try:
-        from ..declarative import SPEC_SUFFIXES, load
-        from ..serve import DEFAULT_STORE_URL, Limits, ServedSet, check_bind, load_target, serve
+        from ..serve import DEFAULT_STORE_URL, Limits, ServedSet, check_bind, serve
 
         check_bind(host, token)  # before loading anything: a refusal is instant
         if log_level not in _LEVELS:
             raise UsageError(f"--log-level {log_level!r} is not one of {', '.join(_LEVELS)}")
-        if "" not in sys.path:
-            sys.path.insert(0, "")  # module:object names modules of the working directory
-        if target.endswith(SPEC_SUFFIXES):
-            loaded = load(target, settings=parse_settings(setting or []), allow=allow or [])
-        elif setting or allow:
-            raise UsageError("--setting and --allow are for spec files (.yaml, .yml, .json)")
-        else:
-            loaded = load_target(target)
+        loaded = load_served(target, parse_settings(setting or []), allow or [])
         served = ServedSet(loaded)
         names = ", ".join(f"{n} ({e.kind})" for n, e in served.items())
         limits = Limits(max_body_bytes=max_body, request_timeout=timeout)
         err().print(f"serving {names} on http://{host}:{port}/v1", highlight=False)
+        if workers > 1:
+            _serve_workers(
+                WorkerConfig(
+                    target,
+                    store or DEFAULT_STORE_URL,
+                    token,
+                    max_body,
+                    timeout,
+                    parse_settings(setting or []),
+                    allow or [],
+                    os.getcwd(),
+                ),
+                host=host,
+                port=port,
+                workers=workers,
+                log_level=log_level,
+            )
+            return
         serve(
             served,
             host=host,
@@ -101,3 +122,32 @@ def serve_command(
     except (CantataError, OSError, ImportError) as exc:
         report(exc, debug=debug, console=err())  # no model flags: a spec names its model
         raise typer.Exit(1) from None
+
+
+def _serve_workers(
+    config: WorkerConfig, *, host: str, port: int, workers: int, log_level: str
+) -> None:
+    """`workers` uvicorn processes on one socket, each building the app from `config`."""
+    import uvicorn
+
+    from ..core import UsageError
+
+    if config.store.startswith("memory:"):
+        raise UsageError(
+            "--workers needs a store the processes share: a SQLite file or a PostgreSQL or "
+            "Redis URL, not memory://"
+        )
+    if config.store.startswith("sqlite:///.cantata/"):
+        os.makedirs(".cantata", exist_ok=True)
+    os.environ[CONFIG_VARIABLE] = config.to_env()
+    uvicorn.run(
+        "cantata.cli.serve_worker:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level=log_level,
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+        server_header=False,
+    )

@@ -28,6 +28,7 @@ from starlette.types import ASGIApp
 
 from ..core import ConfigurationError
 from ..stores import MemoryStore, StateStore, open_store
+from ..workflows import StateStoreCheckpointStore
 from .auth import TokenAuthMiddleware
 from .errors import RequestError, error_body, status_for
 from .limits import Limits, LimitsMiddleware
@@ -108,13 +109,13 @@ def build_app(
     SQLite). With `token`, every request must carry it. `providers` default to
     `default_providers()`.
     """
-    entries = ServedSet(served)
     owned = store is None or isinstance(store, str)
     state = open_store(store) if isinstance(store, str) else (store or MemoryStore())
     if not isinstance(state, StateStore):
         raise ConfigurationError(
             f"store must be a StateStore or a store URL, got {type(store).__name__}"
         )
+    entries = ServedSet(served, checkpoint_store=StateStoreCheckpointStore(state))
     ctx = ServeContext(entries, state, limits or Limits(), ResponseThreads(state))
     contributions = [p(ctx) for p in (default_providers() if providers is None else providers)]
 
