@@ -72,6 +72,15 @@ def serve_command(
             "store: not memory://), so any of them answers any conversation.",
         ),
     ] = 1,
+    allow_remote_code_execution: Annotated[
+        bool,
+        typer.Option(
+            "--allow-remote-code-execution",
+            help="Serve agents that run model-written Python (a coder agent, a code runner) "
+            "on a non-loopback address: anyone who can send a prompt can have code run on "
+            "this machine. Refused without this flag.",
+        ),
+    ] = False,
     setting: SettingOption = None,
     allow: AllowOption = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of failures.")] = False,
@@ -83,12 +92,14 @@ def serve_command(
 
     try:
         from ..serve import DEFAULT_STORE_URL, Limits, ServedSet, check_bind, serve
+        from ..serve.local_code import check_local_code
 
         check_bind(host, token)  # before loading anything: a refusal is instant
         if log_level not in _LEVELS:
             raise UsageError(f"--log-level {log_level!r} is not one of {', '.join(_LEVELS)}")
         loaded = load_served(target, parse_settings(setting or []), allow or [])
         served = ServedSet(loaded)
+        check_local_code(host, served, allow=allow_remote_code_execution)
         names = ", ".join(f"{n} ({e.kind})" for n, e in served.items())
         limits = Limits(max_body_bytes=max_body, request_timeout=timeout)
         err().print(f"serving {names} on http://{host}:{port}/v1", highlight=False)

@@ -445,6 +445,8 @@ def python_tool(
     async def run_python(code: str) -> str:
         return (await executor.run(code)).as_text()
 
+    run_python.runs_local_code = True  # type: ignore[attr-defined]  # see RUNS_LOCAL_CODE
+
     return FunctionTool(
         name,
         "Run a Python script (no network) and get its exit code, stdout and stderr. "
