@@ -24,11 +24,11 @@ import tempfile
 from pathlib import Path
 
 from cantata.models import ChatClient, ChatOptions
-from cantata.teams.code_executor import LocalCodeExecutor, coder_agent
-from cantata.teams.file_tools import file_reader_agent
+from cantata.teams import coder_agent, file_reader_agent
 from cantata.teams.magentic import Magentic, PlanReview, PlanReviewAnswer, PlanStep
 from cantata.teams.result import TaskResult
 from cantata.teams.session import TeamSession
+from cantata.tools import LocalCodeExecutor
 from cantata.workflows import RequestInfoEvent
 
 TASK = "Read notes.txt, then use Python to multiply the two numbers it gives."

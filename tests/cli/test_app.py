@@ -106,13 +106,21 @@ def test_subprocess_with_non_utf8_stdin_has_no_traceback() -> None:
     assert b"not UTF-8" in done.stderr and b"Traceback" not in done.stderr
 
 
+ASK_FLAGS = {"--model", "--base-url", "--model-path", "--max-tokens", "--temperature"}
+
+
 def test_library_words_become_cli_words() -> None:
-    assert cli_words("pass model_path= to a GGUF file") == "pass --model-path to a GGUF file"
-    assert cli_words("check that base_url= is right") == "check that --base-url is right"
+    words = "pass model_path= to a GGUF file"
+    assert cli_words(words, ASK_FLAGS) == "pass --model-path to a GGUF file"
+    assert cli_words("check that base_url= is right", ASK_FLAGS) == "check that --base-url is right"
     assert (
-        cli_words("none was set: set CANTATA_API_KEY (or OPENAI_API_KEY), or pass api_key=")
+        cli_words(
+            "none was set: set CANTATA_API_KEY (or OPENAI_API_KEY), or pass api_key=", ASK_FLAGS
+        )
         == "none was set: set CANTATA_API_KEY (or OPENAI_API_KEY)"
     )
+    # a command without those flags keeps the library's (and the spec's) names
+    assert cli_words(words, {"--store", "--json"}) == words
 
 
 @pytest.mark.openai_server

@@ -20,7 +20,8 @@ from cantata.declarative import (
     to_config,
 )
 from cantata.models import OpenAIChatClient
-from cantata.teams import CodeRunnerAgent, LocalCodeExecutor, Sequential, TeamAgent
+from cantata.teams import CodeRunnerAgent, Sequential, TeamAgent
+from cantata.tools import LocalCodeExecutor
 from cantata.workflows import WorkflowAgent
 
 ALLOW_RUNNER = ["cantata.teams.CodeRunnerAgent"]

@@ -58,11 +58,19 @@ from cantata.models import ScriptedChatClient, tool_call
 from cantata.serve.a2a_executor import context_thread
 from cantata.serve.human_input import INPUT_KEY
 from cantata.stores import MemoryStore, SQLiteStore
-from cantata.workflows import REQUEST_INFO, AgentUpdateEvent, WorkflowBuilder
+from cantata.workflows import (
+    REQUEST_INFO,
+    AgentUpdateEvent,
+    Executor,
+    WorkflowBuilder,
+    WorkflowContext,
+    handler,
+    response_handler,
+)
 from cantata.workflows import AgentExecutor as WorkflowAgentExecutor
 
 from ._servers import running, serving
-from .test_a2a_input import _asker, _ops_agent
+from .test_a2a_input import Ask, _asker, _ops_agent
 
 
 @asynccontextmanager
@@ -262,6 +270,16 @@ async def test_a_request_the_workflow_refuses_leaves_the_thread_waiting() -> Non
         assert done.text == "how many pears? -> 3"
 
 
+class _BrokenAsker(Executor):
+    @handler
+    async def start(self, text: str, ctx: WorkflowContext[None, str]) -> None:
+        await ctx.request_info(Ask(f"how many {text}?"), response_type=int)
+
+    @response_handler
+    async def got(self, request: Ask, answer: int, ctx: WorkflowContext[None, str]) -> None:
+        raise RuntimeError("this asker cannot take the answer")
+
+
 async def test_a_task_that_fails_while_waited_on_is_a_model_error_and_waits_no_more(
     tmp_path: Path,
 ) -> None:
@@ -274,14 +292,17 @@ async def test_a_task_that_fails_while_waited_on_is_a_model_error_and_waits_no_m
         thread = remote.create_thread()
         (call,) = (await remote.run("plums", thread=thread)).function_calls
         data = await thread.serialize()
+    # the server comes back with a workflow whose handler of the answer fails: the waiting
+    # run is restored from the store and answered, and its failure fails the task
+    other = WorkflowBuilder(_BrokenAsker("asker"), name="asker").build()
     async with (
         SQLiteStore(path) as store,
-        serving(_asker(), store=store) as url,
+        serving(other, store=store) as url,
         A2AAgent(f"{url}/a2a/asker") as remote,
     ):
         restored = await remote.deserialize_thread(data)
         answer = Message("tool", [FunctionResultContent(call.call_id, 3)])
-        with pytest.raises(ModelError, match=r"as failed: .*no longer held by this server"):
+        with pytest.raises(ModelError, match=r"as failed: .*cannot take the answer"):
             await remote.run(answer, thread=restored)
         assert restored.waiting_task_id is None  # a new message starts again
         asked = await remote.run("plums", thread=restored)

@@ -14,9 +14,8 @@ from cantata.core import ConfigurationError, Message
 from cantata.models import ChatOptions, ScriptedChatClient, tool_call
 from cantata.runtime import LocalRuntime
 from cantata.stores import SQLiteStore
-from cantata.teams.code_executor import LocalCodeExecutor, coder_agent
+from cantata.teams import coder_agent, file_reader_agent
 from cantata.teams.events import RoutingEvent
-from cantata.teams.file_tools import file_reader_agent
 from cantata.teams.magentic import (
     Magentic,
     MagenticLedgerEvent,
@@ -25,6 +24,7 @@ from cantata.teams.magentic import (
     PlanStep,
 )
 from cantata.teams.result import TaskResult
+from cantata.tools import LocalCodeExecutor
 from cantata.workflows import RequestInfoEvent, StateStoreCheckpointStore
 
 from ._magentic_script import ManagerScript, progress

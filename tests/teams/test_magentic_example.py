@@ -73,8 +73,8 @@ async def test_the_example_reads_the_file_and_runs_code(capsys: Any) -> None:
 @pytest.mark.local_model
 async def test_on_the_local_model_a_file_is_read_and_code_runs(tmp_path: Path) -> None:
     from cantata.models import LocalChatClient
-    from cantata.teams.code_executor import LocalCodeExecutor
     from cantata.teams.magentic import PlanReview, PlanReviewAnswer
+    from cantata.tools import LocalCodeExecutor
     from cantata.workflows import InMemoryCheckpointStore, RequestInfoEvent
 
     example = _load()

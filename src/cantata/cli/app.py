@@ -10,14 +10,11 @@ non-zero; `--debug` adds the traceback.
 from __future__ import annotations
 
 import asyncio
-import logging
 import math
 import sys
-from collections.abc import Callable
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from .. import __version__
 from ..core import Message, UsageError
@@ -25,6 +22,7 @@ from ..models import ChatClient
 from .answer import close_client, load_model, quiet_loop_errors, stream_answer
 from .chat_session import EXIT_WORDS, ChatSession
 from .client_options import ClientOptions
+from .console import err, out, read_stdin, run_body
 from .failure import report
 from .run import run_command
 from .schema import schema_command
@@ -86,12 +84,10 @@ VerboseOpt = Annotated[
 ]
 
 
-def _out() -> Console:
-    return Console(highlight=False, soft_wrap=True)
-
-
-def _err() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+CLIENT_FLAGS = frozenset(
+    {"--model", "--base-url", "--model-path", "--system", "--max-tokens", "--temperature"}
+)
+"""The model options of `ask` and `chat`: the flags their error lines may name."""
 
 
 def _show_version(value: bool) -> None:
@@ -110,36 +106,6 @@ def _root(
     ] = False,
 ) -> None:
     """cantata: agents, workflows and teams on one engine. Talk to a model from here."""
-
-
-def _run(work: Callable[[], None], *, debug: bool, verbose: bool) -> None:
-    """Run a command body: any failure becomes one red line and exit code 1 (130 for
-    Ctrl-C); `debug` adds the traceback, `verbose` turns on DEBUG logging."""
-    if verbose:
-        _log_debug()
-    try:
-        work()
-    except KeyboardInterrupt:
-        _err().print()
-        raise typer.Exit(130) from None
-    except (typer.Exit, typer.Abort):
-        raise
-    except Exception as exc:
-        report(exc, debug=debug, console=_err())
-        raise typer.Exit(1) from None
-
-
-def _log_debug() -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.getLogger().addHandler(handler)
-    logging.getLogger().setLevel(logging.WARNING)  # other libraries stay quiet
-    logging.getLogger("cantata").setLevel(logging.DEBUG)
-
-
-def _read_stdin() -> str:
-    # bytes, decoded here: a non-UTF-8 pipe is one clear error, not a decoder traceback
-    return sys.stdin.buffer.read().decode("utf-8")
 
 
 @app.command()
@@ -165,7 +131,7 @@ def ask(
     )
 
     def work() -> None:
-        text = (_read_stdin() if question == "-" else question).strip()
+        text = (read_stdin() if question == "-" else question).strip()
         if not text:
             raise UsageError("the question is empty; pass it as an argument or on stdin")
         client = flags.client()
@@ -174,13 +140,13 @@ def ask(
             quiet_loop_errors(runner.get_loop(), debug=debug)
             runner.run(_ask(client, messages, flags))
 
-    _run(work, debug=debug, verbose=verbose)
+    run_body(work, debug=debug, verbose=verbose, flags=CLIENT_FLAGS)
 
 
 async def _ask(client: ChatClient, messages: list[Message], flags: ClientOptions) -> None:
     try:
-        await load_model(client, _err())
-        await stream_answer(client, messages, flags.chat_options(), _out())
+        await load_model(client, err())
+        await stream_answer(client, messages, flags.chat_options(), out())
     finally:
         await close_client(client)
 
@@ -211,14 +177,15 @@ def chat(
             flags.client(),
             flags.chat_options(),
             system=flags.system,
-            out=_out(),
-            err=_err(),
+            out=out(),
+            err=err(),
             interactive=sys.stdin.isatty(),
             debug=debug,
+            flags=CLIENT_FLAGS,
         )
         session.run()
 
-    _run(work, debug=debug, verbose=verbose)
+    run_body(work, debug=debug, verbose=verbose, flags=CLIENT_FLAGS)
 
 
 def _start(system: str | None) -> list[Message]:
@@ -235,5 +202,5 @@ def main() -> None:
     try:
         app()
     except Exception as exc:  # outside any command (argument parsing, start-up)
-        report(exc, debug="--debug" in sys.argv, console=_err())
+        report(exc, debug="--debug" in sys.argv, console=err())
         sys.exit(1)

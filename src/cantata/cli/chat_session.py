@@ -12,6 +12,7 @@ import asyncio
 import os
 import select
 import sys
+from collections.abc import Collection
 
 from rich.console import Console
 
@@ -38,8 +39,11 @@ class ChatSession:
         err: Console,
         interactive: bool,
         debug: bool = False,
+        flags: Collection[str] = (),
     ) -> None:
         self._client = client
+        self._flags = flags
+        """The command's model options, which error lines may name."""
         self._options = options
         self._history = [Message("system", system)] if system else []
         self._out = out
@@ -81,7 +85,7 @@ class ChatSession:
                     self._out.print()
                 return None
             except UnicodeDecodeError as exc:
-                report(exc, debug=self._debug, console=self._err)
+                report(exc, debug=self._debug, console=self._err, flags=self._flags)
 
     def _turn(self, runner: asyncio.Runner, text: str) -> None:
         self._history.append(Message("user", text))
@@ -98,7 +102,7 @@ class ChatSession:
         except CantataError as exc:
             self._history.pop()
             self._out.print()
-            report(exc, debug=self._debug, console=self._err)
+            report(exc, debug=self._debug, console=self._err, flags=self._flags)
             return
         self._history.extend(response.messages)
 

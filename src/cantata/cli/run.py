@@ -18,17 +18,10 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-__all__ = ["AllowOption", "SettingOption", "parse_settings", "run_command"]
+from .console import read_stdin, run_body
+from .spec_options import AllowOption, SettingOption, parse_settings
 
-# The options that load a spec, shared by `cantata run` and `cantata serve spec.yaml`.
-SettingOption = Annotated[
-    list[str] | None,
-    typer.Option("--setting", help="key=value for ${Settings:key} placeholders."),
-]
-AllowOption = Annotated[
-    list[str] | None,
-    typer.Option("--allow", help="Import path whose functions the spec may use as tools."),
-]
+__all__ = ["run_command"]
 
 
 def run_command(
@@ -53,10 +46,9 @@ def run_command(
     """Run an agent, team or workflow spec on a task, its steps streamed
     (`cantata serve spec.yaml` serves the same spec over HTTP)."""
     from .answer import quiet_loop_errors
-    from .app import _read_stdin, _run
 
     def work() -> None:
-        text = (_read_stdin() if task == "-" else task).strip()
+        text = (read_stdin() if task == "-" else task).strip()
         out = _Output(Console(highlight=False, soft_wrap=True), as_json=as_json)
         with asyncio.Runner() as runner:
             quiet_loop_errors(runner.get_loop(), debug=debug)
@@ -65,20 +57,7 @@ def run_command(
                       settings=parse_settings(setting or []), allow=allow or [])
             )  # fmt: skip
 
-    _run(work, debug=debug, verbose=False)
-
-
-def parse_settings(pairs: list[str]) -> dict[str, str]:
-    """The ``--setting key=value`` pairs as settings for ``${Settings:key}``."""
-    from ..core import UsageError
-
-    out: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--setting {pair!r} must be key=value")
-        out[key] = value
-    return out
+    run_body(work, debug=debug)
 
 
 async def _main(

@@ -3,19 +3,23 @@ teams over HTTP.
 
 A spec file (``.yaml``, ``.yml``, ``.json``) is loaded as `cantata run` loads it, with the
 same ``--setting`` and ``--allow`` options, and served exactly like an object named by
-module:object. Registered on the `cantata` app by one line in `app.py`. Heavy imports
+module:object. Registered on the `cantata` app by one line in `app.py` (which this module does
+not import). Heavy imports
 (Starlette, uvicorn, the served module) happen inside the command, so other commands start
 fast.
 """
 
 from __future__ import annotations
 
-import sys
+import math
+import os
 from typing import Annotated
 
 import typer
 
-from .run import AllowOption, SettingOption, parse_settings
+from .console import err
+from .serve_worker import CONFIG_VARIABLE, WorkerConfig, load_served
+from .spec_options import AllowOption, SettingOption, parse_settings
 
 __all__ = ["serve_command"]
 
@@ -70,6 +74,25 @@ def serve_command(
             "--log-level", help="Server log level: critical, error, warning, info (each request)."
         ),
     ] = "info",
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            min=1,
+            max=64,
+            help="Server processes on the port; they share the store (give a file or server "
+            "store: not memory://), so any of them answers any conversation.",
+        ),
+    ] = 1,
+    allow_remote_code_execution: Annotated[
+        bool,
+        typer.Option(
+            "--allow-remote-code-execution",
+            help="Serve agents that run model-written Python (a coder agent, a code runner) "
+            "on a non-loopback address: anyone who can send a prompt can have code run on "
+            "this machine. Refused without this flag.",
+        ),
+    ] = False,
     setting: SettingOption = None,
     allow: AllowOption = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of failures.")] = False,
@@ -77,25 +100,18 @@ def serve_command(
     """Serve agents, workflows and teams (a spec file, or module:object): OpenAI-compatible
     API and more, on one port."""
     from ..core import CantataError, UsageError
-    from .app import _err
     from .failure import report
 
     try:
-        from ..declarative import SPEC_SUFFIXES, load
-        from ..serve import DEFAULT_STORE_URL, Limits, ServedSet, check_bind, load_target, serve
+        from ..serve import DEFAULT_STORE_URL, Limits, ServedSet, check_bind, serve
+        from ..serve.local_code import check_local_code
 
         check_bind(host, token)  # before loading anything: a refusal is instant
         if log_level not in _LEVELS:
             raise UsageError(f"--log-level {log_level!r} is not one of {', '.join(_LEVELS)}")
-        if "" not in sys.path:
-            sys.path.insert(0, "")  # module:object names modules of the working directory
-        if target.endswith(SPEC_SUFFIXES):
-            loaded = load(target, settings=parse_settings(setting or []), allow=allow or [])
-        elif setting or allow:
-            raise UsageError("--setting and --allow are for spec files (.yaml, .yml, .json)")
-        else:
-            loaded = load_target(target)
+        loaded = load_served(target, parse_settings(setting or []), allow or [])
         served = ServedSet(loaded)
+        check_local_code(host, served, allow=allow_remote_code_execution)
         names = ", ".join(f"{n} ({e.kind})" for n, e in served.items())
         limits = Limits(
             max_body_bytes=max_body,
@@ -103,7 +119,28 @@ def serve_command(
             max_running=max_running,
             max_queued=max_queued,
         )
-        _err().print(f"serving {names} on http://{host}:{port}/v1", highlight=False)
+        err().print(f"serving {names} on http://{host}:{port}/v1", highlight=False)
+        if workers > 1:
+            _serve_workers(
+                WorkerConfig(
+                    target,
+                    store or DEFAULT_STORE_URL,
+                    token,
+                    max_body,
+                    timeout,
+                    parse_settings(setting or []),
+                    allow or [],
+                    os.getcwd(),
+                    max_running=max_running,
+                    max_queued=max_queued,
+                ),
+                host=host,
+                port=port,
+                workers=workers,
+                log_level=log_level,
+                grace=grace,
+            )
+            return
         serve(
             served,
             host=host,
@@ -115,5 +152,34 @@ def serve_command(
             grace=grace,
         )
     except (CantataError, OSError, ImportError) as exc:
-        report(exc, debug=debug, console=_err())
+        report(exc, debug=debug, console=err())  # no model flags: a spec names its model
         raise typer.Exit(1) from None
+
+
+def _serve_workers(
+    config: WorkerConfig, *, host: str, port: int, workers: int, log_level: str, grace: float
+) -> None:
+    """`workers` uvicorn processes on one socket, each building the app from `config`."""
+    import uvicorn
+
+    from ..core import UsageError
+
+    if config.store.startswith("memory:"):
+        raise UsageError(
+            "--workers needs a store the processes share: a SQLite file or a PostgreSQL or "
+            "Redis URL, not memory://"
+        )
+    if config.store.startswith("sqlite:///.cantata/"):
+        os.makedirs(".cantata", exist_ok=True)
+    os.environ[CONFIG_VARIABLE] = config.to_env()
+    uvicorn.run(
+        "cantata.cli.serve_worker:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level=log_level,
+        lifespan="on",
+        timeout_graceful_shutdown=math.ceil(grace),
+        server_header=False,
+    )

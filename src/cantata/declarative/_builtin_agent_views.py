@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core import CantataError
-from ..teams import CodeRunnerAgent, LocalCodeExecutor, Team, TeamAgent
+from ..teams import CodeRunnerAgent, Team, TeamAgent
+from ..tools import LocalCodeExecutor
 from ..workflows import Workflow, WorkflowAgent
 from ._builtin_models import _fields, _typed
 from .errors import SpecError, UntrustedProviderError

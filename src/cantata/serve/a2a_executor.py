@@ -9,9 +9,8 @@ answer's text goes out in artifact chunks as the agent produces it.
 A run that stops for a person (a tool needing approval, a workflow's request) leaves the
 task ``input-required`` with the requests in its status message; the next message on the
 task answers them and the run goes on (see `human_input`). An agent's approvals wait in the
-thread, in the store, so they survive a restart; a workflow's waiting run lives in this
-process (at most `MAX_WAITING` of them, the oldest dropped), so its task fails with a
-clear message if the server restarted before the answer came.
+thread, and a team's or workflow's waiting run in its checkpoint, both in the store, so any
+server process over that store answers them, after a restart too.
 
 A run still going when the server's grace period at shutdown runs out is stopped and its
 task failed with a message saying so (`Drain`).

@@ -34,6 +34,7 @@ from starlette.types import ASGIApp
 
 from ..core import ConfigurationError
 from ..stores import MemoryStore, StateStore, open_store
+from ..workflows import StateStoreCheckpointStore
 from .auth import TokenAuthMiddleware
 from .drain import Drain
 from .errors import RequestError, error_body, error_headers, status_for
@@ -128,13 +129,13 @@ def build_app(
     `default_providers()`. `drain` is what the server calls to stop the app gracefully
     (`serve` passes its own; by default one the app keeps).
     """
-    entries = ServedSet(served)
     owned = store is None or isinstance(store, str)
     state = open_store(store) if isinstance(store, str) else (store or MemoryStore())
     if not isinstance(state, StateStore):
         raise ConfigurationError(
             f"store must be a StateStore or a store URL, got {type(store).__name__}"
         )
+    entries = ServedSet(served, checkpoint_store=StateStoreCheckpointStore(state))
     ctx = ServeContext(
         entries, state, limits or Limits(), ResponseThreads(state), drain=drain or Drain()
     )

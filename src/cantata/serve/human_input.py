@@ -2,8 +2,10 @@
 task ``input-required`` (its Responses answer holds approval requests and ``request_info``
 calls), and the next message on that task (the next request after that response) answers it.
 One mechanism serves both: the requests are read from the thread, the answers checked and
-turned into the messages the run takes, and a workflow's waiting thread held in this process
-(`WaitingThreads`); only the wire forms differ.
+turned into the messages the run takes; only the wire forms differ. A waiting run lives in
+the server's store (its checkpoint, named by the thread's last message), so any server
+process over that store answers it, after a restart too; `WaitingThreads` keeps the thread
+object as well, so the process that asked skips the restore.
 
 A run stops for a person in two ways, both visible in the messages it leaves on the thread:
 a tool that needs approval (an assistant message of `FunctionApprovalRequestContent`, finish
@@ -48,6 +50,7 @@ from ..core import (
     Message,
     short_repr,
 )
+from ..workflows.as_agent import RUN_KEY
 from .errors import RequestError
 
 if TYPE_CHECKING:
@@ -85,6 +88,9 @@ class InputRequest:
     request_id: str
     kind: Literal["approval", "request_info"]
     call: FunctionCallContent
+    stored: bool = False
+    """The waiting run is in the store (its message names a checkpoint): any process can
+    answer it."""
 
     def to_json(self) -> dict[str, Any]:
         """The request as the status message's data part lists it."""
@@ -124,11 +130,12 @@ def input_requests(messages: Sequence[Message]) -> list[InputRequest]:
         if message.role != "assistant":
             break
         found: list[InputRequest] = []
+        stored = type(message.metadata.get(RUN_KEY)) is str
         for c in message.contents:
             if type(c) is FunctionApprovalRequestContent:
                 found.append(InputRequest(c.request_id, "approval", c.function_call))
             elif type(c) is FunctionCallContent and c.name == _REQUEST_INFO:
-                found.append(InputRequest(c.call_id, "request_info", c))
+                found.append(InputRequest(c.call_id, "request_info", c, stored))
         out[:0] = found
     return out
 
@@ -226,10 +233,11 @@ def request_parts(requests: Sequence[InputRequest], said: str, why: str = "") ->
 
 
 class WaitingThreads:
-    """Thread objects whose workflow run waits for a person, by the id the answer will name
-    (an A2A context id, a response id). A `WorkflowAgent` keeps a waiting run with its thread
-    object, so the object must outlive the request that made it; this process only, at most
-    `limit` of them (the oldest dropped: its answer is then refused)."""
+    """Thread objects whose run waits for a person, by the id the answer will name (an A2A
+    context id, a response id). An agent view keeps a waiting run with its thread object, so
+    the process that asked answers without restoring it; at most `limit` of them (the oldest
+    dropped: its answer then restores the run from the store, when it was checkpointed
+    there, else is refused)."""
 
     def __init__(self, limit: int = MAX_WAITING) -> None:
         self._threads: OrderedDict[str, LocalThread] = OrderedDict()
@@ -252,5 +260,6 @@ class WaitingThreads:
 
 
 def needs_held_run(requests: Sequence[InputRequest]) -> bool:
-    """Whether answering `requests` needs the waiting run of this process (a workflow's)."""
-    return any(r.kind == "request_info" for r in requests)
+    """Whether answering `requests` needs the waiting run of this process (a workflow's,
+    when its run was not checkpointed in the store)."""
+    return any(r.kind == "request_info" and not r.stored for r in requests)

@@ -4,6 +4,10 @@ Every route serves an entry through its agent view (`Served.agent`: the agent it
 `workflow.as_agent()`, `team.as_agent()`), so a route written for agents serves workflows and
 teams too; routes that need the object itself (a workflow's graph, a team's routing) read
 `Served.target` and `Served.kind`.
+
+Given a checkpoint store (the app gives one over its own store), the views of workflows and
+teams checkpoint there, so a run that waits for a person is answered by whichever server
+process gets the answer, after a restart too (see `TeamAgent`, `WorkflowAgent`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any, Literal, TypeAlias
 
 from ..agents import Agent
 from ..core import ConfigurationError, short_repr
+from ..workflows import CheckpointStore
 
 __all__ = ["Served", "ServedKind", "ServedSet", "load_target"]
 
@@ -41,19 +46,20 @@ class Served:
         return self.agent.description
 
 
-def _entry(name: str | None, obj: Any) -> Served:
-    from ..teams import Team
-    from ..workflows import Workflow
+def _entry(name: str | None, obj: Any, checkpoints: CheckpointStore | None = None) -> Served:
+    from ..teams import Team, TeamAgent
+    from ..workflows import Workflow, WorkflowAgent
 
     if isinstance(obj, Agent):
         return Served(name or obj.name, "agent", obj, obj)
     if isinstance(obj, Workflow):
-        agent: Agent = obj.as_agent(name=_agent_name(name or obj.name))
+        agent: Agent = WorkflowAgent(
+            obj, name=_agent_name(name or obj.name), checkpoint_store=checkpoints
+        )
         return Served(name or obj.name, "workflow", obj, agent)
     if isinstance(obj, Team):
-        return Served(
-            name or obj.name, "team", obj, obj.as_agent(name=_agent_name(name or obj.name))
-        )
+        view = TeamAgent(obj, name=_agent_name(name or obj.name), checkpoint_store=checkpoints)
+        return Served(name or obj.name, "team", obj, view)
     raise ConfigurationError(
         f"cannot serve {short_repr(obj)} ({type(obj).__name__})"
         f"{f' under the name {name!r}' if name else ''}: serve an Agent, a Workflow or a Team, "
@@ -71,11 +77,18 @@ class ServedSet(Mapping[str, Served]):
 
     A list names each entry by the object's own name; a dict by its keys. Names are what
     clients put in ``model`` (OpenAI), in the A2A card's URL, and in the MCP tool name.
+    With `checkpoint_store`, the views of workflows and teams checkpoint there (a waiting
+    run survives the process).
     """
 
-    def __init__(self, objects: Any) -> None:
+    def __init__(self, objects: Any, *, checkpoint_store: CheckpointStore | None = None) -> None:
         if isinstance(objects, ServedSet):
             self._entries: dict[str, Served] = dict(objects._entries)
+            if checkpoint_store is not None:
+                self._entries = {
+                    n: e if e.kind == "agent" else _entry(n, e.target, checkpoint_store)
+                    for n, e in self._entries.items()
+                }
             return
         pairs: Iterable[tuple[str | None, Any]]
         if isinstance(objects, Mapping):
@@ -91,7 +104,7 @@ class ServedSet(Mapping[str, Served]):
                     f"served name {short_repr(name)} is not valid: use 1 to 128 letters, "
                     "digits, '_', '-', '.' or ':'"
                 )
-            entry = _entry(name, obj)
+            entry = _entry(name, obj, checkpoint_store)
             if entry.name in self._entries:
                 raise ConfigurationError(
                     f"two served objects are named {entry.name!r}; serve a dict to give "

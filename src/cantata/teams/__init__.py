@@ -7,9 +7,14 @@ nests as an agent (`team.as_agent()`). A participant whose tool needs a person's
 (or whose model calls a tool declared without a function) pauses the team with that
 request pending (`TeamSession.pending_requests`); `TeamSession.send_responses` answers it,
 the participant's turn goes on, and so does the team.
+
+The code executor and the file tools moved to `cantata.tools` (they are tools); their old
+names here still resolve for one release, with a `DeprecationWarning`.
 """
 
 from ._fresh_turn import FreshTurnParticipant
+from ._moved import MOVED_TO_TOOLS as _MOVED_TO_TOOLS
+from ._moved import moved_getattr as _moved_getattr
 from .actor import AgentActor, AgentReply, AgentTask, register_agent
 from .as_agent import TeamAgent
 from .channels import (
@@ -22,17 +27,8 @@ from .channels import (
     TurnOptions,
     channel_key,
 )
-from .code_executor import (
-    CodeExecutionError,
-    CodeResult,
-    CodeRunnerAgent,
-    LocalCodeExecutor,
-    coder_agent,
-    python_tool,
-)
 from .concurrent import Aggregator, Concurrent, ConcurrentAnswer, ConcurrentManager
 from .events import RoutingEvent, TeamEvent, TeamMessageEvent, TeamStoppedEvent
-from .file_tools import FileAccessError, FileTools, file_reader_agent
 from .group_chat import GroupChat, GroupChatManager
 from .handoff import Handoff, HandoffInfo, HandoffManager, Swarm, handoff_of
 from .magentic import (
@@ -63,6 +59,7 @@ from .speakers import (
     SpeakerFunction,
     SpeakerPolicy,
 )
+from .specialists import CodeRunnerAgent, coder_agent, file_reader_agent
 from .team import Team
 from .termination import (
     AndTermination,
@@ -98,15 +95,11 @@ __all__ = [
     "ChannelSet",
     "ChannelSyncError",
     "ChatState",
-    "CodeExecutionError",
-    "CodeResult",
     "CodeRunnerAgent",
     "Concurrent",
     "ConcurrentAnswer",
     "ConcurrentManager",
     "External",
-    "FileAccessError",
-    "FileTools",
     "FreshTurnParticipant",
     "FunctionCall",
     "FunctionPolicy",
@@ -119,7 +112,6 @@ __all__ = [
     "HandoffTermination",
     "LabelledTask",
     "LocalChannel",
-    "LocalCodeExecutor",
     "Magentic",
     "MagenticLedgerEvent",
     "MagenticManager",
@@ -170,6 +162,10 @@ __all__ = [
     "evaluate_routing",
     "file_reader_agent",
     "handoff_of",
-    "python_tool",
     "register_agent",
 ]
+
+
+# The code executor and the file tools moved to cantata.tools: their old names resolve
+# from here for one release, with a DeprecationWarning.
+__getattr__ = _moved_getattr("cantata.teams", _MOVED_TO_TOOLS)

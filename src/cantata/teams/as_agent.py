@@ -17,13 +17,17 @@ from ..core import (
     Usage,
 )
 from ..models import ChatOptions
-from ..workflows import RequestInfoEvent
+from ..workflows import CheckpointStore, RequestInfoEvent
 
 if TYPE_CHECKING:
     from .session import TeamSession
     from .team import Team
 
-__all__ = ["TeamAgent"]
+__all__ = ["SESSION_KEY", "TeamAgent"]
+
+SESSION_KEY = "cantata_team_checkpoint"
+"""Metadata key of the message that ends a waiting answer: the checkpoint of the waiting
+session (with a `checkpoint_store`), so any process holding the thread can answer it."""
 
 
 class TeamAgent(Agent):
@@ -34,17 +38,29 @@ class TeamAgent(Agent):
     A participant that stops to wait for a person (a tool's approval, a declared tool's
     result) stops the run: the answer ends with those requests, as an agent's own would
     (finish reason ``"approval_required"`` or ``"tool_calls"``), and the waiting session is
-    kept with the thread object (in this process). The next run on that thread that brings
-    the answers (approval responses, function results) goes on with that session."""
+    kept with the thread object. The next run on that thread that brings the answers
+    (approval responses, function results) goes on with that session.
+
+    With a `checkpoint_store` (SQLite, PostgreSQL, ...: `cantata serve` gives its own), every
+    session checkpoints there and the waiting answer's last message names the checkpoint
+    (metadata `SESSION_KEY`), so the answer may come to another thread object holding the
+    same messages: another process, or this one after a restart. The session is then
+    restored from that checkpoint (`Team.resume`) and goes on as if it had never stopped."""
 
     def __init__(
-        self, team: Team, *, name: str | None = None, description: str | None = None
+        self,
+        team: Team,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        checkpoint_store: CheckpointStore | None = None,
     ) -> None:
         super().__init__(
             name=name or team.name,
             description=description if description is not None else team.description,
         )
         self.team = team
+        self.checkpoint_store = checkpoint_store
         self._waiting: weakref.WeakKeyDictionary[AgentThread, TeamSession] = (
             weakref.WeakKeyDictionary()
         )
@@ -66,12 +82,12 @@ class TeamAgent(Agent):
         thread = self._thread_for_run(thread)
         incoming = self._incoming(messages)
         history = await thread.get_messages()
-        session = self._waiting.pop(thread, None)
+        session = self._waiting.pop(thread, None) or await self._stored_session(history)
         answers = _answers(session.pending_requests, incoming) if session is not None else {}
         if session is None or not answers:
             if session is not None:
                 await session.close()  # not answered: the new task starts over
-            session = self.team.create_session()
+            session = self.team.create_session(checkpoint_store=self.checkpoint_store)
             run = session.run([*history, *incoming], cancellation_token=cancellation_token)
         else:
             run = session.send_responses(answers, cancellation_token=cancellation_token)
@@ -90,6 +106,8 @@ class TeamAgent(Agent):
         replies = [m for m in result.messages if m.message_id not in given]
         finish = result.stop_reason
         if asked:
+            if self.checkpoint_store is not None and session.checkpoint_id is not None:
+                asked[-1].metadata[SESSION_KEY] = session.checkpoint_id
             replies += asked
             approvals = any(type(r.data) is FunctionApprovalRequestContent for r in waiting)
             finish = "approval_required" if approvals else "tool_calls"
@@ -101,6 +119,17 @@ class TeamAgent(Agent):
             agent_id=self.id,
             finish_reason=finish,
         )
+
+    async def _stored_session(self, history: list[Message]) -> TeamSession | None:
+        """The session the thread's last answer left waiting, restored from its checkpoint
+        (None without a checkpoint store, or when the thread does not end waiting)."""
+        store = self.checkpoint_store
+        if store is None or not history or history[-1].role != "assistant":
+            return None
+        checkpoint_id = history[-1].metadata.get(SESSION_KEY)
+        if type(checkpoint_id) is not str:
+            return None
+        return await self.team.resume(checkpoint_id, checkpoint_store=store)
 
 
 def _asked(waiting: list[RequestInfoEvent]) -> list[Message]:

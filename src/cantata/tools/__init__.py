@@ -1,8 +1,17 @@
-"""cantata.tools: tools from typed Python functions, the function-invocation loop, and
-middleware around model calls and tool calls."""
+"""cantata.tools: tools from typed Python functions, the function-invocation loop,
+middleware around model calls and tool calls, and ready-made tools (a guarded Python
+executor, file reading under one root)."""
 
+from .code_executor import (
+    CodeExecutionError,
+    CodeResult,
+    LocalCodeExecutor,
+    extract_code,
+    python_tool,
+)
 from .context import ToolContext
 from .errors import ToolSchemaError
+from .file_tools import FileAccessError, FileTools
 from .invoking import FunctionInvokingChatClient, LimitName, OnMessage
 from .mcp_tools import DEFAULT_MCP_CONNECT_TIMEOUT, DEFAULT_MCP_TOOL_TIMEOUT, MCPTools
 from .middleware import (
@@ -24,12 +33,17 @@ __all__ = [
     "ChatContext",
     "ChatMiddleware",
     "ChatNext",
+    "CodeExecutionError",
+    "CodeResult",
+    "FileAccessError",
+    "FileTools",
     "FunctionInvocationContext",
     "FunctionInvokingChatClient",
     "FunctionMiddleware",
     "FunctionNext",
     "FunctionTool",
     "LimitName",
+    "LocalCodeExecutor",
     "MCPTools",
     "OnMessage",
     "ToolArgumentsError",
@@ -37,7 +51,9 @@ __all__ = [
     "ToolMethod",
     "ToolSchemaError",
     "chat_middleware",
+    "extract_code",
     "function_middleware",
     "plugin_tools",
+    "python_tool",
     "tool",
 ]

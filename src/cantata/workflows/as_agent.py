@@ -5,7 +5,10 @@ takes one, else the last message's text); the run's outputs come back as assista
 messages. A streamed run yields the agents' chunks as they happen and each output as it is
 yielded. A run that stops for input returns its requests as ``request_info`` function
 calls; answer them with function results (call id = request id) in the next call on the
-same thread (object: the waiting run is kept with it in this process).
+same thread. The waiting run is kept with the thread object; with a `checkpoint_store` the
+message of calls also names the run's checkpoint (metadata `RUN_KEY`), so another thread
+object holding the same messages (another process, or this one after a restart) restores
+the run from there and answers it.
 """
 
 from __future__ import annotations
@@ -35,11 +38,15 @@ from ..core import (
 from .events import AgentUpdateEvent, OutputEvent, WorkflowEvent
 
 if TYPE_CHECKING:
+    from .checkpoint_store import CheckpointStore
     from .result import WorkflowRunResult
     from .run import WorkflowRun
     from .workflow import Workflow
 
-__all__ = ["REQUEST_INFO", "WorkflowAgent"]
+__all__ = ["REQUEST_INFO", "RUN_KEY", "WorkflowAgent"]
+
+RUN_KEY = "cantata_workflow_checkpoint"
+"""Metadata key of the message of ``request_info`` calls: the waiting run's checkpoint."""
 
 REQUEST_INFO = "request_info"
 """Name of the function call a `WorkflowAgent` returns for each pending request."""
@@ -60,11 +67,17 @@ class WorkflowAgent(Agent):
     """An agent whose every run is a run of a workflow."""
 
     def __init__(
-        self, workflow: Workflow, *, name: str | None = None, description: str | None = None
+        self,
+        workflow: Workflow,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        checkpoint_store: CheckpointStore | None = None,
     ) -> None:
         safe = "".join(c if c.isalnum() or c in "_-" else "_" for c in workflow.name)[:64]
         super().__init__(name=name or safe or "workflow", description=description or "")
         self.workflow = workflow
+        self.checkpoint_store = checkpoint_store
         # A run waiting for answers belongs to the conversation, so it is kept per thread
         # object, and goes away with it.
         self._waiting: weakref.WeakKeyDictionary[AgentThread, WorkflowRun] = (
@@ -85,7 +98,7 @@ class WorkflowAgent(Agent):
             f"{start.id!r} takes none of list[Message], Message or str"
         )
 
-    def _begin(
+    async def _begin(
         self, incoming: list[Message], thread: AgentThread
     ) -> tuple[WorkflowRun | None, Any]:
         """The waiting run, its answers taken, or the input of a new run."""
@@ -96,12 +109,29 @@ class WorkflowAgent(Agent):
             if type(c) is FunctionResultContent
         }
         run = self._waiting.get(thread)
+        if run is None and answers:
+            run = await self._stored_run(thread)
+            if run is not None:
+                self._waiting[thread] = run
         if run is not None and answers:
             # checked before the run leaves the thread: a wrong answer keeps it waiting
             run._accept(answers)
             del self._waiting[thread]
             return run, None
         return None, self._input(incoming)
+
+    async def _stored_run(self, thread: AgentThread) -> WorkflowRun | None:
+        """The run the thread's last answer left waiting, restored from its checkpoint."""
+        store = self.checkpoint_store
+        if store is None:
+            return None
+        history = await thread.get_messages()
+        if not history or history[-1].role != "assistant":
+            return None
+        checkpoint_id = history[-1].metadata.get(RUN_KEY)
+        if type(checkpoint_id) is not str:
+            return None
+        return await self.workflow.restore(checkpoint_id, checkpoint_store=store)
 
     def _keep_waiting(self, run: WorkflowRun, thread: AgentThread) -> None:
         """A continued run that failed or was cancelled gives its requests back (see
@@ -119,7 +149,10 @@ class WorkflowAgent(Agent):
                 FunctionCallContent(r.request_id, REQUEST_INFO, {"data": to_json(r.data)})
                 for r in result.pending_requests
             ]
-            produced.append(Message("assistant", list(calls), author_name=self.name))
+            asking = Message("assistant", list(calls), author_name=self.name)
+            if self.checkpoint_store is not None and result.run.checkpoint_id is not None:
+                asking.metadata[RUN_KEY] = result.run.checkpoint_id
+            produced.append(asking)
         return produced
 
     async def run(
@@ -136,7 +169,7 @@ class WorkflowAgent(Agent):
         cancellation_token = kw.get("cancellation_token")
         thread = self._thread_for_run(kw.get("thread"))
         incoming = self._incoming(messages)
-        run, start = self._begin(incoming, thread)
+        run, start = await self._begin(incoming, thread)
         await thread.on_new_message(incoming)  # only once taken: a refused answer is not kept
         if run is not None:
             before = len(run.outputs)
@@ -147,7 +180,10 @@ class WorkflowAgent(Agent):
         else:
             before = 0
             result = await self.workflow.run(
-                start, kwargs=kwargs, cancellation_token=cancellation_token
+                start,
+                kwargs=kwargs,
+                checkpoint_store=self.checkpoint_store,
+                cancellation_token=cancellation_token,
             )
         produced = self._finish(result, thread, result.outputs[before:])
         await thread.on_new_message(produced)
@@ -166,13 +202,16 @@ class WorkflowAgent(Agent):
         async def updates() -> AsyncIterator[AgentResponseUpdate]:
             used = self._thread_for_run(kw.get("thread"))
             incoming = self._incoming(messages)
-            run, start = self._begin(incoming, used)
+            run, start = await self._begin(incoming, used)
             await used.on_new_message(incoming)
             if run is not None:
                 stream = run._drive_stream(cancellation_token=cancellation_token)
             else:
                 stream = self.workflow.run_stream(
-                    start, kwargs=kwargs, cancellation_token=cancellation_token
+                    start,
+                    kwargs=kwargs,
+                    checkpoint_store=self.checkpoint_store,
+                    cancellation_token=cancellation_token,
                 )
             new: list[Any] = []
             try:

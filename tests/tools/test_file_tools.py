@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from cantata.core import ConfigurationError, ToolError
 from cantata.models import ScriptedChatClient, tool_call
-from cantata.teams.file_tools import FileAccessError, FileTools, file_reader_agent
+from cantata.teams import file_reader_agent
+from cantata.tools import FileAccessError, FileTools
 
 
 @pytest.fixture

@@ -14,13 +14,8 @@ from hypothesis import strategies as st
 
 from cantata.core import ConfigurationError, Message
 from cantata.models import ScriptedChatClient, tool_call
-from cantata.teams.code_executor import (
-    CodeExecutionError,
-    CodeRunnerAgent,
-    LocalCodeExecutor,
-    coder_agent,
-    extract_code,
-)
+from cantata.teams import CodeRunnerAgent, coder_agent
+from cantata.tools import CodeExecutionError, LocalCodeExecutor, extract_code
 
 
 @pytest.fixture
@@ -194,7 +189,7 @@ async def test_coder_agent_runs_the_code_its_model_writes(executor: LocalCodeExe
 
 def test_python_tool_bounds_the_script_the_model_may_send(executor: LocalCodeExecutor) -> None:
     from cantata.core import ConfigurationError
-    from cantata.teams.code_executor import python_tool
+    from cantata.tools import python_tool
 
     tool = python_tool(executor, max_code_chars=200)
     assert tool.parameters["properties"]["code"]["maxLength"] == 200

@@ -1,0 +1,79 @@
+"""Which served entries run model-written code on this machine, so that `cantata serve`
+can refuse to offer them on a network address unless the user says they accept the risk.
+
+An entry runs local code when an agent in it (the agent itself, a team's participants, a
+workflow's agent executors, an agent used as a tool, at any depth of nesting) is a
+`CodeRunnerAgent` or has a tool made by `python_tool`. A tool of your own that runs code
+some other way is not recognised: serve such an app on loopback. Anyone who can send such
+an entry a prompt can have the model write code that runs here; `LocalCodeExecutor` keeps
+it in its scratch directory and off the network, which is a guard against accidents, not
+against an attacker.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core import ConfigurationError
+from .auth import is_loopback
+from .served import ServedSet
+
+__all__ = ["ALLOW_FLAG", "check_local_code", "local_code_entries"]
+
+ALLOW_FLAG = "--allow-remote-code-execution"
+"""The `cantata serve` flag that accepts serving local code on a network address."""
+
+
+def _runs_code(obj: Any, seen: set[int]) -> bool:
+    from ..agents import Agent
+    from ..teams import CodeRunnerAgent, Team, TeamAgent
+    from ..workflows import Workflow, WorkflowAgent
+
+    if id(obj) in seen:
+        return False
+    seen.add(id(obj))
+    if isinstance(obj, CodeRunnerAgent):
+        return True
+    if isinstance(obj, TeamAgent):
+        return _runs_code(obj.team, seen)
+    if isinstance(obj, WorkflowAgent):
+        return _runs_code(obj.workflow, seen)
+    if isinstance(obj, Team):
+        return any(_runs_code(a, seen) for a in obj.participants)
+    if isinstance(obj, Workflow):
+        return any(_runs_code(getattr(e, "agent", None), seen) for e in obj.executors.values())
+    tools = getattr(obj, "tools", None)
+    if isinstance(tools, tuple | list):
+        for t in tools:
+            func = getattr(t, "func", None)
+            if getattr(func, "runs_local_code", False):
+                return True
+            # an agent used as a tool: its function holds the agent in its closure
+            for cell in getattr(func, "__closure__", None) or ():
+                try:
+                    held = cell.cell_contents
+                except ValueError:  # an empty cell
+                    continue
+                if isinstance(held, Agent | Team | Workflow) and _runs_code(held, seen):
+                    return True
+    return False
+
+
+def local_code_entries(served: ServedSet) -> list[str]:
+    """The names of the served entries that run model-written code on this machine."""
+    return [name for name, entry in served.items() if _runs_code(entry.target, set())]
+
+
+def check_local_code(host: str, served: ServedSet, *, allow: bool) -> None:
+    """Refuse to serve entries that run local code on a non-loopback `host`, unless `allow`."""
+    if allow or is_loopback(host):
+        return
+    names = local_code_entries(served)
+    if names:
+        raise ConfigurationError(
+            f"{', '.join(repr(n) for n in names)} run model-written Python on this machine "
+            f"(a coder agent or a code runner), and {host} is reachable from the network: "
+            "anyone who can send a prompt could have code run here. Serve on 127.0.0.1, or "
+            f"pass {ALLOW_FLAG} if you accept that risk (the code stays in its scratch "
+            "directory and off the network, which does not stop a determined attacker)"
+        )
