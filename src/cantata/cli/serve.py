@@ -11,7 +11,6 @@ fast.
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Annotated
 
@@ -133,11 +132,11 @@ def serve_command(
                     os.getcwd(),
                     max_running=max_running,
                     max_queued=max_queued,
+                    log_level=log_level,
                 ),
                 host=host,
                 port=port,
                 workers=workers,
-                log_level=log_level,
                 grace=grace,
             )
             return
@@ -157,12 +156,12 @@ def serve_command(
 
 
 def _serve_workers(
-    config: WorkerConfig, *, host: str, port: int, workers: int, log_level: str, grace: float
+    config: WorkerConfig, *, host: str, port: int, workers: int, grace: float
 ) -> None:
-    """`workers` uvicorn processes on one socket, each building the app from `config`."""
-    import uvicorn
-
+    """`workers` processes on one socket, each building the app from `config` and draining
+    it on its own when told to stop (see `cantata.serve.serve_workers`)."""
     from ..core import UsageError
+    from ..serve.server import serve_workers
 
     if config.store.startswith("memory:"):
         raise UsageError(
@@ -172,14 +171,11 @@ def _serve_workers(
     if config.store.startswith("sqlite:///.cantata/"):
         os.makedirs(".cantata", exist_ok=True)
     os.environ[CONFIG_VARIABLE] = config.to_env()
-    uvicorn.run(
+    serve_workers(
         "cantata.cli.serve_worker:create_app",
-        factory=True,
+        workers=workers,
         host=host,
         port=port,
-        workers=workers,
-        log_level=log_level,
-        lifespan="on",
-        timeout_graceful_shutdown=math.ceil(grace),
-        server_header=False,
+        log_level=config.log_level,
+        grace=grace,
     )

@@ -1,5 +1,5 @@
-"""One worker process of `cantata serve --workers N`: uvicorn starts N processes on one
-socket, and each builds the app here from the command's options (passed in the environment,
+"""One worker process of `cantata serve --workers N`: `serve_workers` starts N processes on
+one socket, and each builds the app here from the command's options (passed in the environment,
 as JSON under `CONFIG_VARIABLE`), loading the served target anew.
 
 Nothing a client may come back to lives in a worker: threads, response ids, A2A tasks and
@@ -34,6 +34,7 @@ class WorkerConfig:
     cwd: str = ""
     max_running: int | None = None
     max_queued: int | None = None
+    log_level: str = "info"
 
     def to_env(self) -> str:
         """The config as the environment variable's value."""
@@ -59,6 +60,8 @@ def load_served(target: str, settings: dict[str, str], allow: list[str]) -> Any:
 def create_app() -> Any:
     """The ASGI app of one worker (uvicorn's app factory)."""
     from ..serve import Limits, build_app
+    from ..serve.drain import process_drain
+    from ..serve.server import prepare_process
 
     raw = os.environ.get(CONFIG_VARIABLE)
     if not raw:
@@ -75,4 +78,7 @@ def create_app() -> Any:
         if value is not None
     }
     limits = Limits(max_body_bytes=config.max_body, request_timeout=config.timeout, **bounds)
-    return build_app(served, store=config.store, token=config.token, limits=limits)
+    prepare_process(config.log_level)
+    return build_app(
+        served, store=config.store, token=config.token, limits=limits, drain=process_drain()
+    )

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
-__all__ = ["CUT_MARGIN", "Drain"]
+__all__ = ["CUT_MARGIN", "Drain", "process_drain"]
 
 CUT_MARGIN = 1.0
 """Seconds before the end of the grace period at which unfinished runs are stopped, left
@@ -102,3 +102,16 @@ class Drain:
                 except StopAsyncIteration:
                     return
             yield item
+
+
+_process_drain: Drain | None = None
+
+
+def process_drain() -> Drain:
+    """This process's drain, for an app built by a factory in a worker process: the factory
+    passes it to `build_app` and the worker's server begins it on shutdown, so the two meet
+    without either holding the other."""
+    global _process_drain
+    if _process_drain is None:
+        _process_drain = Drain()
+    return _process_drain

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import logging
 import math
+import multiprocessing
 import os
+import signal
 import socket
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +25,18 @@ import uvicorn
 from ..core import ConfigurationError
 from .app import build_app
 from .auth import check_bind
-from .drain import Drain
+from .drain import Drain, process_drain
 from .limits import Limits, ended_on_purpose
 
-__all__ = ["DEFAULT_GRACE", "DEFAULT_STORE_URL", "SEND_BUFFER_BYTES", "listen_socket", "serve"]
+__all__ = [
+    "DEFAULT_GRACE",
+    "DEFAULT_STORE_URL",
+    "SEND_BUFFER_BYTES",
+    "listen_socket",
+    "prepare_process",
+    "serve",
+    "serve_workers",
+]
 
 DEFAULT_STORE_URL = "sqlite:///.cantata/serve.db"
 """Where `serve` keeps server-side threads unless told otherwise (relative to the
@@ -34,6 +46,8 @@ DEFAULT_GRACE = 10.0
 """Seconds open requests get to finish when the server is told to stop."""
 
 _KEEP_ALIVE = 75  # seconds an idle connection is kept open
+_STOP_MARGIN = 5.0  # seconds a worker gets past the grace period before it is killed
+_log = logging.getLogger("cantata.serve")
 
 SEND_BUFFER_BYTES = 64 * 1024
 """The send buffer asked of the kernel for each connection (Linux doubles it)."""
@@ -85,14 +99,114 @@ def serve(
     check_bind(host, token)
     if type(port) is not int or not 0 <= port <= 65535:
         raise ConfigurationError(f"port must be a whole number from 0 to 65535, got {port!r}")
-    if isinstance(grace, bool) or not isinstance(grace, int | float) or not 0 < grace <= 3600:
-        raise ConfigurationError(f"grace must be from 0 to 3600 seconds, got {grace!r}")
     if store == DEFAULT_STORE_URL:
         os.makedirs(Path(".cantata"), exist_ok=True)
     drain = Drain()
     app = build_app(served, store=store, token=token, limits=limits, drain=drain)
+    config = _config(app, host=host, port=port, log_level=log_level, grace=grace)
+    sock = listen_socket(host, port)
+    try:
+        _DrainingServer(config, drain, grace).run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+def serve_workers(
+    app_factory: str,
+    *,
+    workers: int,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    log_level: str = "info",
+    grace: float = DEFAULT_GRACE,
+) -> None:
+    """Serve the app that `app_factory` (``module:function``) builds in each of `workers`
+    processes, all accepting on one listening socket, until interrupted.
+
+    Each process builds its own app and drains it on its own (the factory passes
+    `process_drain()` to `build_app`), exactly as `serve` drains its one process: on SIGTERM
+    or Ctrl-C this process passes SIGTERM on and waits for them (the grace period, plus a
+    margin, then it kills what is left). A worker that dies is replaced. What a client may
+    come back to must be in the store the processes share. The caller checks the bind
+    (`check_bind`) before, as `serve` does."""
+    if type(workers) is not int or workers < 1:
+        raise ConfigurationError(f"workers must be a whole number from 1, got {workers!r}")
+    config = _config(app_factory, host=host, port=port, log_level=log_level, grace=grace)
+    sock = listen_socket(host, port)
+    try:
+        _Workers(config, sock, workers, grace).run()
+    finally:
+        sock.close()
+
+
+def _run_worker(config: uvicorn.Config, sockets: list[socket.socket], grace: float) -> None:
+    # a spawned interpreter: uvicorn's logging is set up again here, as uvicorn does for its
+    # own workers, and the factory sets the rest (`prepare_process`)
+    config.configure_logging()
+    _DrainingServer(config, None, grace).run(sockets=sockets)
+
+
+class _Workers:
+    """The parent of `serve_workers`: starts the processes, replaces one that dies, and
+    passes a stop on to all of them."""
+
+    _LOOK = 0.5  # seconds between looks at the workers
+
+    def __init__(
+        self, config: uvicorn.Config, sock: socket.socket, count: int, grace: float
+    ) -> None:
+        self._config, self._sock, self._count, self._grace = config, sock, count, grace
+        self._context = multiprocessing.get_context("spawn")
+        self._processes: list[multiprocessing.process.BaseProcess] = []
+        self._stop = threading.Event()
+
+    def _start(self) -> multiprocessing.process.BaseProcess:
+        process = self._context.Process(
+            target=_run_worker, args=(self._config, [self._sock], self._grace), daemon=False
+        )
+        process.start()
+        return process
+
+    def run(self) -> None:
+        def stop(signum: int, frame: Any) -> None:
+            self._stop.set()
+
+        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self._processes = [self._start() for _ in range(self._count)]
+            while not self._stop.wait(self._LOOK):
+                for i, process in enumerate(self._processes):
+                    if not process.is_alive():
+                        _log.warning(
+                            "worker %s ended (exit code %s); starting another",
+                            process.pid,
+                            process.exitcode,
+                        )
+                        self._processes[i] = self._start()
+        finally:
+            self._stop_all()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _stop_all(self) -> None:
+        for process in self._processes:
+            if process.is_alive() and process.pid is not None:
+                os.kill(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + self._grace + _STOP_MARGIN
+        for process in self._processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                _log.warning("worker %s did not stop within the grace period; killed", process.pid)
+                process.kill()
+                process.join(_STOP_MARGIN)
+
+
+def _config(app: Any, *, host: str, port: int, log_level: str, grace: float) -> uvicorn.Config:
+    if isinstance(grace, bool) or not isinstance(grace, int | float) or not 0 < grace <= 3600:
+        raise ConfigurationError(f"grace must be from 0 to 3600 seconds, got {grace!r}")
     config = uvicorn.Config(
         app,
+        factory=isinstance(app, str),
         host=host,
         port=port,
         log_level=log_level,
@@ -103,14 +217,20 @@ def serve(
         timeout_keep_alive=_KEEP_ALIVE,
         server_header=False,
     )
-    logging.getLogger("uvicorn.error").addFilter(_QuietEndings())
+    prepare_process(log_level)
+    return config
+
+
+def prepare_process(log_level: str) -> None:
+    """What a serving process sets before its first request: uvicorn's log without the
+    complaints about answers ended on purpose, cantata's lines beside it, and A2A event
+    streams left to the drain. A worker of `serve_workers` is a fresh interpreter, so its
+    app factory calls this too."""
+    error_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _QuietEndings) for f in error_log.filters):
+        error_log.addFilter(_QuietEndings())
     _log_beside_uvicorn(log_level)
     _keep_sse_streams_to_the_drain()
-    sock = listen_socket(host, port)
-    try:
-        _DrainingServer(config, drain, grace).run(sockets=[sock])
-    finally:
-        sock.close()
 
 
 def _log_beside_uvicorn(level: str) -> None:
@@ -136,13 +256,15 @@ def _keep_sse_streams_to_the_drain() -> None:
 
 
 class _DrainingServer(uvicorn.Server):
-    """uvicorn's `Server` that tells the app's drain when shutdown begins."""
+    """uvicorn's `Server` that tells the app's drain when shutdown begins: the one given, or
+    (in a worker process of `serve_workers`, which builds its app from a factory) the
+    process's own `process_drain()`."""
 
-    def __init__(self, config: uvicorn.Config, drain: Drain, grace: float) -> None:
+    def __init__(self, config: uvicorn.Config, drain: Drain | None, grace: float) -> None:
         super().__init__(config)
         self._drain = drain
         self._grace = grace
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        self._drain.begin(self._grace)
+        (self._drain or process_drain()).begin(self._grace)
         await super().shutdown(sockets)
