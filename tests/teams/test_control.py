@@ -289,3 +289,50 @@ async def test_pause_on_a_copying_runtime_is_refused_with_what_to_do() -> None:
             await session.pause()
         with pytest.raises(UsageError, match="cancellation token"):
             session.stop()
+
+
+class AsksAt(Agent):
+    """An instant participant that, on turn `at`, calls `ask` inside its own turn (so no
+    yield comes between the request and the next turn boundary)."""
+
+    def __init__(self, name: str, counter: Counter, at: int, ask: Any) -> None:
+        super().__init__(name=name)
+        self.counter, self.at, self.ask = counter, at, ask
+
+    async def run(self, messages: AgentInput = None, **kwargs: Any) -> AgentResponse:
+        self.counter.turns += 1
+        if self.counter.turns == self.at:
+            asked = self.ask()
+            if asked is not None:
+                await asked
+        return AgentResponse([Message("assistant", f"{self.name} {self.counter.turns}")])
+
+
+async def test_a_stop_asked_mid_slice_lands_at_the_next_boundary() -> None:
+    # a boundary looks at stop and pause only when it is due; asking makes it due, so a
+    # request made within a slice is not left for the slice's end
+    counter = Counter()
+    box: list[Any] = []
+    team = GroupChat(
+        [AsksAt("a", counter, 7, lambda: box[0].stop()), instant("b", counter)], max_turns=TURNS
+    )
+    box.append(team.create_session())
+    result = await box[0].run("go")
+    assert result.stop_message is not None and result.stop_message.source == "stop"
+    assert counter.turns == 7 and len(result.messages) == 8
+
+
+async def test_a_pause_asked_mid_slice_holds_the_next_turn() -> None:
+    counter = Counter()
+    box: list[Any] = []
+    team = GroupChat(
+        [AsksAt("a", counter, 5, lambda: box[0].pause()), instant("b", counter)], max_turns=20
+    )
+    box.append(team.create_session())
+    running = asyncio.create_task(box[0].run("go"))
+    await until(lambda: counter.turns >= 5)
+    await asyncio.sleep(0.05)
+    assert counter.turns == 5 and not running.done()
+    await box[0].resume()
+    result: TaskResult = await asyncio.wait_for(running, 10)
+    assert counter.turns == 20 and len(result.messages) == 21

@@ -49,8 +49,9 @@ class RunControl:
         self._until = 0.0
 
     def due(self) -> bool:
-        """Whether the run must give the event loop its turn now (its slice is over); when
-        it is, the next slice starts."""
+        """Whether the run must give the event loop its turn now (its slice is over, or a
+        pause or stop was asked: only a due boundary looks at them); when it is, the next
+        slice starts."""
         now = perf_counter()
         if now < self._until:
             return False
@@ -60,6 +61,7 @@ class RunControl:
     def pause(self) -> None:
         """Hold the runs at their next turn boundary until `resume`."""
         self.paused = True
+        self._until = 0.0  # the next boundary is due: it is where the run waits
 
     def resume(self) -> None:
         """Let held runs go on."""
@@ -71,6 +73,7 @@ class RunControl:
     def stop(self) -> None:
         """Stop the run under way at its next turn boundary (a held one too)."""
         self.stopping = True
+        self._until = 0.0
         if self._resumed is not None:
             self._resumed.set()
             self._resumed = None

@@ -143,6 +143,10 @@ class HandoffManager(TeamManager):
         self.targets = dict(targets)
         self.autonomous = autonomous
         self.return_to_previous = return_to_previous
+        self._decided: tuple[TurnDone, FunctionCallContent | None, str] | None = None
+        """The turn `settle` last decided on, with its chosen call and summary, so that
+        `on_turn` does not work the decision out again (matched by identity: another
+        session's turn on this manager in between only costs working it out again)."""
 
     async def on_start(self, state: ManagerState, ctx: WorkflowContext[Any, Any]) -> None:
         active = state.extra.get(_ACTIVE)
@@ -172,6 +176,8 @@ class HandoffManager(TeamManager):
         agent, so a run that stops on this turn leaves no call without a result and the
         next run starts with the target (AutoGen's swarm does the same)."""
         calls, chosen = self._chosen(done)
+        summary = "" if chosen is None else _summary(chosen)
+        self._decided = (done, chosen, summary)
         if not calls:
             return
         speaker = done.speaker
@@ -179,7 +185,6 @@ class HandoffManager(TeamManager):
         if chosen is None:
             return
         target = chosen.name[len(TRANSFER_PREFIX) :]
-        summary = _summary(chosen)
         note = Message(
             "assistant",
             f"{speaker} handed the conversation to {target}: {summary}".rstrip(": "),
@@ -202,12 +207,16 @@ class HandoffManager(TeamManager):
         self, state: ManagerState, done: TurnDone, ctx: WorkflowContext[Any, Any]
     ) -> None:
         speaker = done.speaker
-        _, chosen = self._chosen(done)
+        decided, self._decided = self._decided, None
+        if decided is not None and decided[0] is done:
+            chosen, summary = decided[1], decided[2]
+        else:
+            chosen = self._chosen(done)[1]
+            summary = "" if chosen is None else _summary(chosen)
         if chosen is None:
             self._no_handoff(state, speaker, done, ctx)
             return
         target = chosen.name[len(TRANSFER_PREFIX) :]
-        summary = _summary(chosen)
         if target == USER:
             self._ask_user(state, speaker, summary or "the agent asks for your input", ctx)
             return

@@ -368,7 +368,8 @@ class TeamManager(Executor):
         if state.stopped:
             return  # a turn that ended after the run stopped (a fan-out's other replies)
         self.publish(state, done.messages, ctx, source=done.speaker, channel=done.channel)
-        self.settle(state, done, ctx)
+        if self._settles:
+            self.settle(state, done, ctx)
         ctx.set_executor_state(state)
         if await self._should_stop(state, done.messages, done.usage, ctx):
             return
@@ -377,21 +378,29 @@ class TeamManager(Executor):
     def settle(self, state: ManagerState, done: TurnDone, ctx: WorkflowContext[Any, Any]) -> None:
         """Carry out what the turn did that must hold even if the run stops on it, before
         termination is checked (a handoff: its tool result, its note, the new active
-        agent). Routing the next turn waits for `on_turn`. Nothing by default."""
+        agent). Routing the next turn waits for `on_turn`. Nothing by default (and a team
+        type that does not override it is not called at all)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._settles = cls.settle is not TeamManager.settle
+
+    _settles: bool = False
+    """Whether the team type overrides `settle` (decided once per class, not per turn)."""
 
     async def _boundary(self, ctx: WorkflowContext[Any, Any]) -> None:
         """Between two turns: give the event loop its turn (a team whose agents never
         suspend must not starve the process's other tasks, and a cancellation set by one
         of them lands at the next superstep; see `RunControl.due`), and wait here while the
-        session is paused."""
+        session is paused. One clock read, and a yield only once a slice."""
         control: RunControl | None = ctx.kwargs.get(CONTROL_KEY)
         if control is None:  # a copying runtime: every boundary yields
             await asyncio.sleep(0)
             return
         if control.due():
             await asyncio.sleep(0)
-        if control.paused:
-            await control.wait(ctx.cancellation_token)
+            if control.paused:
+                await control.wait(ctx.cancellation_token)
 
     async def _should_stop(
         self,
