@@ -273,6 +273,51 @@ async def _host(rt: RayRuntime, name: str) -> dict[str, Any]:
     return found
 
 
+@needs_redis
+async def test_a_failed_hand_over_keeps_the_old_membership_until_the_agent_is_saved(
+    cluster: Any,
+) -> None:
+    """A node joins while agents that would move to it cannot be saved: the keeper does
+    not commit the new membership (their old host keeps them, one activation each, with
+    their state); once they can be saved, it does, and they move with their state."""
+    prefix = f"cantata-test-pool-{uuid.uuid4().hex[:8]}:"
+    store = lambda: RedisStore(REDIS, prefix=prefix)  # noqa: E731
+    agents = [AgentId("unsavable", f"u{i}") for i in range(60)]
+    try:
+        async with RayRuntime(
+            name=_name(), hosts_per_node=1, store=store, default_timeout=30
+        ) as rt:
+            await rt.register_factory("unsavable", ra.Unsavable)
+            assert await _gather_bounded([rt.send_message(ra.Add(100), a) for a in agents], 16)
+            version = rt._router.membership.version  # type: ignore[union-attr]
+            before = await rt.placement()
+            node = cluster.add_node(num_cpus=1, object_store_memory=80 * 1024 * 1024)
+            try:
+                cluster.wait_for_nodes()
+                await asyncio.sleep(6)  # the keeper's watcher tries (every second) and fails
+                assert rt._router.membership.version == version  # type: ignore[union-attr]
+                assert len(await rt.placement()) == len(before)
+                # each is still its one activation, with its state: 100 + 1
+                got = await _gather_bounded([rt.send_message(ra.Add(1), a) for a in agents], 16)
+                assert got == [101] * len(agents)
+                # savable again (total below 100): the next try commits and they move
+                got = await _gather_bounded([rt.send_message(ra.Add(-100), a) for a in agents], 16)
+                assert got == [1] * len(agents)
+                grown = await _until(rt, lambda placed: len(placed) == len(before) + 1)
+                [fresh] = [p for p in grown if p["node"] == node.node_id]
+                got = await _gather_bounded([rt.send_message(ra.Add(1), a) for a in agents], 16)
+                assert got == [2] * len(agents)  # moved with their state, none twice
+                assert (await _host(rt, fresh["host"]))["agents"] > 0
+            finally:
+                cluster.remove_node(node, allow_graceful=False)
+                await _until(rt, lambda placed: len(placed) == len(before))
+    finally:
+        cleanup = RedisStore(REDIS, prefix=prefix)
+        for key in await cleanup.keys(""):
+            await cleanup.delete(key)
+        await cleanup.close()
+
+
 async def test_a_publication_reaches_subscribers_on_both_nodes_once_per_host(
     cluster: Any,
 ) -> None:
