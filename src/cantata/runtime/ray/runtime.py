@@ -20,9 +20,9 @@ old and its new host and retried by its router within its timeout: one activatio
 agent at a time. A host that cannot hand an agent over (saving it failed) says so and is
 asked once more; if it still cannot, the keeper does not commit: every host forgets the
 prepared version, the agent stays where it was (one activation, its state in memory),
-and the watcher tries again a second later. Hosts are restarted by Ray when their process dies (kill -9): the
-requests they held fail with `AgentUnavailable`, and their agents activate again on their
-next message, from the store when there is one.
+and the watcher tries again a second later. Hosts are restarted by Ray when their
+process dies (kill -9): the requests they held fail with `AgentUnavailable`, and their
+agents activate again on their next message, from the store when there is one.
 
 What crosses processes is JSON through the core type registry, in a versioned envelope
 (see `wire.py`): a message type must be registered (`@register`) and importable on every
