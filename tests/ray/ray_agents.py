@@ -216,3 +216,25 @@ class DurableCounter(RoutedAgent):
 
     async def load_state(self, state: Mapping[str, Any]) -> None:
         self.total = int(state["total"])
+
+
+class Unsavable(RoutedAgent):
+    """A counter whose state cannot be saved while its total is 100 or more (its
+    `save_state` raises): its hand-over to another host fails until it drops below."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+
+    @rpc
+    async def add(self, message: Add, ctx: MessageContext) -> int:
+        self.total += message.n
+        return self.total
+
+    async def save_state(self) -> Mapping[str, Any]:
+        if self.total >= 100:
+            raise RuntimeError(f"total {self.total}: this agent refuses to be saved")
+        return {"total": self.total}
+
+    async def load_state(self, state: Mapping[str, Any]) -> None:
+        self.total = int(state["total"])

@@ -242,24 +242,33 @@ class PoolHost:
         if self._runtime is not None:
             self._runtime._router.adopt(membership)
 
-    async def prepare(self, data: bytes) -> int:
+    async def prepare(self, data: bytes) -> dict[str, Any]:
         """Stop taking the agents `data` (the next membership) puts elsewhere, and hand
-        each live one over: saved to the store, out of memory. How many moved."""
+        each live one over: saved to the store, out of memory. How many moved, and the
+        agents whose hand-over failed (still here, unsaved: the keeper must not commit)."""
         membership = Membership.from_bytes(data)
         if membership.version <= self._committed.version:
-            return 0
+            return {"moved": 0, "failed": []}
         self._prepared = membership
         if self._runtime is None:
-            return 0
+            return {"moved": 0, "failed": []}
         runtime = self._runtime
         leaving = [a for a in list(runtime._cells) if membership.owner(str(a)) != self._name]
         moved = 0
+        failed: list[str] = []
         for agent_id in leaving:
             try:
                 moved += await runtime.deactivate(agent_id)
             except Exception:
                 _log.exception("host %s: handing agent %s over failed", self._name, agent_id)
-        return moved
+                failed.append(str(agent_id))
+        return {"moved": moved, "failed": failed}
+
+    def abort(self, version: int) -> None:
+        """Forget the prepared membership `version` (the keeper did not commit it): the
+        agents it would have moved are this host's again."""
+        if self._prepared is not None and self._prepared.version == version:
+            self._prepared = None
 
     def commit(self, data: bytes) -> None:
         """Make `data` the current membership (the keeper wrote it to the store first)."""

@@ -17,9 +17,12 @@ when one joins or leaves it makes the next version in two steps: `prepare` on ev
 over: saved to the store, out of memory), then the record is written and `commit`
 sent to every host. Between the two, a message for a moving agent is refused by both its
 old and its new host and retried by its router within its timeout: one activation per
-agent at a time. Hosts are restarted by Ray when their process dies (kill -9): the
-requests they held fail with `AgentUnavailable`, and their agents activate again on their
-next message, from the store when there is one.
+agent at a time. A host that cannot hand an agent over (saving it failed) says so and is
+asked once more; if it still cannot, the keeper does not commit: every host forgets the
+prepared version, the agent stays where it was (one activation, its state in memory),
+and the watcher tries again a second later. Hosts are restarted by Ray when their
+process dies (kill -9): the requests they held fail with `AgentUnavailable`, and their
+agents activate again on their next message, from the store when there is one.
 
 What crosses processes is JSON through the core type registry, in a versioned envelope
 (see `wire.py`): a message type must be registered (`@register`) and importable on every
@@ -603,7 +606,28 @@ class RayRuntime:
             answers = await asyncio.gather(
                 *(self._call(h, "prepare", data) for h in new.hosts), return_exceptions=True
             )
-            moved = sum(a for a in answers if isinstance(a, int))
+            failed = self._failed_hand_overs(new.hosts, answers)
+            if failed:  # once more, for what could not be saved (a store's brief failure)
+                again = await asyncio.gather(
+                    *(self._call(h, "prepare", data) for h in failed), return_exceptions=True
+                )
+                answers = [*answers, *again]
+                failed = self._failed_hand_overs(list(failed), again)
+            if failed:
+                # An agent still in memory on its old host, unsaved: committing would let
+                # its new host activate it too. The old membership stays; the keeper's
+                # watcher tries again.
+                await asyncio.gather(
+                    *(self._call(h, "abort", new.version) for h in new.hosts),
+                    return_exceptions=True,
+                )
+                raise RuntimeStateError(
+                    f"pool {self._name!r}: membership {new.version} not taken, since these "
+                    f"agents could not be handed over (saving them failed): "
+                    f"{sorted(a for agents in failed.values() for a in agents)[:10]}; "
+                    f"membership {old.version} stays"
+                )
+            moved = sum(int(a["moved"]) for a in answers if isinstance(a, dict))
             # 2. the record, then every host takes the new membership
             await asyncio.to_thread(self._records.write_membership, new)
             router.adopt(new)
@@ -624,6 +648,17 @@ class RayRuntime:
                 moved,
             )
             return new
+
+    @staticmethod
+    def _failed_hand_overs(
+        hosts: list[str] | tuple[str, ...], answers: list[Any]
+    ) -> dict[str, list[str]]:
+        """The agents each host answered it could not hand over."""
+        return {
+            host: list(answer["failed"])
+            for host, answer in zip(hosts, answers, strict=True)
+            if isinstance(answer, dict) and answer.get("failed")
+        }
 
     async def _call(self, host: str, method: str, *args: Any) -> Any:
         handle = self._hosts.get(host)
