@@ -25,7 +25,7 @@ from cantata.serve import Limits
 from cantata.serve.admission import is_model_work
 from cantata.stores import MemoryStore
 
-from ._servers import serving
+from ._servers import cli_server, serving
 
 WAIT = 15.0  # bound of every wait in these tests
 
@@ -285,3 +285,25 @@ async def test_a_v1_request_is_refused_before_its_body_is_read() -> None:
         assert status.startswith(b"HTTP/1.1 429")
         gate.open.set()
         assert (await holding).status_code == 200
+
+
+async def test_cantata_serve_takes_the_bounds_from_its_flags() -> None:
+    args = ("--store", "memory://", "--max-running", "1", "--max-queued", "1")
+    with cli_server("tests/serve/_slow.py:agents", *args, "--queue-timeout", "0.3") as (url, _):
+        async with httpx.AsyncClient(timeout=WAIT) as http:
+            body = {
+                "model": "slow",
+                "stream": True,
+                "messages": [{"role": "user", "content": "go"}],
+            }
+            async with http.stream("POST", f"{url}/v1/chat/completions", json=body) as holding:
+                assert holding.status_code == 200
+                lines = aiter(holding.aiter_lines())
+                for _ in range(40):  # an event (2 lines) each 50 ms: held its slot 1 s
+                    await anext(lines)
+                # the queue has room (--max-queued 1), but the run ahead has already taken
+                # longer than --queue-timeout allows for a wait: refused at once (with the
+                # default of 60 s it would wait for the whole slow stream)
+                refused = await http.post(f"{url}/v1/chat/completions", json=body)
+                assert refused.status_code == 429
+                assert "at capacity" in refused.json()["error"]["message"]
