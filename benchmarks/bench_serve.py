@@ -33,10 +33,11 @@ from _harness import Row, peer_version
 from cantata.agents import ChatAgent, LocalThread
 from cantata.core import Message
 from cantata.models import ChatOptions, ScriptedChatClient
+from cantata.serve import DEFAULT_MAX_QUEUED, DEFAULT_MAX_RUNNING
 
 ROOT = Path(__file__).resolve().parents[1]
 CONCURRENCY = 16
-MAX_RUNNING, MAX_QUEUED = 4, 16
+MAX_RUNNING, MAX_QUEUED = DEFAULT_MAX_RUNNING, DEFAULT_MAX_QUEUED  # `cantata serve`'s
 LOAD_CLIENTS = 2 * (MAX_RUNNING + MAX_QUEUED)  # twice what the server takes at once
 _START_TIMEOUT = 90.0
 _COMMAND = (sys.executable, "-m", "cantata.cli", "serve", "benchmarks/bench_serve.py:agent")

@@ -25,7 +25,7 @@ from cantata.serve import Limits
 from cantata.serve.admission import is_model_work
 from cantata.stores import MemoryStore
 
-from ._servers import serving
+from ._servers import cli_server, serving
 
 WAIT = 15.0  # bound of every wait in these tests
 
@@ -186,3 +186,124 @@ async def test_a_request_that_would_wait_past_the_queue_timeout_is_refused_at_on
             async with admission.slot():
                 pass
     assert refused.value.retry_after >= 1 and admission.queued == 0 and admission.running == 0
+
+
+async def test_under_twice_the_load_every_accepted_request_finishes_and_refusals_are_at_once() -> (
+    None
+):
+    # a model that takes 0.6 s an answer and a 1 s queue timeout: a request queued behind
+    # two batches would time out in the queue; admission must refuse it at the door instead
+    service, limits = 0.6, Limits(max_running=2, max_queued=4, queue_timeout=1.0)
+    model = ScriptedChatClient(lambda m, o: f"done: {m[-1].text}", latency=service)
+    clients = 2 * (limits.max_running + limits.max_queued)
+    accepted: list[str] = []
+    refused: list[tuple[float, str]] = []
+    async with (
+        MemoryStore() as store,
+        serving(ChatAgent(model, name="paced"), store=store, limits=limits) as url,
+        httpx.AsyncClient(timeout=WAIT, limits=httpx.Limits(max_connections=clients)) as http,
+    ):
+
+        async def client(c: int) -> None:
+            for i in range(4):
+                body = {"model": "paced", "messages": [{"role": "user", "content": f"{c}.{i}"}]}
+                start = asyncio.get_running_loop().time()
+                reply = await http.post(f"{url}/v1/chat/completions", json=body)
+                took = asyncio.get_running_loop().time() - start
+                if reply.status_code == 200:
+                    assert reply.json()["choices"][0]["message"]["content"] == f"done: {c}.{i}"
+                    accepted.append(f"{c}.{i}")
+                else:
+                    assert reply.status_code == 429, reply.text
+                    refused.append((took, reply.json()["error"]["message"]))
+
+        async with asyncio.timeout(4 * WAIT):
+            await asyncio.gather(*(client(c) for c in range(clients)))
+        timed_out = 'cantata_serve_rejected_requests_total{reason="queue_timeout"}'
+        assert await _metric(http, url, timed_out) == 0
+        assert await _metric(http, url, "cantata_serve_admitted_requests_total") == len(accepted)
+    assert len(accepted) + len(refused) == clients * 4
+    assert accepted and refused
+    # every refusal was at the door, none after a wait in the queue (shorter than one answer)
+    assert all("at capacity" in message for _, message in refused)
+    assert max(took for took, _ in refused) < service
+
+
+def test_the_default_bounds_fit_the_embedded_model() -> None:
+    import inspect
+
+    from cantata.models import LocalChatClient
+    from cantata.serve.limits import DEFAULT_MAX_QUEUED, DEFAULT_MAX_RUNNING
+
+    parallel = inspect.signature(LocalChatClient).parameters["parallel"].default
+    assert parallel == DEFAULT_MAX_RUNNING  # what its decoder runs in one batch
+    assert DEFAULT_MAX_QUEUED == DEFAULT_MAX_RUNNING  # one batch waits: one answer's time
+
+
+async def test_before_any_request_finished_only_one_batch_may_wait() -> None:
+    from cantata.serve.admission import Admission
+    from cantata.serve.errors import OverloadedError
+    from cantata.serve.metrics import ServeMetrics
+
+    admission = Admission(max_running=2, max_queued=8, queue_timeout=5.0, metrics=ServeMetrics())
+    hold = asyncio.Event()
+
+    async def one() -> None:
+        async with admission.slot():
+            await hold.wait()
+
+    tasks = [asyncio.create_task(one()) for _ in range(4)]
+    async with asyncio.timeout(WAIT):
+        while admission.queued < 2:  # noqa: ASYNC110
+            await asyncio.sleep(0)
+    assert admission.running == 2
+    with pytest.raises(OverloadedError, match="at capacity"):
+        admission.check()  # a third waiter would need two answers' time, unknown yet
+    hold.set()
+    async with asyncio.timeout(WAIT):
+        await asyncio.gather(*tasks)
+    assert admission.running == 0 and admission.queued == 0
+
+
+async def test_a_v1_request_is_refused_before_its_body_is_read() -> None:
+    limits = Limits(max_running=1, max_queued=0)
+    async with _gated(limits) as (url, gate), httpx.AsyncClient(timeout=WAIT) as http:
+        body = {"model": "gated", "messages": [{"role": "user", "content": "hold"}]}
+        holding = asyncio.create_task(http.post(f"{url}/v1/chat/completions", json=body))
+        await _until(http, url, "cantata_serve_running_requests", 1)
+        # headers that announce a body the client never sends: the 429 comes anyway
+        host, port = url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+        )
+        async with asyncio.timeout(WAIT):
+            status = await reader.readline()
+        writer.close()
+        await writer.wait_closed()
+        assert status.startswith(b"HTTP/1.1 429")
+        gate.open.set()
+        assert (await holding).status_code == 200
+
+
+async def test_cantata_serve_takes_the_bounds_from_its_flags() -> None:
+    args = ("--store", "memory://", "--max-running", "1", "--max-queued", "1")
+    with cli_server("tests/serve/_slow.py:agents", *args, "--queue-timeout", "0.3") as (url, _):
+        async with httpx.AsyncClient(timeout=WAIT) as http:
+            body = {
+                "model": "slow",
+                "stream": True,
+                "messages": [{"role": "user", "content": "go"}],
+            }
+            async with http.stream("POST", f"{url}/v1/chat/completions", json=body) as holding:
+                assert holding.status_code == 200
+                lines = aiter(holding.aiter_lines())
+                for _ in range(40):  # an event (2 lines) each 50 ms: held its slot 1 s
+                    await anext(lines)
+                # the queue has room (--max-queued 1), but the run ahead has already taken
+                # longer than --queue-timeout allows for a wait: refused at once (with the
+                # default of 60 s it would wait for the whole slow stream)
+                refused = await http.post(f"{url}/v1/chat/completions", json=body)
+                assert refused.status_code == 429
+                assert "at capacity" in refused.json()["error"]["message"]

@@ -1,7 +1,8 @@
 """Graceful drain of a real `cantata serve` subprocess: on SIGTERM a stream that can finish
 within the grace period finishes, and the rest end with their protocol's terminal event
 (chat completions: an error chunk then ``[DONE]``; Responses: ``response.failed``; A2A: a
-failed task), new work is refused, and the server's log has no traceback."""
+failed task; the dev UI's chat: an error event), new work is refused, and the server's log
+has no traceback."""
 
 from __future__ import annotations
 
@@ -61,11 +62,14 @@ async def test_sigterm_mid_stream_ends_every_stream_with_a_terminal_event() -> N
                 "messages": [{"role": "user", "content": "go"}],
             }
             responses_body = {"model": "slow", "stream": True, "input": "go"}
-            flags = [asyncio.Event() for _ in range(3)]
+            flags = [asyncio.Event() for _ in range(4)]
             tasks = [
                 asyncio.create_task(_sse(http, f"{url}/v1/chat/completions", chat_body, flags[0])),
                 asyncio.create_task(_sse(http, f"{url}/v1/responses", responses_body, flags[1])),
                 asyncio.create_task(_a2a(http, url, flags[2])),
+                asyncio.create_task(
+                    _sse(http, f"{url}/devui/api/chat/slow", {"message": "go"}, flags[3])
+                ),
             ]
             async with asyncio.timeout(WAIT):
                 for flag in flags:
@@ -73,7 +77,7 @@ async def test_sigterm_mid_stream_ends_every_stream_with_a_terminal_event() -> N
             proc.send_signal(signal.SIGTERM)
             await asyncio.sleep(0.3)  # the server has begun to drain (uvicorn polls each 0.1 s)
             async with asyncio.timeout(WAIT):
-                chat, responses, a2a = await asyncio.gather(*tasks)
+                chat, responses, a2a, devui = await asyncio.gather(*tasks)
         assert proc.wait(STOP_TIMEOUT) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal
         log = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
     # chat completions: an error chunk, then [DONE]
@@ -87,6 +91,8 @@ async def test_sigterm_mid_stream_ends_every_stream_with_a_terminal_event() -> N
     assert last["response"]["error"]["code"] == "server_shutting_down"
     # A2A: the task failed
     assert a2a[-1] == TaskState.TASK_STATE_FAILED
+    # the dev UI's chat: an error event, which the page shows
+    assert "shut down" in json.loads(devui[-1])["error"]
     assert "Traceback" not in log and "ASGI callable" not in log, log
     assert "stopped a run at shutdown" in log
 

@@ -62,7 +62,15 @@ def serve_command(
     max_queued: Annotated[
         int,
         typer.Option("--max-queued", min=0, help="Requests waiting for a turn; beyond: 429."),
-    ] = 16,
+    ] = 4,
+    queue_timeout: Annotated[
+        float,
+        typer.Option("--queue-timeout", min=0.001, help="Seconds a request may wait for a turn."),
+    ] = 60.0,
+    write_timeout: Annotated[
+        float,
+        typer.Option("--write-timeout", min=0.001, help="Seconds a stream waits for its reader."),
+    ] = 30.0,
     grace: Annotated[
         float,
         typer.Option("--grace", min=0.1, max=3600.0, help="Seconds runs get to finish on stop."),
@@ -117,6 +125,8 @@ def serve_command(
             request_timeout=timeout,
             max_running=max_running,
             max_queued=max_queued,
+            queue_timeout=queue_timeout,
+            write_timeout=write_timeout,
         )
         err().print(f"serving {names} on http://{host}:{port}/v1", highlight=False)
         if workers > 1:

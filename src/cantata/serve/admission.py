@@ -4,10 +4,15 @@ A request that runs a model (a chat completion, a response, an A2A message, an M
 call, the dev UI's chat) takes one of `max_running` slots for as long as it runs, its
 stream included. When all are taken it waits in a FIFO queue of at most `max_queued`, for at
 most `queue_timeout` seconds; beyond that it is answered at once with 429 and a
-``Retry-After`` estimated from how long recent requests held their slot. A request that
-would wait past `queue_timeout` at that pace is refused at once too, so a slow model sheds
-load in milliseconds instead of after the timeout. Everything else
-(listing models, reading a stored response, cards, metrics) is never queued.
+``Retry-After`` estimated from how long recent requests held their slot.
+
+A request is queued only if its projected wait fits the queue timeout with room to spare:
+its place in the queue, in batches of `max_running`, times the recent service time (the
+moving average of how long requests held a slot, or longer if the requests running now have
+already held theirs longer), times `SAFETY`. Before any request has finished, the service
+time is unknown and only one batch may wait. So an accepted request gets its turn instead of
+a 429 after the timeout, and a refusal is immediate however slow the model is. Everything
+else (listing models, reading a stored response, cards, metrics) is never queued.
 
 The refusal speaks each protocol's error shape: OpenAI's ``error`` object on ``/v1`` and
 the dev UI, a JSON-RPC error on ``/a2a`` and ``/mcp``, with HTTP 429 and ``Retry-After`` on
@@ -31,27 +36,40 @@ from starlette.types import Scope, Send
 from .errors import OverloadedError, ServerStoppingError, error_body, error_headers, status_for
 from .metrics import ServeMetrics
 
-__all__ = ["Admission", "is_model_work", "send_refusal"]
+__all__ = ["SAFETY", "Admission", "is_model_work", "model_work_by_path", "send_refusal"]
 
 _log = logging.getLogger("cantata.serve")
 _RUN_METHODS = frozenset({"SendMessage", "SendStreamingMessage", "message/send", "message/stream"})
 _LOG_EVERY = 10.0  # seconds between two log lines about shed load
 _MAX_RETRY_AFTER = 60
+SAFETY = 1.5
+"""How much longer than projected a queued request may have to wait (service times vary)."""
 
 
-def is_model_work(scope: Scope, body: bytes) -> bool:
-    """Whether a request runs a model (and so takes a slot): decided from its path and, for
-    JSON-RPC endpoints, its method (a body that is not JSON is left to the route to refuse)."""
+def model_work_by_path(scope: Scope) -> bool | None:
+    """Whether a request runs a model, as far as its method and path tell: `None` for the
+    JSON-RPC endpoints, where the method in the body decides (`is_model_work`). The OpenAI
+    routes and the dev UI's chat are told apart before their body is read, so a refusal
+    does not wait for it."""
     if scope.get("method") != "POST":
         return False
     path: str = scope.get("path", "")
     if path in ("/v1/chat/completions", "/v1/responses") or path.startswith("/devui/api/chat/"):
         return True
-    if path.startswith("/a2a/"):
-        return _rpc_method(body) in _RUN_METHODS
-    if path == "/mcp":
-        return _rpc_method(body) == "tools/call"
+    if path.startswith("/a2a/") or path == "/mcp":
+        return None
     return False
+
+
+def is_model_work(scope: Scope, body: bytes) -> bool:
+    """Whether a request runs a model (and so takes a slot): decided from its path and, for
+    JSON-RPC endpoints, its method (a body that is not JSON is left to the route to refuse)."""
+    by_path = model_work_by_path(scope)
+    if by_path is not None:
+        return by_path
+    if scope.get("path", "").startswith("/a2a/"):
+        return _rpc_method(body) in _RUN_METHODS
+    return _rpc_method(body) == "tools/call"
 
 
 def _rpc_method(body: bytes) -> str | None:
@@ -76,6 +94,7 @@ class Admission:
         self._running = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._held = 0.0  # moving average of the seconds a request holds its slot
+        self._starts: dict[object, float] = {}  # when each running request got its slot
         self._shed = 0
         self._last_log = -math.inf
         metrics.running.set_function(lambda: self._running)
@@ -91,26 +110,55 @@ class Admission:
         """Requests waiting for a slot now."""
         return len(self._waiters)
 
-    def _expected_wait(self) -> float:
-        """Seconds a request queued now would wait at the recent pace: one that would wait
-        past the queue timeout is refused at once rather than after the timeout."""
-        return self._held * (len(self._waiters) + 1) / self.max_running
+    def service_time(self) -> float:
+        """Seconds a request holds its slot at the recent pace: the moving average of those
+        that finished, or, when every running request has held its slot longer than that
+        (the model slowed down, or none has finished yet), the shortest of their times."""
+        if self._starts and self._running >= self.max_running:
+            newest = time.monotonic() - max(self._starts.values())
+            return max(self._held, newest)
+        return self._held
+
+    def _fits(self, position: int) -> bool:
+        """Whether the request at `position` (1: next) in the queue would get its turn well
+        within the queue timeout."""
+        batches = math.ceil(position / self.max_running)
+        if self._held == 0.0 and batches > 1:  # nothing finished yet: one batch may wait
+            return False
+        return SAFETY * self.service_time() * batches <= self.queue_timeout
 
     def retry_after(self) -> int:
         """Whole seconds after which a refused request may find room: the time the work
         ahead of it takes at the recent pace, from 1 to 60."""
         ahead = self._running + len(self._waiters)
-        estimate = self._held * ahead / max(self.max_running, 1)
+        estimate = self.service_time() * ahead / max(self.max_running, 1)
         return min(_MAX_RETRY_AFTER, max(1, math.ceil(estimate)))
+
+    def check(self) -> None:
+        """Raise `OverloadedError` (counted and logged) if a request arriving now would be
+        refused; does nothing else, and never waits. Lets the server refuse before it reads
+        the request's body."""
+        if self._running < self.max_running and not self._waiters:
+            return
+        position = len(self._waiters) + 1
+        if position > self.max_queued or not self._fits(position):
+            raise self._refuse(
+                "queue_full",
+                f"the server is at capacity ({self._running} requests running, "
+                f"{len(self._waiters)} waiting, its limits); retry after the Retry-After "
+                "seconds, or send to another server",
+            )
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
         """Hold a slot for the block: at once, after a bounded wait, or `OverloadedError`."""
         await self._enter()
-        start = time.monotonic()
+        token = object()
+        start = self._starts[token] = time.monotonic()
         try:
             yield
         finally:
+            del self._starts[token]
             self._leave(time.monotonic() - start)
 
     async def _enter(self) -> None:
@@ -118,13 +166,7 @@ class Admission:
             self._running += 1
             self._metrics.admitted.inc()
             return
-        if len(self._waiters) >= self.max_queued or self._expected_wait() > self.queue_timeout:
-            raise self._refuse(
-                "queue_full",
-                f"the server is at capacity ({self._running} requests running, "
-                f"{len(self._waiters)} waiting, its limits); retry after the Retry-After "
-                "seconds, or send to another server",
-            )
+        self.check()
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         start = time.monotonic()

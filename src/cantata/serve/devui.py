@@ -186,14 +186,18 @@ class _DevUI:
 
         async def stream() -> AsyncIterator[str]:
             yield _sse({"chat_id": chat_id})
-            try:
+            updates = None
+            try:  # stopped at the server's drain with ServerStoppingError, shown as an error
                 updates = entry.agent.run_stream(message, thread=thread)
-                async for update in updates:
+                async for update in self.ctx.drain.guard(updates):
                     if update.text:
                         yield _sse({"text": update.text, "author": update.author_name})
                 yield _sse({"done": True, "text": updates.response.text})
             except Exception as exc:  # the page shows it in the chat
                 yield _sse({"error": f"{type(exc).__name__}: {exc}"})
+            finally:
+                if updates is not None:
+                    await updates.aclose()
 
         return StreamingResponse(stream(), media_type="text/event-stream", headers=_SSE)
 

@@ -31,7 +31,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..core import ConfigurationError
-from .admission import Admission, is_model_work, send_refusal
+from .admission import Admission, is_model_work, model_work_by_path, send_refusal
 from .drain import Drain
 from .errors import RequestError, ServerStoppingError, error_body
 from .metrics import ServeMetrics
@@ -51,9 +51,11 @@ __all__ = [
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 DEFAULT_REQUEST_TIMEOUT = 300.0
 DEFAULT_MAX_RUNNING = 4
-"""Runs at once: what the embedded model decodes in one batch (its ``parallel``)."""
-DEFAULT_MAX_QUEUED = 16
-"""Requests waiting for a run slot, beyond which the server answers 429."""
+"""Runs at once: what the embedded model decodes in one batch (its default ``parallel``)."""
+DEFAULT_MAX_QUEUED = DEFAULT_MAX_RUNNING
+"""Requests waiting for a run slot, beyond which the server answers 429: one batch, so a
+queued request waits for one run to finish, not for several in turn (a model that takes
+40 s an answer, as the embedded one can on a busy machine, still fits the queue timeout)."""
 DEFAULT_QUEUE_TIMEOUT = 60.0
 DEFAULT_WRITE_TIMEOUT = 30.0
 
@@ -158,8 +160,18 @@ class LimitsMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.limits.max_body_bytes
         try:
-            body = await _read_body(scope, receive, self.limits.max_body_bytes)
+            _check_declared_size(scope, limit)
+        except RequestError as exc:
+            await send_error(send, exc)
+            return
+        # refuse before reading the body where the path tells (nothing on the refusal's way
+        # waits: it is answered before the event loop runs anything else)
+        if model_work_by_path(scope) and not await self._may_enter(send, scope, b""):
+            return
+        try:
+            body = await _read_body(receive, limit)
         except RequestError as exc:
             await send_error(send, exc)
             return
@@ -167,19 +179,34 @@ class LimitsMiddleware:
         if not is_model_work(scope, body):
             await exchange.run()
             return
-        if self.drain.draining:
-            self.metrics.rejected.labels("stopping").inc()
-            stopping = ServerStoppingError(
-                "the server is shutting down and takes no new work; send the request again "
-                "(to another server, or to this one once restarted)"
-            )
-            await send_refusal(send, scope, body, stopping)
+        if model_work_by_path(scope) is None and not await self._may_enter(send, scope, body):
             return
         try:
             async with self.admission.slot():
                 await exchange.run()
         except RequestError as exc:  # refused by admission before the exchange began
             await send_refusal(send, scope, body, exc)
+
+    async def _may_enter(self, send: Send, scope: Scope, body: bytes) -> bool:
+        """Whether a request for model work may go on to its slot; if not, its refusal (503
+        while the server stops, 429 when full) is sent, without waiting for anything."""
+        refusal: Exception
+        if self.drain.draining:
+            self.metrics.rejected.labels("stopping").inc()
+            refusal = ServerStoppingError(
+                "the server is shutting down and takes no new work; send the request again "
+                "(to another server, or to this one once restarted)"
+            )
+        else:
+            try:
+                self.admission.check()
+                return True
+            except RequestError as exc:
+                refusal = exc
+        # uvicorn's send writes to the transport and returns without suspending (unless
+        # this client's connection is paused): the refusal never waits behind other tasks
+        await send_refusal(send, scope, body, refusal)
+        return False
 
 
 class _Exchange:
@@ -319,7 +346,7 @@ def _timeout_error(timeout: float) -> BaseException:
     )
 
 
-async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+def _check_declared_size(scope: Scope, limit: int) -> None:
     for name, value in scope.get("headers", ()):
         if name == b"content-length":
             try:
@@ -328,6 +355,9 @@ async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
                 raise RequestError("the Content-Length header is not a number") from None
             if declared > limit:
                 raise _too_large(limit)
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
     while True:
