@@ -12,6 +12,7 @@ fast.
 from __future__ import annotations
 
 import os
+from dataclasses import asdict
 from typing import Annotated
 
 import typer
@@ -135,13 +136,10 @@ def serve_command(
                     target,
                     store or DEFAULT_STORE_URL,
                     token,
-                    max_body,
-                    timeout,
                     parse_settings(setting or []),
                     allow or [],
                     os.getcwd(),
-                    max_running=max_running,
-                    max_queued=max_queued,
+                    limits=asdict(limits),
                     log_level=log_level,
                 ),
                 host=host,

@@ -27,13 +27,11 @@ class WorkerConfig:
     target: str
     store: str
     token: str | None = None
-    max_body: int = 4 * 1024 * 1024
-    timeout: float = 300.0
     settings: dict[str, str] = field(default_factory=dict)
     allow: list[str] = field(default_factory=list)
     cwd: str = ""
-    max_running: int | None = None
-    max_queued: int | None = None
+    limits: dict[str, Any] = field(default_factory=dict)
+    """`cantata.serve.Limits` as keywords: the same bounds in every worker."""
     log_level: str = "info"
 
     def to_env(self) -> str:
@@ -72,12 +70,7 @@ def create_app() -> Any:
     if config.cwd:
         os.chdir(config.cwd)
     served = load_served(config.target, config.settings, config.allow)
-    bounds = {
-        name: value
-        for name, value in (("max_running", config.max_running), ("max_queued", config.max_queued))
-        if value is not None
-    }
-    limits = Limits(max_body_bytes=config.max_body, request_timeout=config.timeout, **bounds)
+    limits = Limits(**config.limits)
     prepare_process(config.log_level)
     return build_app(
         served, store=config.store, token=config.token, limits=limits, drain=process_drain()
