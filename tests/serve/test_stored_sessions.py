@@ -4,12 +4,14 @@ server process over the same store, and the run goes on as if it had never stopp
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
 import pytest
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.helpers import get_data_parts, get_message_text, new_data_part, new_text_message
@@ -308,3 +310,52 @@ async def test_cantata_serve_workers_2_answers_from_both_processes_over_one_stor
                     _data({"answers": {request["request_id"]: True}}, task),
                 )
             assert get_message_text(answer_task.status.message) == "".join(expected_done)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_two_answers_at_once_to_two_server_processes_one_goes_on(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """The same approval sent at the same moment to two `cantata serve` processes on one
+    store: the session is claimed in the store before it resumes, so one answer goes on
+    (the uninterrupted transcript, the tool run once) and the other is a 409."""
+    if backend == "sqlite":
+        store = f"sqlite:///{tmp_path / 'race.db'}"
+    else:
+        store = request.getfixturevalue("postgres_dsn")
+    _, expected_done = await _reference()
+    log = tmp_path / "paid.log"
+    env = {"PAY_LOG": str(log)}
+    with (
+        cli_server(TEAM, "--store", store, env=env) as (one, _),
+        cli_server(TEAM, "--store", store, env=env) as (two, _),
+    ):
+        for _round in range(3):
+            async with _openai(one) as first, _openai(two) as second:
+                asked = await first.responses.create(model="payers", input="pay 5")
+                answer = [
+                    {
+                        "type": "mcp_approval_response",
+                        "approval_request_id": _approval_id(asked),
+                        "approve": True,
+                    }
+                ]
+                results = await asyncio.gather(
+                    *(
+                        c.responses.create(
+                            model="payers", previous_response_id=asked.id, input=answer
+                        )
+                        for c in (first, second)
+                    ),
+                    return_exceptions=True,
+                )
+            went_on = [r for r in results if not isinstance(r, BaseException)]
+            refused = [r for r in results if isinstance(r, BaseException)]
+            assert len(went_on) == 1, results
+            assert _said(went_on[0].output_text) == expected_done
+            (conflict,) = refused
+            assert isinstance(conflict, openai.ConflictError), conflict
+            assert conflict.status_code == 409
+            assert conflict.code == "already_answered"
+            assert "answered by another request" in conflict.message
+        assert [line.split()[1] for line in _paid(log)] == ["5", "5", "5"]

@@ -13,6 +13,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 
 from ..core import (
+    AlreadyAnsweredError,
     CancelledError,
     CantataError,
     InvalidMessageError,
@@ -30,6 +31,7 @@ _TYPES = {
     401: "authentication_error",
     404: "not_found_error",
     405: "invalid_request_error",
+    409: "invalid_request_error",
     413: "invalid_request_error",
     415: "invalid_request_error",
     499: "cancelled",
@@ -55,6 +57,8 @@ def status_for(exc: BaseException) -> int:
     """The HTTP status of a failure: the caller's mistakes are 4xx, the run's are 5xx."""
     if isinstance(exc, RequestError):
         return exc.status
+    if isinstance(exc, AlreadyAnsweredError):
+        return 409
     if isinstance(exc, (InvalidMessageError, SerializationError, UsageError)):
         return 400
     if isinstance(exc, TimeoutError):
@@ -78,9 +82,15 @@ def error_body(exc: BaseException) -> dict[str, Any]:
                 status, "server_error" if status >= 500 else "invalid_request_error"
             ),
             "param": getattr(exc, "param", None) if isinstance(exc, RequestError) else None,
-            "code": getattr(exc, "code", None) if isinstance(exc, RequestError) else None,
+            "code": _code(exc),
         }
     }
+
+
+def _code(exc: BaseException) -> str | None:
+    if isinstance(exc, AlreadyAnsweredError):
+        return "already_answered"
+    return getattr(exc, "code", None) if isinstance(exc, RequestError) else None
 
 
 def error_response(exc: BaseException) -> JSONResponse:
