@@ -359,3 +359,56 @@ async def test_two_answers_at_once_to_two_server_processes_one_goes_on(
             assert conflict.code == "already_answered"
             assert "answered by another request" in conflict.message
         assert [line.split()[1] for line in _paid(log)] == ["5", "5", "5"]
+
+
+async def test_an_ended_session_takes_its_checkpoints_out_of_the_store(tmp_path: Path) -> None:
+    """Served runs do not grow the store: a waiting session keeps its checkpoints, one that
+    ended (done, or failed) leaves nothing of its run behind."""
+    async with SQLiteStore(tmp_path / "bounded.db") as store:
+        checkpoints = StateStoreCheckpointStore(store)
+        agent = TeamAgent(make_team(), checkpoint_store=checkpoints)
+        threads = [LocalThread() for _ in range(3)]
+        asked = [await agent.run("pay 5", thread=t) for t in threads]
+        waiting = await store.keys("wf:")
+        assert len(await store.keys("wf:idx:")) >= 3
+        for thread, response in zip(threads[:2], asked[:2], strict=True):
+            request = _asked(response)
+            answer = FunctionApprovalResponseContent(
+                request.request_id, request.function_call, True
+            )
+            await agent.run(CantataMessage("user", [answer]), thread=thread)
+        # the two answered sessions are gone; the third still waits, whole
+        left = await store.keys("wf:")
+        assert left and set(left) < set(waiting)
+        (run,) = {k.split(":")[2] for k in await store.keys("wf:idx:")}
+        third = _asked(asked[2])
+        again = TeamAgent(make_team(), checkpoint_store=checkpoints)
+        copy = LocalThread()
+        await copy.on_new_message(await threads[2].get_messages())
+        answer = FunctionApprovalResponseContent(third.request_id, third.function_call, True)
+        done = await again.run(CantataMessage("user", [answer]), thread=copy)
+        assert done.finish_reason != "approval_required"
+        assert await store.keys("wf:") == []
+        assert await store.keys(f"wf:claim:{run}") == []
+
+        workflow_store = StateStoreCheckpointStore(store)
+        failing = WorkflowBuilder(_Failing("fails"), name="fails").build()
+        with pytest.raises(Exception, match="broken on purpose"):
+            await WorkflowAgent(failing, checkpoint_store=workflow_store).run("x")
+        asker = WorkflowAgent(
+            WorkflowBuilder(_Asker("asker"), name="asker").build(), checkpoint_store=workflow_store
+        )
+        thread = LocalThread()
+        first = await asker.run("pears", thread=thread)
+        assert await store.keys("wf:idx:")
+        (call,) = [c for m in first.messages for c in m.contents if type(c) is FunctionCallContent]
+        answer_ = CantataMessage("tool", [FunctionResultContent(call.call_id, result=1)])
+        assert (await asker.run(answer_, thread=thread)).text == "how many pears? -> 2"
+        assert await store.keys("wf:") == []
+        assert await store.length("wf:log:") == 0
+
+
+class _Failing(Executor):
+    @handler
+    async def start(self, text: str, ctx: WorkflowContext[None, str]) -> None:
+        raise RuntimeError("broken on purpose")

@@ -8,6 +8,7 @@ files, SQLite, PostgreSQL, ...), used as logs and keyed values:
 - ``wf:idx:<run id>:<superstep>:<id>``: the run's checkpoints, in order,
 - ``wf:val:<ref>``: one shared-state or executor-state value, written when it changed,
 - log ``wf:log:<segment>``: append-only logs (conversations, outputs), appended per checkpoint,
+- ``wf:fx:<run id>:...``: the run's journaled effects (see `journal`),
 - ``wf:claim:<id>``: set once by the answer that took the run waiting at that checkpoint.
 """
 
@@ -187,8 +188,9 @@ class StateStoreCheckpointStore:
         await self.store.delete(f"wf:claim:{checkpoint_id}")
 
     async def delete_run(self, run_id: str) -> int:
-        """Remove a run's checkpoints, their claims, and the values and log segments they
-        point to; returns how many checkpoints went. For a run whose session has ended: a
+        """Remove a run's checkpoints, their claims, the values and log segments they point
+        to, and its journaled effects (``wf:fx:<run id>:...``); returns how many checkpoints
+        went. For a run whose session has ended: a
         run forked from one of its checkpoints shares values with it and must end first.
         Safe to repeat after a failure part way (the index goes last)."""
         index = await self.store.keys(f"wf:idx:{run_id}:")
@@ -207,7 +209,8 @@ class StateStoreCheckpointStore:
             logs.update(name for name, _ in ckpt.outputs)
         for log in sorted(logs):
             await self.store.delete_log(f"wf:log:{log}")
-        for key in [*(f"wf:val:{ref}" for ref in sorted(values)), *records, *index]:
+        effects = await self.store.keys(f"wf:fx:{run_id}:")
+        for key in [*(f"wf:val:{ref}" for ref in sorted(values)), *effects, *records, *index]:
             await self.store.delete(key)
         return len(index)
 
