@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.helpers import get_data_parts, get_message_text, new_data_part, new_text_message
 from a2a.types.a2a_pb2 import GetTaskRequest, Message, Role, SendMessageRequest, Task, TaskState
+from a2a.utils.errors import A2AError
 from openai import AsyncOpenAI
 
 from cantata.agents import AgentResponse, LocalThread
@@ -359,6 +361,28 @@ async def test_two_answers_at_once_to_two_server_processes_one_goes_on(
             assert conflict.code == "already_answered"
             assert "answered by another request" in conflict.message
         assert [line.split()[1] for line in _paid(log)] == ["5", "5", "5"]
+        async with httpx.AsyncClient(timeout=30) as http:
+            a = await _a2a(http, f"{one}/a2a/payers")
+            b = await _a2a(http, f"{two}/a2a/payers")
+            for _round in range(3):
+                task = await _task(a, _text("pay 5"))
+                (asked_for,) = _requests(task)
+                answer_ = {"answers": {asked_for["request_id"]: True}}
+                tasks = await asyncio.gather(
+                    _task(a, _data(answer_, task)),
+                    _task(b, _data(answer_, task)),
+                    return_exceptions=True,
+                )
+                done_ = [t for t in tasks if isinstance(t, Task)]
+                errors = [t for t in tasks if not isinstance(t, Task)]
+                assert len(done_) == 1 and len(errors) == 1, tasks
+                assert get_message_text(done_[0].status.message) == "".join(expected_done)
+                # refused by the claim, or (the other ahead) by the check that the task waits
+                assert isinstance(errors[0], A2AError), errors
+                assert re.search("answered by another request|nothing waits", str(errors[0]))
+                final = await b.get_task(GetTaskRequest(id=task.id))
+                assert final.status.state == TaskState.TASK_STATE_COMPLETED
+        assert [line.split()[1] for line in _paid(log)] == ["5"] * 6
 
 
 async def test_an_ended_session_takes_its_checkpoints_out_of_the_store(tmp_path: Path) -> None:
