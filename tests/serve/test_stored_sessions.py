@@ -4,16 +4,20 @@ server process over the same store, and the run goes on as if it had never stopp
 
 from __future__ import annotations
 
+import asyncio
 import os
+import re
 import signal
 from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
 import pytest
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.helpers import get_data_parts, get_message_text, new_data_part, new_text_message
 from a2a.types.a2a_pb2 import GetTaskRequest, Message, Role, SendMessageRequest, Task, TaskState
+from a2a.utils.errors import A2AError
 from openai import AsyncOpenAI
 
 from cantata.agents import AgentResponse, LocalThread
@@ -308,3 +312,127 @@ async def test_cantata_serve_workers_2_answers_from_both_processes_over_one_stor
                     _data({"answers": {request["request_id"]: True}}, task),
                 )
             assert get_message_text(answer_task.status.message) == "".join(expected_done)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_two_answers_at_once_to_two_server_processes_one_goes_on(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """The same approval sent at the same moment to two `cantata serve` processes on one
+    store: the session is claimed in the store before it resumes, so one answer goes on
+    (the uninterrupted transcript, the tool run once) and the other is a 409."""
+    if backend == "sqlite":
+        store = f"sqlite:///{tmp_path / 'race.db'}"
+    else:
+        store = request.getfixturevalue("postgres_dsn")
+    _, expected_done = await _reference()
+    log = tmp_path / "paid.log"
+    env = {"PAY_LOG": str(log)}
+    with (
+        cli_server(TEAM, "--store", store, env=env) as (one, _),
+        cli_server(TEAM, "--store", store, env=env) as (two, _),
+    ):
+        for _round in range(3):
+            async with _openai(one) as first, _openai(two) as second:
+                asked = await first.responses.create(model="payers", input="pay 5")
+                answer = [
+                    {
+                        "type": "mcp_approval_response",
+                        "approval_request_id": _approval_id(asked),
+                        "approve": True,
+                    }
+                ]
+                results = await asyncio.gather(
+                    *(
+                        c.responses.create(
+                            model="payers", previous_response_id=asked.id, input=answer
+                        )
+                        for c in (first, second)
+                    ),
+                    return_exceptions=True,
+                )
+            went_on = [r for r in results if not isinstance(r, BaseException)]
+            refused = [r for r in results if isinstance(r, BaseException)]
+            assert len(went_on) == 1, results
+            assert _said(went_on[0].output_text) == expected_done
+            (conflict,) = refused
+            assert isinstance(conflict, openai.ConflictError), conflict
+            assert conflict.status_code == 409
+            assert conflict.code == "already_answered"
+            assert "answered by another request" in conflict.message
+        assert [line.split()[1] for line in _paid(log)] == ["5", "5", "5"]
+        async with httpx.AsyncClient(timeout=30) as http:
+            a = await _a2a(http, f"{one}/a2a/payers")
+            b = await _a2a(http, f"{two}/a2a/payers")
+            for _round in range(3):
+                task = await _task(a, _text("pay 5"))
+                (asked_for,) = _requests(task)
+                answer_ = {"answers": {asked_for["request_id"]: True}}
+                tasks = await asyncio.gather(
+                    _task(a, _data(answer_, task)),
+                    _task(b, _data(answer_, task)),
+                    return_exceptions=True,
+                )
+                done_ = [t for t in tasks if isinstance(t, Task)]
+                errors = [t for t in tasks if not isinstance(t, Task)]
+                assert len(done_) == 1 and len(errors) == 1, tasks
+                assert get_message_text(done_[0].status.message) == "".join(expected_done)
+                # refused by the claim, or (the other ahead) by the check that the task waits
+                assert isinstance(errors[0], A2AError), errors
+                assert re.search("answered by another request|nothing waits", str(errors[0]))
+                final = await b.get_task(GetTaskRequest(id=task.id))
+                assert final.status.state == TaskState.TASK_STATE_COMPLETED
+        assert [line.split()[1] for line in _paid(log)] == ["5"] * 6
+
+
+async def test_an_ended_session_takes_its_checkpoints_out_of_the_store(tmp_path: Path) -> None:
+    """Served runs do not grow the store: a waiting session keeps its checkpoints, one that
+    ended (done, or failed) leaves nothing of its run behind."""
+    async with SQLiteStore(tmp_path / "bounded.db") as store:
+        checkpoints = StateStoreCheckpointStore(store)
+        agent = TeamAgent(make_team(), checkpoint_store=checkpoints)
+        threads = [LocalThread() for _ in range(3)]
+        asked = [await agent.run("pay 5", thread=t) for t in threads]
+        waiting = await store.keys("wf:")
+        assert len(await store.keys("wf:idx:")) >= 3
+        for thread, response in zip(threads[:2], asked[:2], strict=True):
+            request = _asked(response)
+            answer = FunctionApprovalResponseContent(
+                request.request_id, request.function_call, True
+            )
+            await agent.run(CantataMessage("user", [answer]), thread=thread)
+        # the two answered sessions are gone; the third still waits, whole
+        left = await store.keys("wf:")
+        assert left and set(left) < set(waiting)
+        (run,) = {k.split(":")[2] for k in await store.keys("wf:idx:")}
+        third = _asked(asked[2])
+        again = TeamAgent(make_team(), checkpoint_store=checkpoints)
+        copy = LocalThread()
+        await copy.on_new_message(await threads[2].get_messages())
+        answer = FunctionApprovalResponseContent(third.request_id, third.function_call, True)
+        done = await again.run(CantataMessage("user", [answer]), thread=copy)
+        assert done.finish_reason != "approval_required"
+        assert await store.keys("wf:") == []
+        assert await store.keys(f"wf:claim:{run}") == []
+
+        workflow_store = StateStoreCheckpointStore(store)
+        failing = WorkflowBuilder(_Failing("fails"), name="fails").build()
+        with pytest.raises(Exception, match="broken on purpose"):
+            await WorkflowAgent(failing, checkpoint_store=workflow_store).run("x")
+        asker = WorkflowAgent(
+            WorkflowBuilder(_Asker("asker"), name="asker").build(), checkpoint_store=workflow_store
+        )
+        thread = LocalThread()
+        first = await asker.run("pears", thread=thread)
+        assert await store.keys("wf:idx:")
+        (call,) = [c for m in first.messages for c in m.contents if type(c) is FunctionCallContent]
+        answer_ = CantataMessage("tool", [FunctionResultContent(call.call_id, result=1)])
+        assert (await asker.run(answer_, thread=thread)).text == "how many pears? -> 2"
+        assert await store.keys("wf:") == []
+        assert await store.length("wf:log:") == 0
+
+
+class _Failing(Executor):
+    @handler
+    async def start(self, text: str, ctx: WorkflowContext[None, str]) -> None:
+        raise RuntimeError("broken on purpose")

@@ -7,6 +7,7 @@ Redis. Processes are started with the spawn method and each opens its own store.
 from __future__ import annotations
 
 import asyncio
+import json
 import multiprocessing
 import runpy
 from pathlib import Path
@@ -91,3 +92,50 @@ async def test_processes_each_with_their_own_stores(durables: list[Any]) -> None
         assert await store.length("thread:processes") == WRITERS * APPENDS, backend.name
         check_log(await store.read("thread:processes"), WRITERS, APPENDS)
         check_log(await store.read("thread:batches"), WRITERS, APPENDS, batch=25)
+
+
+CLAIMERS = 4
+CLAIMS = 200
+CLAIM_WORKER = Path(__file__).with_name("_claim_worker.py")
+
+
+def _run_claimers(backend: Any, out: Path) -> list[list[int]]:
+    ctx = multiprocessing.get_context("spawn")
+    processes = [
+        ctx.Process(
+            target=runpy.run_path,
+            args=(str(CLAIM_WORKER),),
+            kwargs={
+                "run_name": "cantata_claim_worker",
+                "init_globals": {
+                    "CONFIG": {
+                        "url": backend.url,
+                        "options": backend.options,
+                        "writer": w,
+                        "keys": CLAIMS,
+                        "out": str(out / f"won-{w}.json"),
+                    }
+                },
+            },
+        )
+        for w in range(CLAIMERS)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(120)
+    assert [p.exitcode for p in processes] == [0] * CLAIMERS
+    return [json.loads((out / f"won-{w}.json").read_text()) for w in range(CLAIMERS)]
+
+
+async def test_processes_claiming_the_same_keys_have_one_winner_each(
+    durable: Any, tmp_path: Path
+) -> None:
+    """put_if_absent across processes: every key claimed by exactly one, and it holds its value."""
+    won = await asyncio.to_thread(_run_claimers, durable, tmp_path)
+    claimed = sorted(n for keys in won for n in keys)
+    assert claimed == list(range(CLAIMS))
+    store = await durable.store().open()
+    for writer, keys in enumerate(won):
+        for n in keys:
+            assert await store.get(f"claim:{n}") == writer

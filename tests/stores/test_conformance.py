@@ -142,6 +142,24 @@ async def test_put_many_with_a_bad_value_writes_nothing(store: StateStore) -> No
     assert await store.keys() == ["a"]
 
 
+async def test_put_if_absent_sets_only_a_missing_key(store: StateStore) -> None:
+    assert await store.put_if_absent("claim", {"by": "a"}) is True
+    assert await store.put_if_absent("claim", {"by": "b"}) is False
+    assert await store.get("claim") == {"by": "a"}
+    await store.delete("claim")
+    assert await store.put_if_absent("claim", "again") is True
+    assert await store.get("claim") == "again"
+    with pytest.raises(StoreError, match="'bad'"):
+        await store.put_if_absent("bad", {1, 2})
+    assert await store.keys() == ["claim"]
+
+
+async def test_put_if_absent_has_one_winner_among_concurrent_callers(store: StateStore) -> None:
+    won = await asyncio.gather(*(store.put_if_absent("race", n) for n in range(20)))
+    assert won.count(True) == 1
+    assert await store.get("race") == won.index(True)
+
+
 async def test_keys_filters_by_prefix_and_sorts(store: StateStore) -> None:
     names = ["b", "a", "ab", "a%", "a_", "a*", "a?", "a[", "a\\", "é", "a\U0001f600", "ba"]
     await store.put_many({name: 1 for name in names})

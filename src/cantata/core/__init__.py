@@ -4,6 +4,7 @@ from .bounded_json import MAX_JSON_DEPTH, check_json_depth, loads_json, short_re
 from .cancellation import CancellationToken
 from .errors import (
     AgentError,
+    AlreadyAnsweredError,
     ApprovalRequired,
     CancelledError,
     CantataError,
@@ -63,6 +64,7 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "TYPE_KEY",
     "AgentError",
+    "AlreadyAnsweredError",
     "ApprovalRequired",
     "CancellationToken",
     "CancelledError",

@@ -30,6 +30,7 @@ from typing import Any
 
 __all__ = [
     "AgentError",
+    "AlreadyAnsweredError",
     "ApprovalRequired",
     "CancelledError",
     "CantHandle",
@@ -225,6 +226,11 @@ class AgentError(RunError):
 
 class WorkflowError(RunError):
     """A workflow run failed or was given input it cannot take."""
+
+
+class AlreadyAnsweredError(RunError):
+    """A waiting session (a team's, a workflow's) was answered by another request first:
+    two answers to one wait never both go on. Served, it is HTTP 409."""
 
 
 class RuntimeStateError(UsageError, builtins.RuntimeError):

@@ -34,10 +34,11 @@ from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import Message as A2AMessage
 from a2a.types.a2a_pb2 import Part, TaskState
+from a2a.utils.errors import InvalidRequestError
 
 from ..agents import AgentResponse, LocalThread, StateStoreMessageStore
 from ..agents.remote_a2a import a2a_parts, cantata_messages
-from ..core import CantataError, DataContent, Message, TextContent, new_id
+from ..core import AlreadyAnsweredError, CantataError, DataContent, Message, TextContent, new_id
 from ..stores import StateStore
 from .drain import Drain
 from .errors import RequestError
@@ -155,6 +156,9 @@ class ServedAgentExecutor(AgentExecutor):
                         incoming = cantata_messages(context.message)
                     thread = self._thread(context_id)
                     response = await self._run(incoming, thread, updater, streaming, answering)
+            except AlreadyAnsweredError as exc:
+                # another process took the answer and runs the task: leave it to that one
+                raise InvalidRequestError(message=f"task {task_id}: {exc}") from None
             except _Refused as exc:
                 if not exc.requests:  # answered meanwhile by another message
                     await updater.failed(updater.new_agent_message([new_text_part(str(exc))]))
@@ -244,7 +248,7 @@ class ServedAgentExecutor(AgentExecutor):
     ) -> None:
         """An answer the run refused before doing anything: the thread still waits, so the
         task does too (raises `_Refused`); otherwise the failure stands."""
-        if not answering or started:
+        if not answering or started or isinstance(exc, AlreadyAnsweredError):
             return
         requests = input_requests(await thread.get_messages())
         if requests:

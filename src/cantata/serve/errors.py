@@ -13,6 +13,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 
 from ..core import (
+    AlreadyAnsweredError,
     CancelledError,
     CantataError,
     ContextLengthError,
@@ -40,6 +41,7 @@ _TYPES = {
     401: "authentication_error",
     404: "not_found_error",
     405: "invalid_request_error",
+    409: "invalid_request_error",
     413: "invalid_request_error",
     415: "invalid_request_error",
     429: "rate_limit_error",
@@ -88,6 +90,8 @@ def status_for(exc: BaseException) -> int:
         return 400
     if isinstance(exc, ServerStoppingError):
         return 503
+    if isinstance(exc, AlreadyAnsweredError):
+        return 409
     if isinstance(exc, (InvalidMessageError, SerializationError, UsageError)):
         return 400
     if isinstance(exc, TimeoutError):
@@ -129,6 +133,8 @@ def _context_overflow(exc: BaseException) -> bool:
 
 
 def _code(exc: BaseException) -> str | None:
+    if isinstance(exc, AlreadyAnsweredError):
+        return "already_answered"
     if isinstance(exc, RequestError):
         return exc.code
     if _context_overflow(exc):

@@ -2,8 +2,8 @@
 
 Threads are logs of messages, checkpoints are keyed values that point into logs, runtime
 state is keyed values, the effect journal is a log. Keeping one small protocol means every
-backend (memory, SQLite, PostgreSQL, Redis) serves every layer, and a new backend is five
-methods of logs and five of values.
+backend (memory, SQLite, PostgreSQL, Redis) serves every layer, and a new backend is four
+methods of logs and six of values.
 
 Values are plain JSON data (what `cantata.core.to_json` produces). A store never sees
 Python objects, so no backend can unpickle anything.
@@ -62,6 +62,11 @@ class StateStore(Protocol):
 
     async def put_many(self, items: Mapping[str, Any]) -> None:
         """Set several values atomically."""
+        ...
+
+    async def put_if_absent(self, key: str, value: Any) -> bool:
+        """Set a value only if the key holds none; True if this call set it. Atomic across
+        every writer of the store (processes included): of two calls on one key, one wins."""
         ...
 
     async def delete(self, key: str) -> None:

@@ -104,6 +104,16 @@ class MemoryStore(StoreLifecycle):
             converted[key] = self._in(value, f"key {quoted(key)}")
         self._values.update(converted)
 
+    async def put_if_absent(self, key: str, value: Any) -> bool:
+        """Set a value unless the key holds one; True if this call set it."""
+        self._check()
+        check_name(key, store=self._label, kind="key")
+        converted = self._in(value, f"key {quoted(key)}")
+        if key in self._values:
+            return False
+        self._values[key] = converted
+        return True
+
     async def delete(self, key: str) -> None:
         """Remove a value; a missing key is fine."""
         self._check()

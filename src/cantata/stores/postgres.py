@@ -277,6 +277,14 @@ class PostgresStore(StoreLifecycle):
             action = f"write keys {short_repr(keys, 200)}"
             await self._fetch(action, self._q.put_many, (keys, texts))
 
+    async def put_if_absent(self, key: str, value: Any) -> bool:
+        """Set a value unless the key holds one (INSERT ... ON CONFLICT DO NOTHING: one of
+        two writers wins); True if this call set it."""
+        check_name(key, store=self._label, kind="key")
+        text = encode(value, store=self._label, where=f"key {quoted(key)}")
+        action = f"write key {quoted(key)} if absent"
+        return bool(await self._fetch(action, self._q.put_if_absent, (key, text)))
+
     async def delete(self, key: str) -> None:
         """Remove a value; a missing key is fine."""
         check_name(key, store=self._label, kind="key")
@@ -369,6 +377,10 @@ class _Queries:
         self.put_many = q(
             "INSERT INTO {values} (key, value) SELECT * FROM unnest(%s::text[], %s::text[])"
             " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+        )
+        self.put_if_absent = q(
+            "INSERT INTO {values} (key, value) VALUES (%s, %s)"
+            " ON CONFLICT (key) DO NOTHING RETURNING key"
         )
         self.delete = q("DELETE FROM {values} WHERE key = %s")
         self.keys_from = q("SELECT key FROM {values} WHERE key >= %(low)s ORDER BY key")

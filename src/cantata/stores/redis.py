@@ -207,6 +207,14 @@ class RedisStore(StoreLifecycle):
         client = await self._client_ready()
         await self._call(f"write keys {short_repr(list(items), 200)}", client.mset(mapping))
 
+    async def put_if_absent(self, key: str, value: Any) -> bool:
+        """Set a value unless the key holds one (SET NX); True if this call set it."""
+        check_name(key, store=self._label, kind="key")
+        text = encode(value, store=self._label, where=f"key {quoted(key)}")
+        client = await self._client_ready()
+        action = f"write key {quoted(key)} if absent"
+        return bool(await self._call(action, client.set(self._values + key, text, nx=True)))
+
     async def delete(self, key: str) -> None:
         """Remove a value; a missing key is fine."""
         check_name(key, store=self._label, kind="key")

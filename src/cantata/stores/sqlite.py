@@ -52,6 +52,9 @@ AND pos < CASE WHEN :stop IS NULL THEN n.len WHEN :stop < 0 THEN n.len + :stop E
 ORDER BY pos
 """
 _PUT = "INSERT OR REPLACE INTO cantata_values (key, value) VALUES (?, ?)"
+_PUT_IF_ABSENT = (
+    "INSERT INTO cantata_values (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"
+)
 
 
 class SQLiteStore(StoreLifecycle):
@@ -343,6 +346,19 @@ class SQLiteStore(StoreLifecycle):
                     raise
             except sqlite3.Error as exc:
                 self._fail(f"write keys {short_repr([k for k, _ in rows], 200)}", exc)
+
+    async def put_if_absent(self, key: str, value: Any) -> bool:
+        """Set a value unless the key holds one (one INSERT ... ON CONFLICT DO NOTHING, so
+        one of two processes on the file wins); True if this call set it."""
+        check_name(key, store=self._label, kind="key")
+        text = encode(value, store=self._label, where=f"key {quoted(key)}")
+        await self._ready()
+        async with self._lock:
+            try:
+                cursor = await (await self._conn()).execute(_PUT_IF_ABSENT, (key, text))
+                return bool(cursor.rowcount == 1)
+            except sqlite3.Error as exc:
+                self._fail(f"write key {quoted(key)} if absent", exc)
 
     async def delete(self, key: str) -> None:
         """Remove a value; a missing key is fine."""

@@ -17,7 +17,7 @@ from ..core import (
     Usage,
 )
 from ..models import ChatOptions
-from ..workflows import CheckpointStore, RequestInfoEvent
+from ..workflows import CheckpointStore, RequestInfoEvent, StateStoreCheckpointStore
 
 if TYPE_CHECKING:
     from .session import TeamSession
@@ -45,7 +45,11 @@ class TeamAgent(Agent):
     session checkpoints there and the waiting answer's last message names the checkpoint
     (metadata `SESSION_KEY`), so the answer may come to another thread object holding the
     same messages: another process, or this one after a restart. The session is then
-    restored from that checkpoint (`Team.resume`) and goes on as if it had never stopped."""
+    restored from that checkpoint (`Team.resume`) and goes on as if it had never stopped.
+    The answer claims the checkpoint in the store first, so of two answers sent at once
+    (to two processes) one goes on and the other raises `AlreadyAnsweredError`. A session
+    that ends (done or failed) takes its checkpoints out of the store; a waiting one keeps
+    them."""
 
     def __init__(
         self,
@@ -82,11 +86,23 @@ class TeamAgent(Agent):
         thread = self._thread_for_run(thread)
         incoming = self._incoming(messages)
         history = await thread.get_messages()
-        session = self._waiting.pop(thread, None) or await self._stored_session(history)
+        # An answer to a session waiting in the store claims it first: of two answers sent
+        # at once (to two processes, or two requests here), one goes on.
+        claimed = _stored_checkpoint(self.checkpoint_store, history, incoming)
+        if claimed is not None:
+            await claimed[0].claim(claimed[1])
+        try:
+            session = self._waiting.pop(thread, None) or await self._stored_session(history)
+        except BaseException:
+            if claimed is not None:
+                await claimed[0].release(claimed[1])
+            raise
         answers = _answers(session.pending_requests, incoming) if session is not None else {}
         if session is None or not answers:
+            if claimed is not None:
+                await claimed[0].release(claimed[1])
             if session is not None:
-                await session.close()  # not answered: the new task starts over
+                await self._end(session)  # not answered: the new task starts over
             session = self.team.create_session(checkpoint_store=self.checkpoint_store)
             run = session.run([*history, *incoming], cancellation_token=cancellation_token)
         else:
@@ -101,7 +117,7 @@ class TeamAgent(Agent):
             if keep:
                 self._waiting[thread] = session
             else:
-                await session.close()
+                await self._end(session)
         given = {m.message_id for m in [*history, *incoming]}
         replies = [m for m in result.messages if m.message_id not in given]
         finish = result.stop_reason
@@ -120,6 +136,15 @@ class TeamAgent(Agent):
             finish_reason=finish,
         )
 
+    async def _end(self, session: TeamSession) -> None:
+        """Close an ended session; its checkpoints leave the store (only a waiting session
+        needs them), so a served team's store does not grow with every conversation."""
+        run_id = session.run_id
+        await session.close()
+        store = self.checkpoint_store
+        if isinstance(store, StateStoreCheckpointStore) and run_id is not None:
+            await store.delete_run(run_id)
+
     async def _stored_session(self, history: list[Message]) -> TeamSession | None:
         """The session the thread's last answer left waiting, restored from its checkpoint
         (None without a checkpoint store, or when the thread does not end waiting)."""
@@ -130,6 +155,24 @@ class TeamAgent(Agent):
         if type(checkpoint_id) is not str:
             return None
         return await self.team.resume(checkpoint_id, checkpoint_store=store)
+
+
+def _stored_checkpoint(
+    store: CheckpointStore | None, history: list[Message], incoming: list[Message]
+) -> tuple[StateStoreCheckpointStore, str] | None:
+    """The store and checkpoint of the session the thread ends waiting on, when `incoming`
+    brings answers (approval responses, function results) and the store can claim it."""
+    if not isinstance(store, StateStoreCheckpointStore) or not history:
+        return None
+    checkpoint_id = history[-1].metadata.get(SESSION_KEY)
+    if history[-1].role != "assistant" or type(checkpoint_id) is not str:
+        return None
+    answering = any(
+        type(c) is FunctionApprovalResponseContent or type(c) is FunctionResultContent
+        for m in incoming
+        for c in m.contents
+    )
+    return (store, checkpoint_id) if answering else None
 
 
 def _asked(waiting: list[RequestInfoEvent]) -> list[Message]:

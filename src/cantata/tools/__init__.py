@@ -1,14 +1,17 @@
 """cantata.tools: tools from typed Python functions, the function-invocation loop,
 middleware around model calls and tool calls, and ready-made tools (a guarded Python
-executor, file reading under one root)."""
+executor, a container executor for
+untrusted code, file reading under one root)."""
 
 from .code_executor import (
     CodeExecutionError,
     CodeResult,
+    CodeRunner,
     LocalCodeExecutor,
     extract_code,
     python_tool,
 )
+from .container_executor import ContainerCodeExecutor
 from .context import ToolContext
 from .errors import ToolSchemaError
 from .file_tools import FileAccessError, FileTools
@@ -35,6 +38,8 @@ __all__ = [
     "ChatNext",
     "CodeExecutionError",
     "CodeResult",
+    "CodeRunner",
+    "ContainerCodeExecutor",
     "FileAccessError",
     "FileTools",
     "FunctionInvocationContext",

@@ -50,6 +50,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from ..core import ConfigurationError, RunError, new_id
 from .tool import FunctionTool
@@ -58,6 +59,7 @@ __all__ = [
     "MAX_CODE_CHARS",
     "CodeExecutionError",
     "CodeResult",
+    "CodeRunner",
     "LocalCodeExecutor",
     "extract_code",
     "python_tool",
@@ -251,6 +253,15 @@ class CodeResult:
         return "\n".join(parts)
 
 
+class CodeRunner(Protocol):
+    """What runs a model's code: `LocalCodeExecutor`, or `ContainerCodeExecutor` for code
+    you do not trust."""
+
+    async def run(self, code: str, *, time_limit: float | None = None) -> CodeResult:
+        """Run `code`; a failing program is a `CodeResult`, not an exception."""
+        ...
+
+
 class LocalCodeExecutor:
     """Runs Python source in a guarded child process (see the module docstring for what
     the guard does and does not promise).
@@ -436,7 +447,7 @@ which the embedded model's grammar enforces, so a runaway string still closes)."
 
 
 def python_tool(
-    executor: LocalCodeExecutor, *, name: str = "run_python", max_code_chars: int = MAX_CODE_CHARS
+    executor: CodeRunner, *, name: str = "run_python", max_code_chars: int = MAX_CODE_CHARS
 ) -> FunctionTool:
     """A tool that runs Python source in `executor` and returns exit code and output."""
     if type(max_code_chars) is not int or max_code_chars < 1:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -167,6 +168,29 @@ class FileStore:
         """Set values, each replaced atomically, in order."""
         self._check()
         await asyncio.to_thread(self._put_many, dict(items))
+
+    def _put_if_absent(self, key: str, value: Any) -> bool:
+        path = self._values / (_name(key) + ".json")
+        text = _dump(value, f"value {key!r}")
+        # A complete file under a name of its own, then a hard link, which fails if the
+        # name exists: readers never see a half-written value, and one of two writers wins.
+        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.claim")
+        try:
+            tmp.write_text(text, encoding="ascii")
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+            finally:
+                tmp.unlink(missing_ok=True)
+        except OSError as exc:
+            raise StoreError(f"value {key!r} in {path} cannot be written: {exc}") from exc
+        return True
+
+    async def put_if_absent(self, key: str, value: Any) -> bool:
+        """Set a value unless the key holds one; True if this call set it."""
+        self._check()
+        return await asyncio.to_thread(self._put_if_absent, key, value)
 
     async def delete(self, key: str) -> None:
         """Remove a value."""

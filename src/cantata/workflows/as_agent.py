@@ -8,7 +8,10 @@ calls; answer them with function results (call id = request id) in the next call
 same thread. The waiting run is kept with the thread object; with a `checkpoint_store` the
 message of calls also names the run's checkpoint (metadata `RUN_KEY`), so another thread
 object holding the same messages (another process, or this one after a restart) restores
-the run from there and answers it.
+the run from there and answers it. The answer first claims that checkpoint in the store
+(atomically, across processes): of two answers sent at once, one goes on and the other
+raises `AlreadyAnsweredError`. A run that ends (done or failed) takes its checkpoints out of
+the store; one that waits keeps them.
 """
 
 from __future__ import annotations
@@ -33,8 +36,10 @@ from ..core import (
     FunctionResultContent,
     Message,
     WorkflowError,
+    new_id,
     to_json,
 )
+from .checkpoint_store import StateStoreCheckpointStore
 from .events import AgentUpdateEvent, OutputEvent, WorkflowEvent
 
 if TYPE_CHECKING:
@@ -100,28 +105,35 @@ class WorkflowAgent(Agent):
 
     async def _begin(
         self, incoming: list[Message], thread: AgentThread
-    ) -> tuple[WorkflowRun | None, Any]:
-        """The waiting run, its answers taken, or the input of a new run."""
+    ) -> tuple[WorkflowRun | None, Any, str | None]:
+        """The waiting run, its answers taken, or the input of a new run; and the checkpoint
+        the answer claimed in the store (of two answers sent at once, one goes on)."""
         answers = {
             c.call_id: c.result
             for m in incoming
             for c in m.contents
             if type(c) is FunctionResultContent
         }
-        run = self._waiting.get(thread)
-        if run is None and answers:
-            run = await self._stored_run(thread)
-            if run is not None:
+        claimed = await self._claim(thread) if answers else None
+        try:
+            run = self._waiting.get(thread)
+            if run is None and claimed is not None and self.checkpoint_store is not None:
+                run = await self.workflow.restore(claimed, checkpoint_store=self.checkpoint_store)
                 self._waiting[thread] = run
-        if run is not None and answers:
-            # checked before the run leaves the thread: a wrong answer keeps it waiting
-            run._accept(answers)
-            del self._waiting[thread]
-            return run, None
-        return None, self._input(incoming)
+            if run is not None and answers:
+                # checked before the run leaves the thread: a wrong answer keeps it waiting
+                run._accept(answers)
+                del self._waiting[thread]
+                return run, None, claimed
+        except BaseException:
+            await self._release(claimed)
+            raise
+        await self._release(claimed)
+        return None, self._input(incoming), None
 
-    async def _stored_run(self, thread: AgentThread) -> WorkflowRun | None:
-        """The run the thread's last answer left waiting, restored from its checkpoint."""
+    async def _claim(self, thread: AgentThread) -> str | None:
+        """The checkpoint of the run the thread's last answer left waiting, claimed when the
+        store can claim (None without a store, or when the thread does not end waiting)."""
         store = self.checkpoint_store
         if store is None:
             return None
@@ -131,7 +143,25 @@ class WorkflowAgent(Agent):
         checkpoint_id = history[-1].metadata.get(RUN_KEY)
         if type(checkpoint_id) is not str:
             return None
-        return await self.workflow.restore(checkpoint_id, checkpoint_store=store)
+        if isinstance(store, StateStoreCheckpointStore):
+            await store.claim(checkpoint_id)
+        return checkpoint_id
+
+    async def _release(self, claimed: str | None) -> None:
+        store = self.checkpoint_store
+        if claimed is not None and isinstance(store, StateStoreCheckpointStore):
+            await store.release(claimed)
+
+    async def _settle(self, run_id: str, claimed: str | None, waiting: bool) -> None:
+        """After a run: one that waits (again, or given its requests back after a failure)
+        keeps its checkpoints and frees its claim for the next answer; one that ended takes
+        its checkpoints out of the store, so served runs do not grow it without bound."""
+        if not isinstance(self.checkpoint_store, StateStoreCheckpointStore):
+            return
+        if waiting:
+            await self._release(claimed)
+        else:
+            await self.checkpoint_store.delete_run(run_id)
 
     def _keep_waiting(self, run: WorkflowRun, thread: AgentThread) -> None:
         """A continued run that failed or was cancelled gives its requests back (see
@@ -169,22 +199,30 @@ class WorkflowAgent(Agent):
         cancellation_token = kw.get("cancellation_token")
         thread = self._thread_for_run(kw.get("thread"))
         incoming = self._incoming(messages)
-        run, start = await self._begin(incoming, thread)
+        run, start, claimed = await self._begin(incoming, thread)
         await thread.on_new_message(incoming)  # only once taken: a refused answer is not kept
-        if run is not None:
-            before = len(run.outputs)
-            try:
-                result = await run._drive_collect(cancellation_token=cancellation_token)
-            finally:
-                self._keep_waiting(run, thread)
-        else:
-            before = 0
-            result = await self.workflow.run(
-                start,
-                kwargs=kwargs,
-                checkpoint_store=self.checkpoint_store,
-                cancellation_token=cancellation_token,
-            )
+        run_id = run.run_id if run is not None else new_id()
+        waiting = False
+        try:
+            if run is not None:
+                before = len(run.outputs)
+                try:
+                    result = await run._drive_collect(cancellation_token=cancellation_token)
+                finally:
+                    self._keep_waiting(run, thread)
+            else:
+                before = 0
+                result = await self.workflow.run(
+                    start,
+                    kwargs=kwargs,
+                    checkpoint_store=self.checkpoint_store,
+                    run_id=run_id,
+                    cancellation_token=cancellation_token,
+                )
+            waiting = bool(result.pending_requests)
+        finally:
+            waiting = waiting or (run is not None and bool(run.pending_requests))
+            await self._settle(run_id, claimed, waiting)
         produced = self._finish(result, thread, result.outputs[before:])
         await thread.on_new_message(produced)
         return AgentResponse(produced, thread=thread, agent_id=self.id)
@@ -202,8 +240,9 @@ class WorkflowAgent(Agent):
         async def updates() -> AsyncIterator[AgentResponseUpdate]:
             used = self._thread_for_run(kw.get("thread"))
             incoming = self._incoming(messages)
-            run, start = await self._begin(incoming, used)
+            run, start, claimed = await self._begin(incoming, used)
             await used.on_new_message(incoming)
+            run_id = run.run_id if run is not None else new_id()
             if run is not None:
                 stream = run._drive_stream(cancellation_token=cancellation_token)
             else:
@@ -211,18 +250,23 @@ class WorkflowAgent(Agent):
                     start,
                     kwargs=kwargs,
                     checkpoint_store=self.checkpoint_store,
+                    run_id=run_id,
                     cancellation_token=cancellation_token,
                 )
             new: list[Any] = []
+            waiting = False
             try:
                 async with stream:  # a consumer that stops early cancels the run at once
                     async for event in stream:
                         update = self._update(event, new)
                         if update is not None:
                             yield update
+                waiting = bool(stream.result.pending_requests)
             finally:
                 if run is not None:
                     self._keep_waiting(run, used)
+                    waiting = waiting or bool(run.pending_requests)
+                await self._settle(run_id, claimed, waiting)
             produced = self._finish(stream.result, used, new)
             await used.on_new_message(produced)
             final.append(AgentResponse(produced, thread=used, agent_id=self.id))

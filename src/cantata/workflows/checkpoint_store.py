@@ -7,7 +7,9 @@ files, SQLite, PostgreSQL, ...), used as logs and keyed values:
   SHA-256 (`cantata.stores.seal`; values and log entries are sealed by the checkpointing),
 - ``wf:idx:<run id>:<superstep>:<id>``: the run's checkpoints, in order,
 - ``wf:val:<ref>``: one shared-state or executor-state value, written when it changed,
-- log ``wf:log:<segment>``: append-only logs (conversations, outputs), appended per checkpoint.
+- log ``wf:log:<segment>``: append-only logs (conversations, outputs), appended per checkpoint,
+- ``wf:fx:<run id>:...``: the run's journaled effects (see `journal`),
+- ``wf:claim:<id>``: set once by the answer that took the run waiting at that checkpoint.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from ..core import CheckpointError, StoreError, short_repr
+from ..core import AlreadyAnsweredError, CheckpointError, StoreError, short_repr
 from ..stores import MemoryStore, StateStore, seal, unseal
 from ._file_store import FileStore
 from .checkpoint import WorkflowCheckpoint
@@ -160,6 +162,57 @@ class StateStoreCheckpointStore:
         prefix = "wf:idx:" if run_id is None else f"wf:idx:{run_id}:"
         keys = await self.store.keys(prefix)
         return [await self.load(key.rsplit(":", 1)[1]) for key in keys]
+
+    async def claim(self, checkpoint_id: str) -> None:
+        """Take the run waiting at this checkpoint for one answer, atomically across every
+        process on the store (the backend's put-if-absent): of two answers sent at once to
+        two servers, one goes on, the other gets `AlreadyAnsweredError`. The claim goes
+        with the run (`delete_run`); a checkpoint already gone was answered and finished."""
+        try:
+            taken = await self.store.put_if_absent(f"wf:claim:{checkpoint_id}", True)
+            present = taken and await self.store.get(f"wf:ckpt:{checkpoint_id}") is not None
+        except StoreError as exc:
+            raise CheckpointError(
+                f"checkpoint {short_repr(checkpoint_id)} cannot be claimed: {exc}"
+            ) from exc
+        if taken and not present:
+            await self.store.delete(f"wf:claim:{checkpoint_id}")
+        if not (taken and present):
+            raise AlreadyAnsweredError(
+                f"the session waiting at checkpoint {short_repr(checkpoint_id)} was answered "
+                "by another request; read the conversation again for where it stands"
+            )
+
+    async def release(self, checkpoint_id: str) -> None:
+        """Give back a claim whose answer did not go on (refused before the run took it)."""
+        await self.store.delete(f"wf:claim:{checkpoint_id}")
+
+    async def delete_run(self, run_id: str) -> int:
+        """Remove a run's checkpoints, their claims, the values and log segments they point
+        to, and its journaled effects (``wf:fx:<run id>:...``); returns how many checkpoints
+        went. For a run whose session has ended: a
+        run forked from one of its checkpoints shares values with it and must end first.
+        Safe to repeat after a failure part way (the index goes last)."""
+        index = await self.store.keys(f"wf:idx:{run_id}:")
+        values: set[str] = set()
+        logs: set[str] = set()
+        records: list[str] = []
+        for key in index:
+            ckpt_id = key.rsplit(":", 1)[1]
+            records += [f"wf:ckpt:{ckpt_id}", f"wf:claim:{ckpt_id}"]
+            try:
+                ckpt = await self.load(ckpt_id)
+            except CheckpointError:
+                continue  # damaged or half deleted: its record and index still go
+            values.update(ckpt.state_refs.values(), ckpt.executor_refs.values())
+            logs.update(name for segments in ckpt.logs.values() for name, _ in segments)
+            logs.update(name for name, _ in ckpt.outputs)
+        for log in sorted(logs):
+            await self.store.delete_log(f"wf:log:{log}")
+        effects = await self.store.keys(f"wf:fx:{run_id}:")
+        for key in [*(f"wf:val:{ref}" for ref in sorted(values)), *effects, *records, *index]:
+            await self.store.delete(key)
+        return len(index)
 
     async def close(self) -> None:
         """Close the underlying store."""
