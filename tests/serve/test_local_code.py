@@ -15,7 +15,7 @@ from cantata.models import ScriptedChatClient
 from cantata.serve import ServedSet
 from cantata.serve.local_code import ALLOW_FLAG, check_local_code, local_code_entries
 from cantata.teams import CodeRunnerAgent, GroupChat, coder_agent
-from cantata.tools import LocalCodeExecutor
+from cantata.tools import CodeResult, LocalCodeExecutor, python_tool
 from cantata.workflows import AgentExecutor, WorkflowBuilder
 
 from ._servers import ROOT
@@ -72,3 +72,20 @@ def test_cantata_serve_refuses_before_it_binds() -> None:
     err = done.stderr.decode()
     assert done.returncode == 1, err
     assert ALLOW_FLAG in err and "'coder'" in err and "Traceback" not in err
+
+
+class _Elsewhere:
+    """A `CodeRunner` that is not a `LocalCodeExecutor` (as `ContainerCodeExecutor` is not):
+    the code it is given does not run in this machine's user account."""
+
+    async def run(self, code: str, *, time_limit: float | None = None) -> CodeResult:
+        return CodeResult(exit_code=0, stdout=code, stderr="")
+
+
+def test_code_run_by_another_runner_is_not_local_code(executor: LocalCodeExecutor) -> None:
+    elsewhere = ChatAgent(
+        ScriptedChatClient(["x"]), name="boxed", tools=[python_tool(_Elsewhere())]
+    )
+    local = ChatAgent(ScriptedChatClient(["x"]), name="local", tools=[python_tool(executor)])
+    served = ServedSet({"boxed": elsewhere, "local": local})
+    assert local_code_entries(served) == ["local"]

@@ -3,11 +3,12 @@ can refuse to offer them on a network address unless the user says they accept t
 
 An entry runs local code when an agent in it (the agent itself, a team's participants, a
 workflow's agent executors, an agent used as a tool, at any depth of nesting) is a
-`CodeRunnerAgent` or has a tool made by `python_tool`. A tool of your own that runs code
-some other way is not recognised: serve such an app on loopback. Anyone who can send such
-an entry a prompt can have the model write code that runs here; `LocalCodeExecutor` keeps
-it in its scratch directory and off the network, which is a guard against accidents, not
-against an attacker.
+`CodeRunnerAgent` or has a tool made by `python_tool`, over a `LocalCodeExecutor` (code in
+a `ContainerCodeExecutor` runs in a container, without the network or the host's files).
+A tool of your own that runs code some other way is not recognised: serve such an app on
+loopback. Anyone who can send such an entry a prompt can have the model write code that
+runs here; `LocalCodeExecutor` keeps it in its scratch directory and off the network, which
+is a guard against accidents, not against an attacker.
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ ALLOW_FLAG = "--allow-remote-code-execution"
 def _runs_code(obj: Any, seen: set[int]) -> bool:
     from ..agents import Agent
     from ..teams import CodeRunnerAgent, Team, TeamAgent
+    from ..tools import LocalCodeExecutor
     from ..workflows import Workflow, WorkflowAgent
 
     if id(obj) in seen:
         return False
     seen.add(id(obj))
     if isinstance(obj, CodeRunnerAgent):
-        return True
+        return isinstance(obj.executor, LocalCodeExecutor)
     if isinstance(obj, TeamAgent):
         return _runs_code(obj.team, seen)
     if isinstance(obj, WorkflowAgent):

@@ -456,7 +456,9 @@ def python_tool(
     async def run_python(code: str) -> str:
         return (await executor.run(code)).as_text()
 
-    run_python.runs_local_code = True  # type: ignore[attr-defined]  # see RUNS_LOCAL_CODE
+    # read by `cantata serve`, which refuses to offer code run on this machine to a network
+    # address unless told to (an executor in a container is not that)
+    run_python.runs_local_code = isinstance(executor, LocalCodeExecutor)  # type: ignore[attr-defined]
 
     return FunctionTool(
         name,
