@@ -186,3 +186,47 @@ async def test_closing_a_middleware_stream_early_stops_the_run() -> None:
     await stream.aclose()
     assert log == ["mw before (stream)"]
     assert [m.role for m in await thread.get_messages()] == ["user", "assistant", "tool"]
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_a_retry_after_a_failed_step_keeps_the_done_tool_turn_and_records_once(
+    streaming: bool,
+) -> None:
+    attempts: list[int] = []
+
+    @agent_middleware
+    async def retry_once(context: AgentRunContext, call_next):  # type: ignore[no-untyped-def]
+        try:
+            attempts.append(1)
+            await call_next()
+        except ModelError:
+            attempts.append(2)
+            await call_next()
+
+    client = ScriptedChatClient(
+        [
+            [tool_call("add", {"a": 1, "b": 2}, call_id="c1")],
+            ModelError("the second model call fails"),
+            "three",
+        ]
+    )
+    intermediate: list[str] = []
+    agent = ChatAgent(client, name="a", tools=[add], middleware=[retry_once])
+    thread = agent.create_thread()
+    if streaming:
+        response = await agent.run_stream(
+            "1+2", thread=thread, on_intermediate=lambda m: intermediate.append(m.role)
+        ).get_response()
+    else:
+        response = await agent.run(
+            "1+2", thread=thread, on_intermediate=lambda m: intermediate.append(m.role)
+        )
+    assert attempts == [1, 2] and response.text == "three"
+    stored = await thread.get_messages()
+    # the input once; the first attempt's finished tool turn stays; the retry answers
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
+    assert [m.text for m in stored][-1] == "three"
+    assert len({m.message_id for m in stored}) == len(stored)
+    assert intermediate == ["assistant", "tool"]  # told once, by the attempt that made them
+    # the retry asked the model with the finished tool turn in view
+    assert [m.role for m in client.calls[-1].messages] == ["user", "assistant", "tool"]

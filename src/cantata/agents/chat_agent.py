@@ -1,23 +1,21 @@
 """`ChatAgent`: the local agent, a chat client plus tools, on a `LocalThread`.
 
-One call: make sure the thread exists and append the new messages; read the thread back;
-apply the history reducer; put the rendered instructions in front as a system message that
-lives only in this request; run the function-invocation loop; append every message the
-loop produced to the thread, in order, named with the agent's name and never twice (a
-message with tool calls goes in together with their results, so a run that fails in between
-leaves no call without its result); return.
+The agent holds what stays the same from run to run (client, tools, options, middleware);
+`run` and `run_stream` wrap its agent middleware around one turn, which `turn` runs forward
+(input recorded, history read, instructions in front, the tool loop, the rest recorded)
+with a `Recorder` as the only writer of the thread: every message once, in order, named
+with the agent's name, a message with tool calls together with their results (so a run
+that fails in between leaves no call without its result).
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeAlias, Unpack
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from typing import Any, Unpack
 
 from ..core import ConfigurationError, Message, UsageError
 from ..core.retry import RetryPolicy
-from ..models import ChatClient, ChatOptions, ChatResponse, ChatResponseUpdate
+from ..models import ChatClient, ChatOptions
 from ..tools import (
     ChatContext,
     ChatMiddleware,
@@ -25,11 +23,9 @@ from ..tools import (
     FunctionInvokingChatClient,
     FunctionMiddleware,
     FunctionTool,
-    ToolMethod,
-    plugin_tools,
-    tool,
 )
-from .agent import Agent, AgentInput, IntermediateCallback
+from ..tools.invoking import RECORDED
+from .agent import Agent, AgentInput
 from .agent_middleware import AgentMiddleware, AgentRunContext, run_chain, stream_chain
 from .closing import close_client
 from .instructions import InstructionTemplate
@@ -38,16 +34,12 @@ from .recorder import Recorder
 from .reducers import HistoryReducer
 from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
 from .run_options import RunKeywords, chat_keywords
-from .thread import AgentThread, LocalThread, messages_now
+from .thread import LocalThread
+from .tool_like import ToolLike, as_tools
 from .tool_results_answer import DEFAULT_TOOL_RESULTS_FORMAT, AnswerWithToolResults, check_format
+from .turn import run_turn, stream_turn
 
 __all__ = ["ChatAgent", "ToolLike"]
-
-_log = logging.getLogger("cantata.agents")
-
-ToolLike: TypeAlias = FunctionTool | Agent | Callable[..., Any] | object
-"""What an agent takes as a tool: a `FunctionTool`, another agent, a typed function, or a
-plugin (an object whose ``@tool``-marked methods it offers, bound to the object)."""
 
 
 class ChatAgent(Agent):
@@ -125,7 +117,7 @@ class ChatAgent(Agent):
             )
         self.retry_policy = retry_policy
         """How a failed model call is tried again (None: as the client's loop does)."""
-        self._tools: tuple[FunctionTool, ...] = tuple(_as_tools(tools, owner=name))
+        self._tools: tuple[FunctionTool, ...] = tuple(as_tools(tools, owner=name))
         # The reducer runs before every model call, inside the loop, as the innermost chat
         # middleware; a loop the caller built already is left alone and the reducer then
         # runs once per turn, before the loop.
@@ -236,64 +228,6 @@ class ChatAgent(Agent):
             instructions_override=kw.get("instructions_override"),
         )
 
-    def _begin(
-        self, ctx: AgentRunContext, log: _RunLog
-    ) -> tuple[AgentThread, list[Message], str | None, Sequence[FunctionTool]]:
-        """The synchronous start of a run: the checks, its thread, its instructions and
-        tools, and the input not recorded yet."""
-        if ctx.cancellation_token is not None:
-            ctx.cancellation_token.raise_if_cancelled()
-        if self._closed:
-            raise UsageError(
-                f"agent `{self.name}` was closed (aclose, or the end of its `async with`); "
-                "make a new agent to run again"
-            )
-        thread = self._thread_for_run(ctx.thread)
-        instructions = self._render_instructions(ctx.arguments, ctx.instructions_override)
-        call_tools: Sequence[FunctionTool] = self._call_tools  # only read: no copy
-        if ctx.tools:
-            call_tools = [*self._call_tools, *_as_tools(ctx.tools, owner=self.name)]
-        fresh = log.fresh(thread, self._incoming(ctx.messages) if ctx.messages else [])
-        return thread, fresh, instructions, call_tools
-
-    def _request(
-        self,
-        ctx: AgentRunContext,
-        thread: AgentThread,
-        history: list[Message],
-        instructions: str | None,
-        call_tools: Sequence[FunctionTool],
-    ) -> ChatOptions:
-        """Put the instructions in front of the request; the options of the call."""
-        if instructions:
-            history.insert(0, Message("system", instructions, author_name=self.name))
-        if _log.isEnabledFor(logging.DEBUG):
-            _log.debug(
-                "agent %s: run on thread %s (%s), %d new message(s), %d in the request, "
-                "%d tool(s) for the call, streaming=%s",
-                self.name,
-                thread.id,
-                type(thread).__name__,
-                len(ctx.messages),
-                len(history),
-                len(call_tools) + len(self._call_tools),
-                ctx.is_streaming,
-            )
-        return self._options if ctx.options is None else self._options.merge(ctx.options)
-
-    async def _prepare(
-        self, ctx: AgentRunContext, log: _RunLog
-    ) -> tuple[AgentThread, list[Message], ChatOptions, Sequence[FunctionTool]]:
-        thread, fresh, instructions, call_tools = self._begin(ctx, log)
-        if fresh or thread.state == "new":  # nothing to add: the thread only has to exist
-            await thread.on_new_message(fresh)
-        ctx.thread = thread  # a retry (``call_next`` again) continues on the same thread
-        history = await thread.get_messages()
-        if self._reduce_before_loop and self.history_reducer is not None:
-            history = await self.history_reducer.reduce(history)
-        options = self._request(ctx, thread, history, instructions, call_tools)
-        return thread, history, options, call_tools
-
     async def run(
         self,
         messages: AgentInput = None,
@@ -301,23 +235,22 @@ class ChatAgent(Agent):
     ) -> AgentResponse:
         """Run to the final answer (see `Agent.run`)."""
         ctx = self._context(messages, kw, streaming=False)
-        on_intermediate = kw.get("on_intermediate")
-        log = _RunLog()
+        recorder = Recorder(self, kw.get("on_intermediate"))
         if not self._agent_middleware:
-            return await self._run_core(ctx, on_intermediate, log)
+            return await run_turn(self, ctx, recorder)
 
         completed = False  # did a run of the agent itself reach its end?
 
         async def final(inner: AgentRunContext) -> None:
             nonlocal completed
-            inner.response = await self._run_core(inner, on_intermediate, log)
+            inner.response = await run_turn(self, inner, recorder)
             completed = True
 
         response = await run_chain(self._agent_middleware, ctx, final)
-        return response if completed else await self._record_answer(ctx, response, log)
+        return response if completed else await self._record_answer(ctx, response, recorder)
 
     async def _record_answer(
-        self, ctx: AgentRunContext, response: AgentResponse, log: _RunLog
+        self, ctx: AgentRunContext, response: AgentResponse, recorder: Recorder
     ) -> AgentResponse:
         """A middleware answered without a completed run of the agent (it skipped
         ``call_next``, or caught its failure and answered instead): the thread still gets
@@ -326,67 +259,14 @@ class ChatAgent(Agent):
         lacks this turn, or on none at all). What a failed attempt recorded is not repeated.
         """
         thread = self._thread_for_run(ctx.thread)  # never a thread the answer came with
-        await log.record_input(thread, self._incoming(ctx.messages))
-        response.messages = await Recorder(thread, self, None, log.seen).drain(response.messages)
+        pending = recorder.record_input(thread, self._incoming(ctx.messages))
+        if pending is not RECORDED:
+            await pending
+        response.messages = await recorder.drain(response.messages, intermediate=False)
         response.thread = thread
         if response.agent_id is None:
             response.agent_id = self.id
         return response
-
-    async def _run_core(
-        self,
-        ctx: AgentRunContext,
-        on_intermediate: IntermediateCallback | None,
-        log: _RunLog,
-    ) -> AgentResponse:
-        # `_prepare` and `_finish` inline: two coroutines fewer on every turn
-        try:
-            thread, fresh, instructions, call_tools = self._begin(ctx, log)
-            if fresh or thread.state == "new":  # nothing to add: the thread only has to exist
-                await thread.on_new_message(fresh)
-            ctx.thread = thread  # a retry (``call_next`` again) continues on the same thread
-            history = messages_now(thread)
-            if history is None:
-                history = await thread.get_messages()
-            if self._reduce_before_loop and self.history_reducer is not None:
-                history = await self.history_reducer.reduce(history)
-            opts = self._request(ctx, thread, history, instructions, call_tools)
-            recorder = Recorder(thread, self, on_intermediate, log.seen)
-            response = await self._loop.get_response(
-                history,
-                options=opts,
-                cancellation_token=ctx.cancellation_token,
-                tools=call_tools,
-                on_message=recorder.on_message,
-                tool_kwargs=ctx.kwargs,
-                retry_policy=self.retry_policy,
-            )
-            return self._response(await recorder.drain(response.messages), thread, response)
-        except BaseException as exc:
-            _log_failure(self.name, exc)
-            raise
-
-    def _response(
-        self, produced: list[Message], thread: AgentThread, response: ChatResponse
-    ) -> AgentResponse:
-        """The run's response, from the messages it recorded and the loop's answer."""
-        if _log.isEnabledFor(logging.DEBUG):
-            _log.debug(
-                "agent %s: run done, finish reason %s, %d message(s), usage %s",
-                self.name,
-                response.finish_reason,
-                len(produced),
-                response.usage,
-            )
-        return AgentResponse(
-            produced,
-            thread=thread,
-            usage=response.usage,
-            value=response.value,
-            agent_id=self.id,
-            finish_reason=response.finish_reason,
-            response_id=response.response_id,
-        )
 
     def run_stream(
         self,
@@ -395,15 +275,14 @@ class ChatAgent(Agent):
     ) -> AgentResponseStream:
         """Run and stream the answer (see `Agent.run_stream`)."""
         ctx = self._context(messages, kw, streaming=True)
-        on_intermediate = kw.get("on_intermediate")
-        log = _RunLog()
+        recorder = Recorder(self, kw.get("on_intermediate"))
         if not self._agent_middleware:
-            return self._stream_core(ctx, on_intermediate, log)
+            return stream_turn(self, ctx, recorder)
         result: list[AgentResponse] = []
         opened: list[AgentResponseStream] = []
 
         def open_core(inner: AgentRunContext) -> AgentResponseStream:
-            stream = self._stream_core(inner, on_intermediate, log)
+            stream = stream_turn(self, inner, recorder)
             opened.append(stream)
             return stream
 
@@ -413,127 +292,10 @@ class ChatAgent(Agent):
             response = ctx.response
             if response is not None:
                 if not any(stream.has_response for stream in opened):
-                    response = await self._record_answer(ctx, response, log)
+                    response = await self._record_answer(ctx, response, recorder)
                 result.append(response)
 
         return AgentResponseStream(updates(), lambda: result[-1])
-
-    def _stream_core(
-        self,
-        ctx: AgentRunContext,
-        on_intermediate: IntermediateCallback | None,
-        log: _RunLog,
-    ) -> AgentResponseStream:
-        result: list[AgentResponse] = []
-
-        async def updates() -> AsyncIterator[AgentResponseUpdate]:
-            try:
-                async with contextlib.aclosing(streamed()) as inner:  # closed now if we stop
-                    async for update in inner:
-                        yield update
-            except BaseException as exc:
-                _log_failure(self.name, exc)
-                raise
-
-        async def streamed() -> AsyncGenerator[AgentResponseUpdate, None]:
-            used, request, opts, call_tools = await self._prepare(ctx, log)
-            recorder = Recorder(used, self, on_intermediate, log.seen)
-            chunks: list[ChatResponseUpdate] = []
-            stream = self._loop.get_streaming_response(
-                request,
-                options=opts,
-                cancellation_token=ctx.cancellation_token,
-                tools=call_tools,
-                on_message=recorder.on_message,
-                tool_kwargs=ctx.kwargs,
-                retry_policy=self.retry_policy,
-            )
-            try:
-                async for update in stream:
-                    chunks.append(update)
-                    if not update.contents:
-                        continue
-                    yield AgentResponseUpdate(
-                        update.contents,
-                        role=update.role,
-                        author_name=update.author_name or self.name,
-                        message_id=update.message_id,
-                        agent_id=self.id,
-                        response_id=update.response_id,
-                    )
-            finally:
-                close = getattr(stream, "aclose", None)
-                if close is not None:  # stop the loop now when the caller stops early
-                    await close()
-            response = ChatResponse.from_updates(chunks, response_format=opts.response_format)
-            result.append(self._response(await recorder.drain(response.messages), used, response))
-
-        return AgentResponseStream(updates(), lambda: result[-1])
-
-
-def _log_failure(agent_name: str, exc: BaseException) -> None:
-    if isinstance(exc, GeneratorExit):
-        return  # the caller stopped reading a stream: not a failure
-    _log.debug("agent %s: run ended by %s: %s", agent_name, type(exc).__name__, exc)
-
-
-class _RunLog:
-    """What one run recorded, by message id, and on which thread.
-
-    An agent middleware may call ``call_next`` more than once (to retry) or answer after a
-    failed attempt; what an earlier attempt recorded is not recorded again. Only on the same
-    thread: a middleware that moves the run to another thread starts a new log.
-    """
-
-    __slots__ = ("seen", "thread")
-
-    def __init__(self) -> None:
-        self.seen: dict[str, Message] = {}
-        self.thread: AgentThread | None = None
-
-    def fresh(self, thread: AgentThread, incoming: list[Message]) -> list[Message]:
-        """Log the run on `thread` from now on; returns the messages of `incoming` it has not
-        recorded yet, marked as recorded."""
-        if thread is not self.thread:
-            self.thread = thread
-            self.seen.clear()
-        if not incoming:
-            return []
-        fresh = [m for m in incoming if m.message_id not in self.seen]
-        for m in fresh:
-            self.seen[m.message_id] = m
-        return fresh
-
-    async def record_input(self, thread: AgentThread, incoming: list[Message]) -> None:
-        fresh = self.fresh(thread, incoming)
-        if fresh or thread.state == "new":  # nothing to add: the thread only has to exist
-            await thread.on_new_message(fresh)
-
-
-def _as_tools(items: Iterable[Any], *, owner: str) -> list[FunctionTool]:
-    out: list[FunctionTool] = []
-    for item in items:
-        if isinstance(item, FunctionTool):
-            out.append(item)
-        elif isinstance(item, Agent):
-            out.append(item.as_tool())
-        elif isinstance(item, type) and any(
-            isinstance(v, ToolMethod) for k in item.__mro__ for v in vars(k).values()
-        ):
-            raise ConfigurationError(
-                f"agent `{owner}`: {item.__name__} is a plugin class; pass an instance "
-                f"({item.__name__}(...)), whose @tool methods are then bound to it"
-            )
-        elif found := plugin_tools(item):
-            out.extend(found)
-        elif callable(item):
-            out.append(tool(item))
-        else:
-            raise ConfigurationError(
-                f"agent `{owner}`: {item!r} is not a tool; pass a FunctionTool, a typed "
-                "function, another agent, or an object with @tool-marked methods"
-            )
-    return out
 
 
 class _ReduceEachCall(ChatMiddleware):

@@ -1,9 +1,11 @@
-"""The bookkeeping of one run: name the messages the loop produces, hand the intermediate
-ones to the caller, and record each in the thread exactly once.
+"""The one writer of a run into its thread: record the input, name the messages the loop
+produces, hand the intermediate ones to the caller, and record each exactly once.
 
 Messages reach the recorder twice: as the loop produces them (`on_message`) and in the
 final response (`drain`). The thread is notified on first sight only, keyed by message id,
-so a message is never stored twice and none is lost if the loop skips a notification.
+so a message is never stored twice and none is lost if the loop skips a notification. One
+recorder serves a whole run, so an agent middleware that calls ``call_next`` again (to
+retry), or answers after a failed attempt, never records what an earlier attempt did.
 
 A message that asks for tool calls is held back until every call it makes is answered (by
 a result, or by an approval request that the next run resumes), and then written together
@@ -43,29 +45,48 @@ def is_intermediate(message: Message) -> bool:
 
 
 class Recorder:
-    """Per-run: stamps produced messages with the agent's name and id, notifies the thread
-    once per message id, in order, and the `on_intermediate` callback of tool traffic.
+    """Per run: records its input, stamps produced messages with the agent's name and id,
+    notifies the thread once per message id, in order, and the `on_intermediate` callback
+    of tool traffic.
 
-    `seen` may be shared by several recorders of one run (an agent middleware that calls
-    ``call_next`` again, to retry): what one attempt recorded, the next does not repeat.
+    Every attempt of the run (each ``call_next`` of an agent middleware) starts with
+    `record_input`, which names the thread the attempt writes to. On the same thread, what
+    an earlier attempt recorded is not repeated; a middleware that moves the run to another
+    thread starts the record afresh there.
     """
 
     __slots__ = ("_agent_id", "_callback", "_held", "_name", "_open", "_seen", "_thread")
 
-    def __init__(
-        self,
-        thread: AgentThread,
-        agent: Agent,
-        callback: IntermediateCallback | None,
-        seen: dict[str, Message] | None = None,
-    ) -> None:
-        self._thread = thread
+    def __init__(self, agent: Agent, callback: IntermediateCallback | None) -> None:
+        self._thread: AgentThread | None = None
         self._name = agent.name
         self._agent_id = agent.id
         self._callback = callback
-        self._seen: dict[str, Message] = {} if seen is None else seen
+        self._seen: dict[str, Message] = {}
         self._held: list[Message] = []
         self._open: set[str] = set()
+
+    def record_input(self, thread: AgentThread, incoming: list[Message]) -> Awaitable[None]:
+        """Start an attempt on `thread`: append the messages of `incoming` not recorded yet
+        (creating the thread when it is new); `RECORDED` when that was done at once (a
+        thread in memory), else what the caller awaits. A call still held from a failed
+        attempt is dropped (its results never came)."""
+        if thread is not self._thread:
+            self._thread = thread
+            self._seen.clear()
+        self._held = []
+        self._open.clear()
+        seen = self._seen
+        fresh = []
+        for m in incoming:
+            if m.message_id not in seen:
+                seen[m.message_id] = m
+                fresh.append(m)
+        if fresh and append_now(thread, fresh):
+            return RECORDED
+        if fresh or thread.state == "new":  # nothing to add: the thread only has to exist
+            return thread.on_new_message(fresh)
+        return RECORDED
 
     def _stamp(self, message: Message) -> None:
         if message.author_name is None:
@@ -115,14 +136,22 @@ class Recorder:
             batch = [message]
         else:
             return RECORDED  # held until its calls are answered
-        if append_now(self._thread, batch):
+        thread = self._thread
+        assert thread is not None, "record_input starts every attempt"
+        if append_now(thread, batch):
             return RECORDED
-        return self._thread.on_new_message(batch)
+        return thread.on_new_message(batch)
 
-    async def drain(self, messages: Sequence[Message]) -> list[Message]:
+    async def drain(
+        self, messages: Sequence[Message], *, intermediate: bool = True
+    ) -> list[Message]:
         """Record the messages of the final response not seen yet, and whatever was held
         (the run ended, so calls still open are the caller's to answer); returns the run's
-        messages (the recorded objects, in the response's order)."""
+        messages (the recorded objects, in the response's order). `intermediate=False`:
+        the `on_intermediate` callback is not told (a middleware's own answer)."""
+        thread = self._thread
+        assert thread is not None, "record_input starts every attempt"
+        callback = self._callback if intermediate else None
         produced: list[Message] = []
         fresh: list[Message] = self._held
         self._held = []
@@ -137,8 +166,8 @@ class Recorder:
             seen[message.message_id] = message
             produced.append(message)
             fresh.append(message)
-            if self._callback is not None and is_intermediate(message):
-                await notify(self._callback, message)
-        if fresh and not append_now(self._thread, fresh):
-            await self._thread.on_new_message(fresh)
+            if callback is not None and is_intermediate(message):
+                await notify(callback, message)
+        if fresh and not append_now(thread, fresh):
+            await thread.on_new_message(fresh)
         return produced
