@@ -5,6 +5,9 @@ schema (`cantata schema`).
 `ask` and `chat` run on the embedded local model unless `--model`/`--base-url` name an
 OpenAI-compatible server. Every failure prints as one line that says what to do and exits
 non-zero; `--debug` adds the traceback.
+
+`ask` and `chat` repeat their option list and the `ClientOptions` built from it on
+purpose: typer reads each command's options from its own signature.
 """
 
 from __future__ import annotations

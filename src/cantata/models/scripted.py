@@ -2,7 +2,8 @@
 
 It answers from a list of scripted turns, or from a function of the messages, records
 every call, and streams by chunks. It is public API on purpose: an agent system is only
-testable if its model can be replaced by something that behaves exactly as told.
+testable if its model can be replaced by something that behaves exactly as told. The async
+context-manager methods are written out as in every client (see `local.py`).
 """
 
 from __future__ import annotations

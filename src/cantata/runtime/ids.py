@@ -2,7 +2,8 @@
 
 Both are tuples underneath: they are looked up in dictionaries on every message, and a
 tuple hashes and compares in C. They are values, so they travel to other processes as
-JSON (registered in the core type registry) and have a string form with a parser.
+JSON (registered in the core type registry) and have a string form with a parser. The two
+classes are alike in shape on purpose: each is a small tuple type of its own.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 The delivery mechanism (turns, mailboxes, activation) is in `engine.py`; this module is
 the public surface: registration, messages, interventions, lifecycle, state, eviction.
+`send_message` and `publish_message` each build their `MessageContext` inline, on purpose:
+they are the hot path, and the two differ in recipient, topic, token and rpc flag.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 A `TypeSubscription` sends topic type ``T`` to the agent of type ``A`` whose key is the
 topic's source, so one subscription serves any number of tenants: the instance for each
 tenant is created on its first event. Subscriptions are values (registered in the core
-type registry) so the runtime's saved state can carry them.
+type registry) so the runtime's saved state can carry them. The two kinds are alike in
+shape on purpose: each is a small value class of its own.
 """
 
 from __future__ import annotations
