@@ -135,9 +135,15 @@ class _HostRuntime(LocalRuntime):
         recipient: AgentId,
         token: CancellationToken,
         is_rpc: bool,
+        ids: tuple[AgentId | None, TopicId | None] | None = None,
     ) -> Any:
-        """Run `recipient`'s handler for `message` in its turn, as `send_message` would."""
-        sender, topic = env.get("sender"), env.get("topic")
+        """Run `recipient`'s handler for `message` in its turn, as `send_message` would.
+
+        `ids` is the envelope's sender and topic already parsed, when one publication is
+        delivered to many recipients here (parsed once, not once per recipient)."""
+        if ids is None:
+            ids = _ids(env)
+        sender, topic = ids
         chain = [str(m) for m in env.get("chain") or ()] if is_rpc else []
         caller = None  # the turn here that waits on this request, if one does
         for waiting in reversed(chain):
@@ -149,9 +155,9 @@ class _HostRuntime(LocalRuntime):
             message_id=str(env["id"]),
             correlation_id=str(env.get("corr") or env["id"]),
             causation_id=env.get("cause"),
-            sender=None if sender is None else AgentId.parse(sender),
+            sender=sender,
             recipient=recipient,
-            topic_id=None if topic is None else TopicId.parse(topic),
+            topic_id=topic,
             timestamp=time.time(),
             cancellation_token=CancellationToken(),
             is_rpc=is_rpc,
@@ -433,22 +439,31 @@ class PoolHost:
             (mine if self.owns(str(r)) else moved).append(str(r))
         message = loads(env["msg"])
         for_each = [message] + [loads(env["msg"]) for _ in mine[1:]]
+        try:
+            ids: tuple[AgentId | None, TopicId | None] | None = _ids(env)
+        except ConfigurationError:
+            ids = None  # each recipient's delivery fails on it, as before
         await asyncio.gather(
             *(
-                self._one_event(runtime, env, recipient, copy)
+                self._one_event(runtime, env, recipient, copy, ids)
                 for recipient, copy in zip(mine, for_each, strict=True)
             )
         )
         return {"v": wire.WIRE_VERSION, "ok": "null", "moved": moved}
 
     async def _one_event(
-        self, runtime: _HostRuntime, env: wire.Envelope, recipient: str, message: Any
+        self,
+        runtime: _HostRuntime,
+        env: wire.Envelope,
+        recipient: str,
+        message: Any,
+        ids: tuple[AgentId | None, TopicId | None] | None,
     ) -> None:
         token = CancellationToken()
         key = f"{env['id']}>{recipient}"
         self._tokens[key] = token
         try:
-            await runtime.deliver(message, env, AgentId.parse(recipient), token, False)
+            await runtime.deliver(message, env, AgentId.parse(recipient), token, False, ids)
         except Exception as exc:
             _log.debug("event %s to %s failed: %s", env["id"], recipient, exc)
         finally:
@@ -534,6 +549,15 @@ class PoolHost:
         server, self._direct = self._direct, None
         if server is not None:
             await server.close()
+
+
+def _ids(env: wire.Envelope) -> tuple[AgentId | None, TopicId | None]:
+    """An envelope's sender and topic, parsed."""
+    sender, topic = env.get("sender"), env.get("topic")
+    return (
+        None if sender is None else AgentId.parse(sender),
+        None if topic is None else TopicId.parse(topic),
+    )
 
 
 def _subscription(data: Any) -> Subscription:
