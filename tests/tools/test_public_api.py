@@ -18,6 +18,8 @@ EXPECTED = {
     "ChatNext",
     "CodeExecutionError",
     "CodeResult",
+    "CodeRunner",
+    "ContainerCodeExecutor",
     "FileAccessError",
     "FileTools",
     "FunctionInvocationContext",

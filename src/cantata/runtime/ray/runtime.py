@@ -310,7 +310,10 @@ class RayRuntime:
         if subscriber.id in self._subs:
             await self.remove_subscription(subscriber.id)
         if self._locals.pop(key, None) is not None and self._directory is not None:
-            await _wait(self._directory.close_local.remote(key))
+            try:
+                await _wait(self._directory.close_local.remote(key))
+            except RayActorError:  # the directory is gone, and every local subscriber with it
+                _log.debug("local subscriber %s: the directory actor is gone", key)
 
     async def _poll(self) -> None:
         """Take what waits for this process's local subscribers and call them, in order."""
@@ -512,8 +515,10 @@ class RayRuntime:
                 get_if_exists=True,
                 num_cpus=0,
                 max_concurrency=1000,
+                # on this process's node: it serves this process's local subscribers, so it
+                # should not die with another node (soft placement let Ray put it anywhere)
                 scheduling_strategy=NodeAffinitySchedulingStrategy(
-                    ray.get_runtime_context().get_node_id(), soft=True
+                    ray.get_runtime_context().get_node_id(), soft=False
                 ),
             )
             .remote(self._name, self._config)
