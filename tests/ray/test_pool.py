@@ -94,11 +94,15 @@ async def test_thousands_of_agents_share_a_handful_of_processes(cluster: Any) ->
         assert results[:100] == [2] * 100 and results[100:] == [1] * 2900
         assert _workers(cluster) <= few  # 2,900 more agents, no more processes
         placed = await rt.placement()
-        assert len(placed) == 4  # two hosts on each of the two nodes
-        assert len({p["node"] for p in placed}) == 2
-        assert len({p["pid"] for p in placed}) == 4
+        # two hosts on each live node (two, or more where an earlier test of this session's
+        # cluster added one)
+        nodes = sum(1 for n in ray.nodes() if n["Alive"])
+        assert nodes >= 2
+        assert len(placed) == 2 * nodes
+        assert len({p["node"] for p in placed}) == nodes
+        assert len({p["pid"] for p in placed}) == len(placed)
         assert sum(p["agents"] for p in placed) == 3000
-        assert all(p["agents"] > 300 for p in placed)  # spread by the hash
+        assert all(p["agents"] > 3000 / len(placed) / 2 for p in placed)  # spread by the hash
         print(f"3000 requests (2900 activations) in {took:.2f}s; {few} worker processes")
 
 
