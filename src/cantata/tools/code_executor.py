@@ -50,7 +50,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, Self
 
 from ..core import ConfigurationError, RunError, new_id
 from .tool import FunctionTool
@@ -262,43 +262,38 @@ class CodeRunner(Protocol):
         ...
 
 
-class LocalCodeExecutor:
-    """Runs Python source in a guarded child process (see the module docstring for what
-    the guard does and does not promise).
-
-    ``LocalCodeExecutor(timeout=10)`` makes a private scratch directory, removed by
-    `close()` (or ``async with``); ``work_dir=`` uses a directory you own and leaves it.
-    Files written by one run are there for the next, as in a notebook.
-    """
+class _ScratchExecutor:
+    """What every code executor shares: its checked bounds and a scratch directory (a
+    private one it removes on `close`, or the caller's, left alone)."""
 
     def __init__(
         self,
+        kind: str,
         *,
-        timeout: float = 10.0,
-        work_dir: str | os.PathLike[str] | None = None,
-        max_output: int = 20_000,
-        python: str | None = None,
+        timeout: float,
+        max_output: int,
+        work_dir: str | os.PathLike[str] | None,
+        prefix: str,
     ) -> None:
         if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
             raise ConfigurationError(
-                f"LocalCodeExecutor timeout must be a positive number of seconds, got {timeout!r}"
+                f"{kind} timeout must be a positive number of seconds, got {timeout!r}"
             )
         if not isinstance(max_output, int) or max_output < 1:
             raise ConfigurationError(
-                f"LocalCodeExecutor max_output must be a positive int, got {max_output!r}"
+                f"{kind} max_output must be a positive int, got {max_output!r}"
             )
         self.timeout = float(timeout)
         self.max_output = max_output
-        self.python = python or sys.executable
         self._owned: tempfile.TemporaryDirectory[str] | None = None
         if work_dir is None:
-            self._owned = tempfile.TemporaryDirectory(prefix="cantata-code-")
+            self._owned = tempfile.TemporaryDirectory(prefix=prefix)
             self._dir = Path(self._owned.name)
         else:
             self._dir = Path(work_dir).resolve()
             if not self._dir.is_dir():
                 raise ConfigurationError(
-                    f"LocalCodeExecutor work_dir {str(self._dir)!r} is not a directory; "
+                    f"{kind} work_dir {str(self._dir)!r} is not a directory; "
                     "create it first or leave work_dir out for a private scratch directory"
                 )
         self._closed = False
@@ -315,11 +310,38 @@ class LocalCodeExecutor:
             self._owned.cleanup()
             self._owned = None
 
-    async def __aenter__(self) -> LocalCodeExecutor:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         self.close()
+
+
+class LocalCodeExecutor(_ScratchExecutor):
+    """Runs Python source in a guarded child process (see the module docstring for what
+    the guard does and does not promise).
+
+    ``LocalCodeExecutor(timeout=10)`` makes a private scratch directory, removed by
+    `close()` (or ``async with``); ``work_dir=`` uses a directory you own and leaves it.
+    Files written by one run are there for the next, as in a notebook.
+    """
+
+    def __init__(
+        self,
+        *,
+        timeout: float = 10.0,
+        work_dir: str | os.PathLike[str] | None = None,
+        max_output: int = 20_000,
+        python: str | None = None,
+    ) -> None:
+        super().__init__(
+            "LocalCodeExecutor",
+            timeout=timeout,
+            max_output=max_output,
+            work_dir=work_dir,
+            prefix="cantata-code-",
+        )
+        self.python = python or sys.executable
 
     def _environment(self) -> dict[str, str]:
         scratch = str(self._dir)

@@ -27,12 +27,11 @@ import io
 import os
 import sys
 import tarfile
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core import ConfigurationError, new_id
-from .code_executor import CodeExecutionError, CodeResult
+from .code_executor import CodeExecutionError, CodeResult, _ScratchExecutor
 
 if TYPE_CHECKING:
     import docker
@@ -49,7 +48,7 @@ _LIBRARIES = ("/lib", "/lib64", "/usr/lib", "/usr/lib64")
 shared libraries (libc, libm, libssl, ...) live there."""
 
 
-class ContainerCodeExecutor:
+class ContainerCodeExecutor(_ScratchExecutor):
     """Runs Python source in a locked-down container, one container per run, with the same
     interface as `LocalCodeExecutor` (``run(code, time_limit=)`` -> `CodeResult`).
 
@@ -70,33 +69,18 @@ class ContainerCodeExecutor:
         pids_limit: int = 64,
         client: docker.DockerClient | None = None,
     ) -> None:
-        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
-            raise ConfigurationError(
-                "ContainerCodeExecutor timeout must be a positive number of seconds, "
-                f"got {timeout!r}"
-            )
-        if not isinstance(max_output, int) or max_output < 1:
-            raise ConfigurationError(
-                f"ContainerCodeExecutor max_output must be a positive int, got {max_output!r}"
-            )
-        self.timeout = float(timeout)
-        self.max_output = max_output
+        super().__init__(
+            "ContainerCodeExecutor",
+            timeout=timeout,
+            max_output=max_output,
+            work_dir=work_dir,
+            prefix="cantata-container-",
+        )
         self.memory = memory
         self.pids_limit = pids_limit
         self.python = os.path.realpath(python or sys.executable)
         self._prefix = _installation(self.python)
         self._client = client
-        self._owned: tempfile.TemporaryDirectory[str] | None = None
-        if work_dir is None:
-            self._owned = tempfile.TemporaryDirectory(prefix="cantata-container-")
-            self._dir = Path(self._owned.name)
-        else:
-            self._dir = Path(work_dir).resolve()
-            if not self._dir.is_dir():
-                raise ConfigurationError(
-                    f"ContainerCodeExecutor work_dir {str(self._dir)!r} is not a directory; "
-                    "create it first or leave work_dir out for a private scratch directory"
-                )
         # Root on the host runs the code as nobody, who must be able to write the scratch
         # directory; anyone else runs it as themselves.
         if os.getuid() == 0:
@@ -105,7 +89,6 @@ class ContainerCodeExecutor:
                 os.chown(self._dir, 65534, 65534)
         else:
             self.user = f"{os.getuid()}:{os.getgid()}"
-        self._closed = False
 
     @property
     def work_dir(self) -> Path:
@@ -114,19 +97,10 @@ class ContainerCodeExecutor:
 
     def close(self) -> None:
         """Remove the private scratch directory and let go of the engine's client."""
-        self._closed = True
-        if self._owned is not None:
-            self._owned.cleanup()
-            self._owned = None
+        super().close()
         if self._client is not None:
             self._client.close()
             self._client = None
-
-    async def __aenter__(self) -> ContainerCodeExecutor:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.close()
 
     async def run(self, code: str, *, time_limit: float | None = None) -> CodeResult:
         """Run `code` in a new container and wait for it, at most `time_limit` seconds
