@@ -8,6 +8,7 @@ import asyncio
 import os
 import re
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,10 @@ from cantata.core import (
     FunctionResultContent,
 )
 from cantata.core import Message as CantataMessage
+from cantata.serve.a2a_executor import ServedAgentExecutor
 from cantata.serve.human_input import INPUT_KEY, input_requests
-from cantata.stores import SQLiteStore
+from cantata.serve.served import Served
+from cantata.stores import MemoryStore, SQLiteStore
 from cantata.teams import TeamAgent
 from cantata.workflows import (
     Executor,
@@ -436,3 +439,16 @@ class _Failing(Executor):
     @handler
     async def start(self, text: str, ctx: WorkflowContext[None, str]) -> None:
         raise RuntimeError("broken on purpose")
+
+
+async def test_an_answer_claimed_by_a_process_that_died_is_taken_over_after_its_deadline() -> None:
+    """The A2A answer claim is the store's put-if-absent; a claim outlives its request only
+    when the process holding it died, so past the run's deadline another answer takes it."""
+    store = MemoryStore()
+    served = Served("payers", "team", None, TeamAgent(make_team()))
+    executor = ServedAgentExecutor(served, store, timeout=5.0)
+    assert await executor._claim("t1")
+    assert not await executor._claim("t1")  # held: the other answer is refused
+    await store.put("a2a:answering:t1", {"until": time.time() - 1})  # its holder died
+    assert await executor._claim("t1")
+    assert not await executor._claim("t1")

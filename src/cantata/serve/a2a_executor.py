@@ -10,7 +10,10 @@ A run that stops for a person (a tool needing approval, a workflow's request) le
 task ``input-required`` with the requests in its status message; the next message on the
 task answers them and the run goes on (see `human_input`). An agent's approvals wait in the
 thread, and a team's or workflow's waiting run in its checkpoint, both in the store, so any
-server process over that store answers them, after a restart too.
+server process over that store answers them, after a restart too. Two answers to one
+waiting task, sent at once to two processes, never both go on: the first takes a claim in
+the store (put-if-absent) before it writes the task, the other is refused and leaves the
+task as it is; a claim whose process died is taken over after the run's time limit.
 
 A run still going when the server's grace period at shutdown runs out is stopped and its
 task failed with a message saying so (`Drain`).
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import weakref
 from collections.abc import Awaitable
 from typing import Any
@@ -59,6 +63,9 @@ __all__ = ["CONTEXT_LOG_PREFIX", "MAX_WAITING", "ServedAgentExecutor", "context_
 CONTEXT_LOG_PREFIX = "a2a:ctx:"
 """The store log of an A2A context's thread is this prefix and the context id."""
 
+_CLAIM_PREFIX = "a2a:answering:"
+_CLAIM_SLACK = 60.0
+_ANSWERED = "the task was answered by another request; get the task for where it stands"
 _STREAMING = frozenset({"SendStreamingMessage", "message/stream"})
 _log = logging.getLogger("cantata.serve.a2a")
 
@@ -146,38 +153,80 @@ class ServedAgentExecutor(AgentExecutor):
         updater = TaskUpdater(event_queue, task_id, context_id)
         streaming = context.call_context.state.get("method") in _STREAMING
         async with self._turn(context_id):
-            await updater.start_work()
-            bound = asyncio.timeout(self._timeout)
+            if not answering:
+                await self._execute(context.message, context_id, updater, streaming, False)
+                return
+            # one answer per wait across every server process on the store: the claim is
+            # taken before the task is written, so the other answer leaves the task as is
+            if not await self._claim(task_id):
+                raise InvalidRequestError(message=f"task {task_id}: {_ANSWERED}")
             try:
-                async with bound, self._drain.stoppable():
-                    if answering:
-                        incoming = await self._answers(context_id, context.message)
-                    else:
-                        incoming = cantata_messages(context.message)
-                    thread = self._thread(context_id)
-                    response = await self._run(incoming, thread, updater, streaming, answering)
-            except AlreadyAnsweredError as exc:
-                # another process took the answer and runs the task: leave it to that one
-                raise InvalidRequestError(message=f"task {task_id}: {exc}") from None
+                await self._execute(context.message, context_id, updater, streaming, True)
+            finally:
+                await self._store.delete(_CLAIM_PREFIX + task_id)
+
+    async def _execute(
+        self,
+        message: A2AMessage,
+        context_id: str,
+        updater: TaskUpdater,
+        streaming: bool,
+        answering: bool,
+    ) -> None:
+        incoming = cantata_messages(message)
+        if answering:
+            try:
+                incoming = await self._answers(context_id, message)
             except _Refused as exc:
                 if not exc.requests:  # answered meanwhile by another message
-                    await updater.failed(updater.new_agent_message([new_text_part(str(exc))]))
-                    return
+                    raise InvalidRequestError(
+                        message=f"task {updater.task_id}: {_ANSWERED}"
+                    ) from None
                 parts = request_parts(exc.requests, "", f"refused: {exc}")
                 await updater.requires_input(updater.new_agent_message(parts))
                 return
-            except Exception as exc:
-                await updater.failed(
-                    updater.new_agent_message([new_text_part(self._why(exc, bound))])
-                )
+            except CantataError as exc:
+                await updater.failed(updater.new_agent_message([new_text_part(str(exc))]))
                 return
-            requests = input_requests(response.messages)
-            if requests:
-                self._waiting.hold(context_id, thread)
-                parts = request_parts(requests, response.text)
-                await updater.requires_input(updater.new_agent_message(parts))
-                return
+        await updater.start_work()
+        bound = asyncio.timeout(self._timeout)
+        try:
+            async with bound, self._drain.stoppable():
+                thread = self._thread(context_id)
+                response = await self._run(incoming, thread, updater, streaming, answering)
+        except AlreadyAnsweredError as exc:
+            # another process took the answer and runs the task: leave it to that one
+            raise InvalidRequestError(message=f"task {updater.task_id}: {exc}") from None
+        except _Refused as exc:
+            parts = request_parts(exc.requests, "", f"refused: {exc}")
+            await updater.requires_input(updater.new_agent_message(parts))
+            return
+        except Exception as exc:
+            await updater.failed(updater.new_agent_message([new_text_part(self._why(exc, bound))]))
+            return
+        requests = input_requests(response.messages)
+        if requests:
+            self._waiting.hold(context_id, thread)
+            parts = request_parts(requests, response.text)
+            await updater.requires_input(updater.new_agent_message(parts))
+            return
         await updater.complete(updater.new_agent_message([new_text_part(response.text)]))
+
+    async def _claim(self, task_id: str) -> bool:
+        """Take the answer to waiting task `task_id` for this request, atomically across
+        processes (the store's put-if-absent). A claim outlives its run only when the
+        process holding it died; past its deadline it is taken over."""
+        key = _CLAIM_PREFIX + task_id
+        deadline = time.time() + self._timeout + _CLAIM_SLACK
+        if await self._store.put_if_absent(key, {"until": deadline}):
+            return True
+        held = await self._store.get(key)
+        until = held.get("until") if isinstance(held, dict) else None
+        if isinstance(until, int | float) and until < time.time():
+            _log.warning("A2A task %s: taking over the claim of a process that died", task_id)
+            await self._store.delete(key)
+            return await self._store.put_if_absent(key, {"until": deadline})
+        return False
 
     async def _answers(self, context_id: str, message: A2AMessage) -> list[Message]:
         """`answers`, a refused answer leaving the task waiting (the handler checks answers
