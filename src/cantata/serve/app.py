@@ -55,6 +55,9 @@ __all__ = [
 
 ShutdownCallback: TypeAlias = Callable[[], Awaitable[object]]
 _SHUTDOWN_CALLBACK_TIMEOUT = 10.0
+_CLAIM_SLACK = 60.0
+"""Seconds past the request timeout after which a waiting session's claim by a process that
+did not finish its run is taken over."""
 _log = logging.getLogger("cantata.serve")
 
 
@@ -135,10 +138,13 @@ def build_app(
         raise ConfigurationError(
             f"store must be a StateStore or a store URL, got {type(store).__name__}"
         )
-    entries = ServedSet(served, checkpoint_store=StateStoreCheckpointStore(state))
-    ctx = ServeContext(
-        entries, state, limits or Limits(), ResponseThreads(state), drain=drain or Drain()
-    )
+    limits = limits or Limits()
+    # a run is bounded by the request timeout: a session claimed by a process that died
+    # is answerable again a minute after that
+    lease = limits.request_timeout + _CLAIM_SLACK
+    checkpoints = StateStoreCheckpointStore(state, claim_lease=lease)
+    entries = ServedSet(served, checkpoint_store=checkpoints)
+    ctx = ServeContext(entries, state, limits, ResponseThreads(state), drain=drain or Drain())
     contributions = [p(ctx) for p in (default_providers() if providers is None else providers)]
 
     @asynccontextmanager

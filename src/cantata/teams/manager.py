@@ -342,7 +342,9 @@ class TeamManager(Executor):
         await self._begin(task, ctx)
 
     async def _begin(self, task: TeamTask, ctx: WorkflowContext[Any, Any]) -> None:
-        await self._boundary(ctx)
+        control: RunControl | None = ctx.kwargs.get(CONTROL_KEY)
+        if control is None or control.due():
+            await self._boundary(control, ctx)
         state = self._state(ctx)
         state.correlation_id = new_id()
         state.turn = 0
@@ -355,7 +357,7 @@ class TeamManager(Executor):
         messages = _authored(task.messages, "user")
         self.publish(state, messages, ctx)
         ctx.set_executor_state(state)
-        if await self._should_stop(state, messages, Usage(), ctx):
+        if await self._should_stop(state, messages, Usage(), ctx, control):
             return
         await self.on_start(state, ctx)
 
@@ -363,7 +365,9 @@ class TeamManager(Executor):
     async def take_turn(self, done: TurnDone, ctx: WorkflowContext[Any, Any]) -> None:
         """A participant's turn: into the history (carried out: see `settle`), then
         termination, then the next turn."""
-        await self._boundary(ctx)
+        control: RunControl | None = ctx.kwargs.get(CONTROL_KEY)
+        if control is None or control.due():  # inline: most boundaries only read the clock
+            await self._boundary(control, ctx)
         state = self._state(ctx)
         if state.stopped:
             return  # a turn that ended after the run stopped (a fan-out's other replies)
@@ -371,7 +375,7 @@ class TeamManager(Executor):
         if self._settles:
             self.settle(state, done, ctx)
         ctx.set_executor_state(state)
-        if await self._should_stop(state, done.messages, done.usage, ctx):
+        if await self._should_stop(state, done.messages, done.usage, ctx, control):
             return
         await self.on_turn(state, done, ctx)
 
@@ -388,19 +392,15 @@ class TeamManager(Executor):
     _settles: bool = False
     """Whether the team type overrides `settle` (decided once per class, not per turn)."""
 
-    async def _boundary(self, ctx: WorkflowContext[Any, Any]) -> None:
-        """Between two turns: give the event loop its turn (a team whose agents never
-        suspend must not starve the process's other tasks, and a cancellation set by one
-        of them lands at the next superstep; see `RunControl.due`), and wait here while the
-        session is paused. One clock read, and a yield only once a slice."""
-        control: RunControl | None = ctx.kwargs.get(CONTROL_KEY)
-        if control is None:  # a copying runtime: every boundary yields
-            await asyncio.sleep(0)
-            return
-        if control.due():
-            await asyncio.sleep(0)
-            if control.paused:
-                await control.wait(ctx.cancellation_token)
+    async def _boundary(self, control: RunControl | None, ctx: WorkflowContext[Any, Any]) -> None:
+        """A due turn boundary (see `RunControl.due`; on a copying runtime, which has no
+        control object, every one): give the event loop its turn, so a team whose agents
+        never suspend does not starve the process's other tasks and a cancellation set by
+        one of them lands at the next superstep, and wait here while the session is
+        paused."""
+        await asyncio.sleep(0)
+        if control is not None and control.paused:
+            await control.wait(ctx.cancellation_token)
 
     async def _should_stop(
         self,
@@ -408,6 +408,7 @@ class TeamManager(Executor):
         messages: Sequence[Message],
         usage: Usage,
         ctx: WorkflowContext[Any, Any],
+        control: RunControl | None,
     ) -> bool:
         if self.termination is not None:
             seen = Observation(messages, usage, time.time())
@@ -420,7 +421,6 @@ class TeamManager(Executor):
                 state, StopMessage(f"maximum of {self.max_turns} turns reached", "max_turns"), ctx
             )
             return True
-        control = ctx.kwargs.get(CONTROL_KEY)
         if control is not None and control.stopping:
             self.stop(state, StopMessage("stopped by stop()", STOP_SOURCE), ctx)
             return True

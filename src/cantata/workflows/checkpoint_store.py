@@ -9,16 +9,25 @@ files, SQLite, PostgreSQL, ...), used as logs and keyed values:
 - ``wf:val:<ref>``: one shared-state or executor-state value, written when it changed,
 - log ``wf:log:<segment>``: append-only logs (conversations, outputs), appended per checkpoint,
 - ``wf:fx:<run id>:...``: the run's journaled effects (see `journal`),
-- ``wf:claim:<id>``: set once by the answer that took the run waiting at that checkpoint.
+- ``wf:claim:<id>``: set once by the answer that took the run waiting at that checkpoint
+  (with its deadline, under a claim lease).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from ..core import AlreadyAnsweredError, CheckpointError, StoreError, short_repr
+from ..core import (
+    AlreadyAnsweredError,
+    CheckpointError,
+    ConfigurationError,
+    StoreError,
+    short_repr,
+)
 from ..stores import MemoryStore, StateStore, seal, unseal
 from ._file_store import FileStore
 from .checkpoint import WorkflowCheckpoint
@@ -29,6 +38,8 @@ __all__ = [
     "InMemoryCheckpointStore",
     "StateStoreCheckpointStore",
 ]
+
+_log = logging.getLogger("cantata.workflows.checkpoints")
 
 
 @runtime_checkable
@@ -64,10 +75,20 @@ class CheckpointStore(Protocol):
 
 
 class StateStoreCheckpointStore:
-    """Checkpoints in any `cantata.stores.StateStore` (SQLite, PostgreSQL, memory, ...)."""
+    """Checkpoints in any `cantata.stores.StateStore` (SQLite, PostgreSQL, memory, ...).
 
-    def __init__(self, store: StateStore) -> None:
+    `claim_lease` bounds how long a claim on a waiting run (`claim`) keeps other answers
+    out when its holder never finishes: a server whose runs are bounded by a request timeout
+    sets it a little longer, so a session claimed by a process that died is answerable
+    again afterwards. None (the default): a claim holds until the run ends."""
+
+    def __init__(self, store: StateStore, *, claim_lease: float | None = None) -> None:
+        if claim_lease is not None and not claim_lease > 0:
+            raise ConfigurationError(
+                f"claim_lease must be a positive number of seconds, got {claim_lease!r}"
+            )
         self.store = store
+        self.claim_lease = claim_lease
 
     async def save(
         self,
@@ -169,7 +190,7 @@ class StateStoreCheckpointStore:
         two servers, one goes on, the other gets `AlreadyAnsweredError`. The claim goes
         with the run (`delete_run`); a checkpoint already gone was answered and finished."""
         try:
-            taken = await self.store.put_if_absent(f"wf:claim:{checkpoint_id}", True)
+            taken = await self._take(f"wf:claim:{checkpoint_id}")
             present = taken and await self.store.get(f"wf:ckpt:{checkpoint_id}") is not None
         except StoreError as exc:
             raise CheckpointError(
@@ -182,6 +203,22 @@ class StateStoreCheckpointStore:
                 f"the session waiting at checkpoint {short_repr(checkpoint_id)} was answered "
                 "by another request; read the conversation again for where it stands"
             )
+
+    async def _take(self, key: str) -> bool:
+        """Put-if-absent of a claim; with a lease, a claim past its deadline (its holder
+        died) is taken over."""
+        if self.claim_lease is None:
+            return await self.store.put_if_absent(key, True)
+        deadline = time.time() + self.claim_lease
+        if await self.store.put_if_absent(key, {"until": deadline}):
+            return True
+        held = await self.store.get(key)
+        until = held.get("until") if isinstance(held, dict) else None
+        if not isinstance(until, int | float) or until >= time.time():
+            return False
+        _log.warning("taking over the claim %s of a process that did not finish its run", key)
+        await self.store.delete(key)
+        return await self.store.put_if_absent(key, {"until": deadline})
 
     async def release(self, checkpoint_id: str) -> None:
         """Give back a claim whose answer did not go on (refused before the run took it)."""
