@@ -1,23 +1,37 @@
 """The server's metrics, in Prometheus's text format at ``GET /metrics``.
 
 Each app has a registry of its own (not prometheus-client's global one), so two apps in
-one process count apart. With several worker processes each answers for itself: scrape
-each, or sum them behind the proxy.
+one process count apart. Worker processes behind one socket (`serve_workers`) cannot be
+scraped one by one, so there the metrics are the whole server's: prometheus-client's
+multiprocess mode, each worker writing its values to files in the directory that
+``PROMETHEUS_MULTIPROC_DIR`` names (the parent makes one), and every worker's
+``/metrics`` reading them all: counters and histograms summed over the workers that ever
+ran, gauges over the live ones.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.requests import Request
 from starlette.responses import Response
 
-__all__ = ["METRICS_PATH", "ServeMetrics"]
+__all__ = ["METRICS_PATH", "MULTIPROCESS_ENV", "ServeMetrics", "multiprocess_dir"]
 
 METRICS_PATH = "/metrics"
 """Where the app answers with its metrics."""
+MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+"""prometheus-client's variable naming the directory its multiprocess mode writes to (read
+when prometheus-client is imported: set it before a worker process starts)."""
+
+
+def multiprocess_dir() -> str | None:
+    """The multiprocess mode's directory, when this process runs in that mode."""
+    return os.environ.get(MULTIPROCESS_ENV) or None
 
 
 @dataclass(slots=True)
@@ -38,10 +52,16 @@ class ServeMetrics:
     def __post_init__(self) -> None:
         r = self.registry
         self.running = Gauge(
-            "cantata_serve_running_requests", "Requests running model work now.", registry=r
+            "cantata_serve_running_requests",
+            "Requests running model work now.",
+            registry=r,
+            multiprocess_mode="livesum",
         )
         self.queued = Gauge(
-            "cantata_serve_queued_requests", "Requests waiting for a slot now.", registry=r
+            "cantata_serve_queued_requests",
+            "Requests waiting for a slot now.",
+            registry=r,
+            multiprocess_mode="livesum",
         )
         self.admitted = Counter(
             "cantata_serve_admitted_requests", "Requests given a slot.", registry=r
@@ -70,5 +90,10 @@ class ServeMetrics:
         )
 
     async def endpoint(self, request: Request) -> Response:
-        """``GET /metrics``."""
-        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+        """``GET /metrics``: this app's, or in multiprocess mode every worker's."""
+        path = multiprocess_dir()
+        if path is None:
+            return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+        everyone = CollectorRegistry()
+        MultiProcessCollector(everyone, path=path)  # type: ignore[no-untyped-call]
+        return Response(generate_latest(everyone), media_type=CONTENT_TYPE_LATEST)

@@ -13,20 +13,24 @@ import logging
 import math
 import multiprocessing
 import os
+import shutil
 import signal
 import socket
+import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import uvicorn
+from prometheus_client.multiprocess import mark_process_dead
 
 from ..core import ConfigurationError
 from .app import build_app
 from .auth import check_bind
 from .drain import Drain, process_drain
 from .limits import Limits, ended_on_purpose
+from .metrics import MULTIPROCESS_ENV, multiprocess_dir
 
 __all__ = [
     "DEFAULT_GRACE",
@@ -133,10 +137,18 @@ def serve_workers(
         raise ConfigurationError(f"workers must be a whole number from 1, got {workers!r}")
     config = _config(app_factory, host=host, port=port, log_level=log_level, grace=grace)
     sock = listen_socket(host, port)
+    # the workers' metrics go to files that every worker's /metrics reads (one scrape sees
+    # the whole server); a directory the user named is theirs to keep, ours goes at the end
+    given = multiprocess_dir()
+    metrics_dir = given or tempfile.mkdtemp(prefix="cantata-metrics-")
+    os.environ[MULTIPROCESS_ENV] = metrics_dir
     try:
-        _Workers(config, sock, workers, grace).run()
+        _Workers(config, sock, workers, grace, metrics_dir).run()
     finally:
         sock.close()
+        if given is None:
+            del os.environ[MULTIPROCESS_ENV]
+            shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
 def _run_worker(config: uvicorn.Config, sockets: list[socket.socket], grace: float) -> None:
@@ -153,9 +165,10 @@ class _Workers:
     _LOOK = 0.5  # seconds between looks at the workers
 
     def __init__(
-        self, config: uvicorn.Config, sock: socket.socket, count: int, grace: float
+        self, config: uvicorn.Config, sock: socket.socket, count: int, grace: float, metrics: str
     ) -> None:
         self._config, self._sock, self._count, self._grace = config, sock, count, grace
+        self._metrics = metrics
         self._context = multiprocessing.get_context("spawn")
         self._processes: list[multiprocessing.process.BaseProcess] = []
         self._stop = threading.Event()
@@ -182,6 +195,8 @@ class _Workers:
                             process.pid,
                             process.exitcode,
                         )
+                        if process.pid is not None:  # its gauges no longer count
+                            mark_process_dead(process.pid, self._metrics)  # type: ignore[no-untyped-call]
                         self._processes[i] = self._start()
         finally:
             self._stop_all()
