@@ -21,7 +21,16 @@ from a2a.helpers import new_text_message
 from a2a.types.a2a_pb2 import Role, SendMessageRequest, TaskState
 
 from _harness import Row
-from bench_serve import CONCURRENCY, NOTE, in_process_figures, median_ms, rate, rows, served_server
+from bench_serve import (
+    CONCURRENCY,
+    NOTE,
+    UNSHED,
+    in_process_figures,
+    median_ms,
+    rate,
+    rows,
+    served_server,
+)
 
 
 async def _served_latency(client: Client, n: int) -> list[float]:
@@ -50,7 +59,7 @@ async def collect(quick: bool) -> list[Row]:
     total = 320 if quick else 1600
     figures = await in_process_figures(n, total)
     limits = httpx.Limits(max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY)
-    with served_server() as base:
+    with served_server(*UNSHED) as base:
         url = f"{base}/a2a/bench"
         async with httpx.AsyncClient(timeout=30, limits=limits) as http:
             card = await A2ACardResolver(http, url).get_agent_card()
