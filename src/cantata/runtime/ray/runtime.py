@@ -40,17 +40,15 @@ Failure semantics:
   the agent sees `ctx.is_redelivery` for an id in the handled window it restored;
 - a message to an agent that moved is sent on to its new host (nothing ran).
 
-Local subscribers (`add_local_subscriber`) run in this process: one task takes what the
-directory actor queued for them (a long poll, `_TAKE_WAIT` seconds at most per call) and
-calls each callback in turn, answering direct requests through it. That actor serves
-local subscribers only.
+Local subscribers (`add_local_subscriber`) run in this process, fed by a directory actor
+that serves them only (see local_subscribers.py). The pool's hosts and the keeper's
+membership changes are in pool.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import math
 import os
@@ -60,7 +58,6 @@ from types import TracebackType
 from typing import Any
 
 from ray.exceptions import RayActorError
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 import ray
 
@@ -70,7 +67,6 @@ from ...core import (
     ConfigurationError,
     RuntimeStateError,
     TimeoutError,
-    loads,
     new_id,
     to_json,
 )
@@ -92,17 +88,15 @@ from ..state import SCHEMA_VERSION, decode_runtime, encode_agent
 from ..subscriptions import Subscription, default_subscriptions
 from . import wire
 from ._tls import ray_client_context
-from .errors import AgentUnavailable
-from .host import DEFAULT_STREAM_LIMIT, directory_class, host_class
-from .membership import Membership, Records, node_of
+from .host import DEFAULT_STREAM_LIMIT
+from .local_subscribers import LocalSubscribers
+from .membership import Membership, node_of
+from .pool import HostPool
 from .router import Router, _wait
 
 __all__ = ["RayRuntime"]
 
 _POLL = 0.01  # seconds between looks at the cluster while waiting for idle
-_TAKE_WAIT = 5.0  # seconds the directory holds a local subscribers' poll with nothing new
-_WATCH = 1.0  # seconds between the keeper's looks at the cluster's nodes
-_READY_WAIT = 120.0  # seconds at most for a new host to start
 _log = logging.getLogger("cantata.runtime.ray")
 
 
@@ -180,7 +174,6 @@ class RayRuntime:
         self._interventions = list(interventions or ())
         self._stop_grace = stop_grace
         self._default_timeout = None if default_timeout == math.inf else default_timeout
-        self._hosts_per_node = hosts_per_node
         self._config: dict[str, Any] = {
             "namespace": namespace,
             "store": store,
@@ -200,16 +193,18 @@ class RayRuntime:
         self._subs: dict[str, Subscription] = {}
         self._state = "new"
         self._owns_ray = False
-        self._directory: Any = None
         self._router: Router | None = None
         self._origin = new_id()
-        self._locals: dict[str, LocalCallback] = {}
-        self._poller: asyncio.Task[None] | None = None
-        self._records = Records(name, namespace)
+        self._locals = LocalSubscribers(name, namespace, self._config, self._origin)
+        self._pool = HostPool(
+            name,
+            namespace,
+            self._config,
+            hosts_per_node=hosts_per_node,
+            actor_options=self._actor_options,
+            call_bound=stop_grace + 60.0,
+        )
         self._keeper = False
-        self._hosts: dict[str, Any] = {}  # the keeper's host handles, by name
-        self._watcher: asyncio.Task[None] | None = None
-        self._membership_lock = asyncio.Lock()
 
     # -- registration -----------------------------------------------------------------
 
@@ -285,66 +280,17 @@ class RayRuntime:
             )
         if not callable(callback):
             raise ConfigurationError(f"the local subscriber of {topic_id} is not callable")
-        self._running(f"add a local subscriber of {topic_id}")
-        key = new_id()
-        try:
-            await _wait(self._directory.open_local.remote(self._origin, key))
-        except RayActorError:  # its node died: local subscribers get a new one
-            _log.warning(
-                "RayRuntime %r: the directory actor is gone; starting a new one", self._name
-            )
-            self._directory = self._new_directory()
-            router = self._running(f"add a local subscriber of {topic_id}")
-            router.use_directory(self._directory)
-            await _wait(self._directory.open_local.remote(self._origin, key))
-        self._locals[key] = callback
+        router = self._running(f"add a local subscriber of {topic_id}")
+        key = await self._locals.open(router, callback)
         subscription = LocalTopicSubscription(topic_id[0], topic_id[1], key)
         await self.add_subscription(subscription)
-        if self._poller is None or self._poller.done():
-            self._poller = asyncio.get_running_loop().create_task(self._poll())
         return LocalSubscriber(subscription.id, AgentId(LOCAL_TYPE, key), topic_id)
 
     async def remove_local_subscriber(self, subscriber: LocalSubscriber) -> None:
         """Stop calling the subscriber's callback; requests to it are refused from now on."""
-        key = subscriber.agent_id.key
         if subscriber.id in self._subs:
             await self.remove_subscription(subscriber.id)
-        if self._locals.pop(key, None) is not None and self._directory is not None:
-            try:
-                await _wait(self._directory.close_local.remote(key))
-            except RayActorError:  # the directory is gone, and every local subscriber with it
-                _log.debug("local subscriber %s: the directory actor is gone", key)
-
-    async def _poll(self) -> None:
-        """Take what waits for this process's local subscribers and call them, in order."""
-        directory, router = self._directory, self._router
-        while self._directory is directory and router is not None:
-            try:
-                items = await router.take(_TAKE_WAIT)
-            except (RayActorError, AgentUnavailable):
-                _log.warning("local subscribers: the directory actor is gone; they stop")
-                return
-            for item in items:
-                await self._call_local(router, item)
-
-    async def _call_local(self, router: Router, item: dict[str, Any]) -> None:
-        env = item.get("ask") or item["event"]
-        key = AgentId.parse(str(env["recipient"])).key
-        callback = self._locals.get(key)
-        try:
-            if callback is None:
-                raise ConfigurationError(f"local subscriber {env['recipient']} was removed")
-            result = callback(loads(env["msg"]))
-            if inspect.isawaitable(result):
-                result = await result
-            reply = wire.ok(result)
-        except Exception as exc:
-            if "ask" not in item:
-                _log.exception("local subscriber %s failed on event %s", key, env["id"])
-                return
-            reply = wire.failed(exc)
-        if "ask" in item:
-            router.answer(str(env["id"]), reply)
+        await self._locals.close(subscriber.agent_id.key)
 
     # -- messages ---------------------------------------------------------------------
 
@@ -441,7 +387,7 @@ class RayRuntime:
         self._state = "running"
 
     async def _join(self) -> None:
-        self._directory = self._new_directory()
+        directory = self._locals.new_directory()
         router = Router(
             pool=self._name,
             namespace=self._namespace,
@@ -450,11 +396,12 @@ class RayRuntime:
             event_bound=self._event_bound(),
             origin=self._origin,
             direct=bool(self._config["direct"]),
-            directory=self._directory,
+            directory=directory,
         )
-        records = self._records
+        pool = self._pool
+        records = pool.records
         self._keeper = await asyncio.to_thread(records.claim, self._origin) == self._origin
-        if not self._keeper and not await asyncio.to_thread(self._pool_alive):
+        if not self._keeper and not await asyncio.to_thread(pool.alive):
             # a pool whose keeper ended without closing it (its hosts ended with it)
             _log.warning("RayRuntime %r: the pool's keeper is gone; starting it anew", self._name)
             await asyncio.to_thread(records.clear)
@@ -465,13 +412,12 @@ class RayRuntime:
                 "subscriptions": {s.id: to_json(s) for s in self._subs.values()},
             }
             await asyncio.to_thread(records.write_config, config)
-            nodes = await asyncio.to_thread(_alive_nodes, self._actor_options.get("resources"))
-            hosts = await self._make_hosts(nodes)
+            hosts = await pool.make_hosts(await asyncio.to_thread(pool.nodes))
             membership = Membership(1, tuple(hosts))
             await asyncio.to_thread(records.write_membership, membership)
             router.adopt(membership)
             await router.broadcast("commit", membership.to_bytes())
-            self._watcher = asyncio.get_running_loop().create_task(self._watch())
+            pool.watch(lambda: self._router)
         else:
             await router.current()
             for agent_type, factory in self._factories.items():
@@ -506,88 +452,9 @@ class RayRuntime:
             membership.version,
         )
 
-    def _new_directory(self) -> Any:
-        return (
-            directory_class()
-            .options(
-                name=f"{self._name}/directory",
-                namespace=self._namespace,
-                get_if_exists=True,
-                num_cpus=0,
-                max_concurrency=1000,
-                # on this process's node: it serves this process's local subscribers, so it
-                # should not die with another node (soft placement let Ray put it anywhere)
-                scheduling_strategy=NodeAffinitySchedulingStrategy(
-                    ray.get_runtime_context().get_node_id(), soft=False
-                ),
-            )
-            .remote(self._name, self._config)
-        )
-
-    def _pool_alive(self) -> bool:
-        membership = self._records.membership()
-        if membership is None or not membership.hosts:
-            return membership is not None
-        try:
-            ray.get_actor(membership.hosts[0], namespace=self._namespace)
-        except ValueError:
-            return False
-        return True
-
     def _event_bound(self) -> float | None:
         timeout = self._default_timeout
         return None if timeout is None else float(timeout) + self._stop_grace + 5.0
-
-    async def _make_hosts(self, nodes: dict[str, int]) -> list[str]:
-        """Start the hosts of `nodes` (node id -> CPUs) and wait until each listens."""
-        names: list[str] = []
-        for node, cpus in sorted(nodes.items()):
-            count = self._hosts_per_node or max(1, cpus)
-            for i in range(count):
-                name = f"{self._name}/host/{node}/{i}"
-                options: dict[str, Any] = {
-                    "name": name,
-                    "namespace": self._namespace,
-                    "get_if_exists": True,
-                    "num_cpus": 0,
-                    "max_restarts": -1,
-                    "max_task_retries": 0,
-                    "max_concurrency": 100_000,
-                    "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False),
-                    **self._actor_options,
-                }
-                self._hosts[name] = (
-                    host_class().options(**options).remote(self._name, name, self._config)
-                )
-                names.append(name)
-        ready = [
-            asyncio.wrap_future(self._hosts[n].direct_address.remote().future()) for n in names
-        ]
-        results = await asyncio.wait_for(
-            asyncio.gather(*ready, return_exceptions=True), _READY_WAIT
-        )
-        for name, result in zip(names, results, strict=True):
-            if isinstance(result, BaseException):
-                raise AgentUnavailable(f"host {name} did not start: {result}") from result
-        return names
-
-    async def _watch(self) -> None:
-        """The keeper's look at the cluster's nodes: a node joined or left -> the next
-        membership (see the module docstring)."""
-        while True:
-            await asyncio.sleep(_WATCH)
-            try:
-                nodes = await asyncio.to_thread(_alive_nodes, self._actor_options.get("resources"))
-                router = self._router
-                if router is None or router.membership is None:
-                    continue
-                held = {node_of(h) for h in router.membership.hosts}
-                if set(nodes) != held:
-                    await self.rebalance(nodes)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                _log.exception("RayRuntime %r: following the cluster's nodes failed", self._name)
 
     async def rebalance(self, nodes: dict[str, int] | None = None) -> Membership:
         """Make the pool follow the cluster's live nodes now (the keeper does it on its own
@@ -597,81 +464,7 @@ class RayRuntime:
             raise RuntimeStateError(
                 f"only the RayRuntime that created pool {self._name!r} changes its membership"
             )
-        async with self._membership_lock:
-            if nodes is None:
-                nodes = await asyncio.to_thread(_alive_nodes, self._actor_options.get("resources"))
-            old = await router.current()
-            kept = [h for h in old.hosts if node_of(h) in nodes]
-            held = {node_of(h) for h in kept}
-            added = await self._make_hosts({n: c for n, c in nodes.items() if n not in held})
-            gone = [h for h in old.hosts if node_of(h) not in nodes]
-            new = Membership(old.version + 1, tuple(sorted([*kept, *added])))
-            # 1. every live host hands over what it no longer owns, and refuses it
-            data = new.to_bytes()
-            answers = await asyncio.gather(
-                *(self._call(h, "prepare", data) for h in new.hosts), return_exceptions=True
-            )
-            failed = self._failed_hand_overs(new.hosts, answers)
-            if failed:  # once more, for what could not be saved (a store's brief failure)
-                again = await asyncio.gather(
-                    *(self._call(h, "prepare", data) for h in failed), return_exceptions=True
-                )
-                answers = [*answers, *again]
-                failed = self._failed_hand_overs(list(failed), again)
-            if failed:
-                # An agent still in memory on its old host, unsaved: committing would let
-                # its new host activate it too. The old membership stays; the keeper's
-                # watcher tries again.
-                await asyncio.gather(
-                    *(self._call(h, "abort", new.version) for h in new.hosts),
-                    return_exceptions=True,
-                )
-                raise RuntimeStateError(
-                    f"pool {self._name!r}: membership {new.version} not taken, since these "
-                    f"agents could not be handed over (saving them failed): "
-                    f"{sorted(a for agents in failed.values() for a in agents)[:10]}; "
-                    f"membership {old.version} stays"
-                )
-            moved = sum(int(a["moved"]) for a in answers if isinstance(a, dict))
-            # 2. the record, then every host takes the new membership
-            await asyncio.to_thread(self._records.write_membership, new)
-            router.adopt(new)
-            await asyncio.gather(
-                *(self._call(h, "commit", data) for h in new.hosts), return_exceptions=True
-            )
-            for host in gone:
-                handle = self._hosts.pop(host, None)
-                if handle is not None:
-                    ray.kill(handle, no_restart=True)
-            _log.info(
-                "RayRuntime %r: membership %d: %d hosts (+%d, -%d); %d agents handed over",
-                self._name,
-                new.version,
-                len(new.hosts),
-                len(added),
-                len(gone),
-                moved,
-            )
-            return new
-
-    @staticmethod
-    def _failed_hand_overs(
-        hosts: list[str] | tuple[str, ...], answers: list[Any]
-    ) -> dict[str, list[str]]:
-        """The agents each host answered it could not hand over."""
-        return {
-            host: list(answer["failed"])
-            for host, answer in zip(hosts, answers, strict=True)
-            if isinstance(answer, dict) and answer.get("failed")
-        }
-
-    async def _call(self, host: str, method: str, *args: Any) -> Any:
-        handle = self._hosts.get(host)
-        if handle is None:
-            handle = await asyncio.to_thread(ray.get_actor, host, namespace=self._namespace)
-            self._hosts[host] = handle
-        ref = getattr(handle, method).remote(*args)
-        return await asyncio.wait_for(_wait(ref), self._stop_grace + 60.0)
+        return await self._pool.rebalance(router, nodes)
 
     async def stop(self) -> None:
         """Stop taking messages here (the hosts keep their agents)."""
@@ -727,34 +520,23 @@ class RayRuntime:
         if self._state == "closed":
             return
         self._state = "closed"
-        for task in (self._poller, self._watcher):
-            if task is not None:
-                task.cancel()
-        self._poller = self._watcher = None
-        self._locals.clear()
+        self._locals.stop()
+        self._pool.stop_watching()
         router = self._router
         try:
             if router is not None and self._keeper:
                 grace = self._stop_grace + 60.0
                 await asyncio.wait_for(router.broadcast("shutdown"), grace)
-                membership = router.membership
-                for host in () if membership is None else membership.hosts:
-                    handle = self._hosts.pop(host, None)
-                    if handle is None:
-                        try:
-                            handle = ray.get_actor(host, namespace=self._namespace)
-                        except ValueError:
-                            continue
-                    ray.kill(handle, no_restart=True)
-                if self._directory is not None:
+                directory = self._locals.directory
+                if directory is not None:
                     with contextlib.suppress(RayActorError):  # it ended with its node
-                        await asyncio.wait_for(_wait(self._directory.shutdown.remote()), grace)
-                    ray.kill(self._directory, no_restart=True)
-                self._records.clear()
+                        await asyncio.wait_for(_wait(directory.shutdown.remote()), grace)
+                    ray.kill(directory, no_restart=True)
+                self._pool.end(router.membership)
         finally:
             if router is not None:
                 router.close()
-            self._directory = None
+            self._locals.directory = None
             self._router = None
             if self._owns_ray:
                 ray.shutdown()
@@ -845,7 +627,7 @@ class RayRuntime:
             name = str(agent_id)
             for _ in range(3):
                 host = (await router.current()).owner(name)
-                reply = await self._call(host, "load", name, record)
+                reply = await self._pool.call(host, "load", name, record)
                 if "err" in reply and "is not on host" in str(reply["err"].get("text")):
                     await router.refresh()
                     continue
@@ -864,25 +646,13 @@ class RayRuntime:
         """The Ray node id and process id of the host `agent_id` lives on."""
         router = self._running("locate an agent")
         host = (await router.current()).owner(str(agent_id))
-        node, pid = await self._call(host, "where")
+        node, pid = await self._pool.call(host, "where")
         return str(node), int(pid)
 
     @property
     def state(self) -> str:
         """Lifecycle state: new, running, stopped or closed."""
         return self._state
-
-
-def _alive_nodes(needs: Mapping[str, float] | None = None) -> dict[str, int]:
-    """The cluster's live nodes that can run hosts (those with every custom resource the
-    hosts' `actor_options` ask for): node id -> CPUs Ray gives it."""
-    wanted = dict(needs or {})
-    return {
-        str(node["NodeID"]): int(node.get("Resources", {}).get("CPU", 0))
-        for node in ray.nodes()  # type: ignore[no-untyped-call]
-        if node.get("Alive")
-        and all(node.get("Resources", {}).get(k, 0) >= v for k, v in wanted.items())
-    }
 
 
 async def _close(store: StateStore) -> None:
