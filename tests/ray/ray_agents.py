@@ -16,6 +16,7 @@ from typing import Any
 from cantata.core import RunError, register
 from cantata.runtime import (
     AgentId,
+    DeliveryFailed,
     MessageContext,
     RoutedAgent,
     TopicId,
@@ -180,6 +181,8 @@ class Counter(RoutedAgent):
             if not os.path.exists(marker):  # noqa: ASYNC240 (a test's one-off marker)
                 os.close(os.open(marker, os.O_CREAT | os.O_WRONLY))
                 os._exit(1)  # the worker dies with the event: it is delivered again
+        if message.text == f"fail:{ctx.recipient}":
+            raise ValueError(f"{ctx.recipient} fails on this note")
         self.seen.notes.append(message.text)
         self.seen.contexts.append(ctx.to_dict())
 
@@ -189,6 +192,18 @@ class Counter(RoutedAgent):
     async def load_state(self, state: Mapping[str, Any]) -> None:
         self.total = int(state["total"])
         self.seen.notes = list(state["notes"])
+
+
+@dataclass(frozen=True)
+class ErrorLog:
+    """An `on_error` hook that appends each failed delivery to a file (the hosts call it,
+    in their processes; the tests' nodes share this machine's files)."""
+
+    path: str
+
+    def __call__(self, failed: DeliveryFailed) -> None:
+        with open(self.path, "a") as out:
+            out.write(f"{failed.agent_id} {type(failed.error).__name__}: {failed.error}\n")
 
 
 class DurableCounter(RoutedAgent):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+from pathlib import Path
 
 import pytest
 import ray_agents as ra
@@ -18,7 +19,7 @@ from cantata.core import (
     Undeliverable,
     UnknownTypeError,
 )
-from cantata.runtime import AgentId, TopicId
+from cantata.runtime import AgentId, TopicId, TypeSubscription
 from cantata.runtime.ray import RayRuntime, RemoteHandlerError
 
 _names = itertools.count()
@@ -75,6 +76,27 @@ async def test_publish_reaches_subscribers_but_not_the_sender(cluster: object) -
         assert seen.notes == ["from outside", "from a", "total=0"]
         assert seen.contexts[-1]["sender"] == "counter/a"
         assert seen.contexts[-1]["topic_id"] == "news/b"
+
+
+async def test_a_failing_event_handler_on_a_host_goes_to_on_error_there(
+    cluster: object, tmp_path: Path
+) -> None:
+    errors = tmp_path / "errors.txt"
+    async with fresh(on_error=ra.ErrorLog(str(errors))) as rt:
+        agents = [AgentId(f"c{i}", "x") for i in range(20)]  # spread over the hosts
+        for agent in agents:
+            await rt.register_factory(agent.type, ra.Counter)
+            await rt.add_subscription(TypeSubscription("all", agent.type))
+        await rt.publish_message(ra.Note("fail:c3/x"), TopicId("all", "x"))
+        await rt.publish_message(ra.Note("after"), TopicId("all", "x"))
+        await rt.wait_until_idle(timeout=60)
+        assert errors.read_text().splitlines() == ["c3/x ValueError: c3/x fails on this note"]
+        hosts = {h["host"] for h in await rt.placement() if h["agents"]}
+        assert len(hosts) > 1
+        for agent in agents:  # the others had the note; every one has the next
+            notes = (await rt.send_message(ra.Get(), agent)).notes
+            expected = ["after"] if agent.type == "c3" else ["fail:c3/x", "after"]
+            assert notes == [*expected, "total=0"], agent
 
 
 async def test_errors_come_back_typed(cluster: object) -> None:

@@ -12,6 +12,7 @@ trace on any runtime, in this process or across processes (see `cantata.core.tra
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import Context, ContextVar
 from typing import Any
 
@@ -37,6 +38,7 @@ class MessageContext:
     __slots__ = (
         "_caller",
         "_context",
+        "_done",
         "_message",
         "cancellation_token",
         "causation_id",
@@ -86,6 +88,9 @@ class MessageContext:
         self._context: Context | None = None
         # Set on a publication waiting in mailboxes: the message it carries (see `Cell`).
         self._message: Any = None
+        # Set on a publication whose sender waits until every subscriber has handled it
+        # (a Ray host's reply to its router): called once per delivery, after the handler.
+        self._done: Callable[[], object] | None = None
 
     def _copy_for(self, recipient: AgentId) -> MessageContext:
         # One copy per delivery of a broadcast, made when its handler is about to run (so
@@ -105,6 +110,7 @@ class MessageContext:
         copy.trace_context = self.trace_context
         copy._caller = None
         copy._context = self._context
+        copy._done = None
         return copy
 
     def to_dict(self) -> dict[str, Any]:

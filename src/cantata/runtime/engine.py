@@ -501,6 +501,8 @@ class Engine:
                     if span is not None:
                         span.end()
                     self._done_one()
+                    if item._done is not None:
+                        item._done()
         finally:
             self._release(cell)
 
@@ -721,6 +723,8 @@ class Engine:
                 ctx = item._copy_for(agent_id) if item.recipient is None else item
                 self._report(DeliveryFailed(agent_id, item._message, ctx, exc))
                 self._done_one()
+                if item._done is not None:
+                    item._done()
             elif not item.done():
                 item.set_exception(exc)
 

@@ -17,8 +17,10 @@ and sends it on). A request carries the ids of the requests waiting on it (its c
 that comes back to an agent whose turn waits on it (A asks B, B asks A) runs within that
 turn, as `LocalRuntime` does.
 
-A publication reaches a host once, naming the host's subscribers; the host hands it to
-each (in its turn) and answers when all are done, listing those no longer its own.
+A publication reaches a host once, naming the host's subscribers; the host puts it in
+each one's mailbox as the local engine's publish does (each with its own copy of the
+message; a handler that fails goes to `on_error`, as in `LocalRuntime`) and answers when
+all have handled it, listing those no longer its own.
 
 When the membership changes, `prepare` deactivates the agents the new one puts elsewhere
 (saving each to the store, in its turn) before any other host may activate them, and
@@ -40,6 +42,7 @@ import ray
 from ...core import CancellationToken, ConfigurationError, from_json, loads
 from ...stores import StateStore
 from ..context import MessageContext, _current
+from ..events import DeliveryFailed
 from ..ids import AgentId, TopicId
 from ..local import LocalRuntime
 from ..protocol import LOCAL_TYPE
@@ -135,15 +138,10 @@ class _HostRuntime(LocalRuntime):
         recipient: AgentId,
         token: CancellationToken,
         is_rpc: bool,
-        ids: tuple[AgentId | None, TopicId | None] | None = None,
     ) -> Any:
-        """Run `recipient`'s handler for `message` in its turn, as `send_message` would.
-
-        `ids` is the envelope's sender and topic already parsed, when one publication is
-        delivered to many recipients here (parsed once, not once per recipient)."""
-        if ids is None:
-            ids = _ids(env)
-        sender, topic = ids
+        """Run `recipient`'s handler for the request `message` in its turn, as
+        `send_message` would."""
+        sender, topic = _ids(env)
         chain = [str(m) for m in env.get("chain") or ()] if is_rpc else []
         caller = None  # the turn here that waits on this request, if one does
         for waiting in reversed(chain):
@@ -179,6 +177,43 @@ class _HostRuntime(LocalRuntime):
                 self._held.pop(ctx.message_id, None)
             self._done_one()
 
+    def enqueue_event(self, env: wire.Envelope, recipients: list[AgentId]) -> asyncio.Future[None]:
+        """Queue the publication `env` for each of `recipients` (agents of this host), each
+        with its own copy of the message (it crossed a process, as JSON); a future done when
+        every one has handled it. Failures go to `on_error`, as `LocalRuntime`'s do."""
+        sender, topic = _ids(env)
+        raw = env["msg"]
+        message = loads(raw)
+        ctx = MessageContext(
+            message_id=str(env["id"]),
+            correlation_id=str(env.get("corr") or env["id"]),
+            causation_id=env.get("cause"),
+            sender=sender,
+            recipient=None,
+            topic_id=topic,
+            timestamp=time.time(),
+            cancellation_token=self._events_token,
+            is_rpc=False,
+            trace_context=env.get("tp"),
+        )
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        batch = _Batch(len(recipients), done)
+        cells = self._cells
+        for i, agent_id in enumerate(recipients):
+            item = ctx._copy_for(agent_id)
+            item._message = message if i == 0 else loads(raw)
+            item._done = batch
+            cell = cells.get(agent_id)
+            if cell is None:
+                try:
+                    cell = self._activate(agent_id)
+                except Exception as exc:  # no such type, or its factory failed
+                    self._report(DeliveryFailed(agent_id, item._message, item, exc))
+                    batch()
+                    continue
+            self._enqueue(cell, item)
+        return done
+
     async def deactivate(self, agent_id: AgentId) -> bool:
         """Save `agent_id` to the store in its turn and take it out of memory; whether it
         was here. Without a store it is dropped (its next activation starts afresh)."""
@@ -203,6 +238,20 @@ class _HostRuntime(LocalRuntime):
         except Exception:
             _log.exception("close() of agent %s failed as it moved", agent_id)
         return True
+
+
+class _Batch:
+    """The deliveries of one publication on a host: its future is done after the last."""
+
+    __slots__ = ("done", "left")
+
+    def __init__(self, left: int, done: asyncio.Future[None]) -> None:
+        self.left, self.done = left, done
+
+    def __call__(self) -> None:
+        self.left -= 1
+        if self.left <= 0 and not self.done.done():
+            self.done.set_result(None)
 
 
 class PoolHost:
@@ -431,44 +480,20 @@ class PoolHost:
             self._inflight -= 1
 
     async def _event(self, runtime: _HostRuntime, env: wire.Envelope) -> wire.Envelope:
-        """Hand a publication to each of this host's recipients it names; the reply lists
-        the recipients that are not this host's (nothing ran for them)."""
+        """Put a publication in the mailbox of each of this host's recipients it names, as
+        `LocalRuntime.publish_message` does, and answer once each has handled it (a host
+        that dies before then loses nothing: its router sends the event again). The reply
+        lists the recipients that are not this host's (nothing ran for them)."""
         moved: list[str] = []
-        mine: list[str] = []
+        mine: list[AgentId] = []
         for r in env["recipients"]:
-            (mine if self.owns(str(r)) else moved).append(str(r))
-        message = loads(env["msg"])
-        for_each = [message] + [loads(env["msg"]) for _ in mine[1:]]
-        try:
-            ids: tuple[AgentId | None, TopicId | None] | None = _ids(env)
-        except ConfigurationError:
-            ids = None  # each recipient's delivery fails on it, as before
-        await asyncio.gather(
-            *(
-                self._one_event(runtime, env, recipient, copy, ids)
-                for recipient, copy in zip(mine, for_each, strict=True)
-            )
-        )
+            if self.owns(str(r)):
+                mine.append(AgentId.parse(str(r)))
+            else:
+                moved.append(str(r))
+        if mine:
+            await runtime.enqueue_event(env, mine)
         return {"v": wire.WIRE_VERSION, "ok": "null", "moved": moved}
-
-    async def _one_event(
-        self,
-        runtime: _HostRuntime,
-        env: wire.Envelope,
-        recipient: str,
-        message: Any,
-        ids: tuple[AgentId | None, TopicId | None] | None,
-    ) -> None:
-        token = CancellationToken()
-        key = f"{env['id']}>{recipient}"
-        self._tokens[key] = token
-        try:
-            await runtime.deliver(message, env, AgentId.parse(recipient), token, False, ids)
-        except Exception as exc:
-            _log.debug("event %s to %s failed: %s", env["id"], recipient, exc)
-        finally:
-            if self._tokens.get(key) is token:
-                del self._tokens[key]
 
     def cancel(self, message_id: str) -> None:
         """Cancel the handler of `message_id` (through its token), if still running."""
