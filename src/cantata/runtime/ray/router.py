@@ -743,33 +743,42 @@ async def _bounded(
     parent: MessageContext | None,
 ) -> wire.Envelope:
     """Wait for a reply until `deadline`; cancellation by `token` (or the parent's) and the
-    timeout both reach the handler through `cancel`."""
+    timeout both reach the handler through `cancel`. One timer and no wrapper future (this
+    is every request's wait, so `asyncio.wait_for`'s own are worth saving)."""
     loop = asyncio.get_running_loop()
-    stopped = False
+    why = ""  # what cancelled the waiter, when it was us
 
     def on_cancel() -> None:
-        nonlocal stopped
-        stopped = True
+        nonlocal why
+        why = why or "token"
         loop.call_soon_threadsafe(waiter.cancel)
+
+    def expire() -> None:
+        nonlocal why
+        why = why or "timeout"
+        waiter.cancel()
 
     tokens = [t for t in (token, None if parent is None else parent.cancellation_token) if t]
     for t in tokens:
         t.add_callback(on_cancel)
+    wait = _remaining(deadline)
+    timer = None if wait is None else loop.call_later(max(wait, 0.0), expire)
     try:
-        reply: Any = await asyncio.wait_for(waiter, _remaining(deadline))
+        reply: Any = await waiter
         return wire.check(reply, f"the reply to {what}")
-    except builtins.TimeoutError:
-        cancel()
-        raise TimeoutError(
-            f"no reply to {what} within {env['timeout']}s (the actor did not answer "
-            "even with its cancellation); raise the timeout, or make the handler faster"
-        ) from None
     except asyncio.CancelledError:
         cancel()  # the handler sees its token cancelled
-        if stopped:
+        if why == "timeout":
+            raise TimeoutError(
+                f"no reply to {what} within {env['timeout']}s (the actor did not answer "
+                "even with its cancellation); raise the timeout, or make the handler faster"
+            ) from None
+        if why == "token":
             raise CancelledError(f"{what} was cancelled by its CancellationToken") from None
         raise
     finally:
+        if timer is not None:
+            timer.cancel()
         for t in tokens:
             t.remove_callback(on_cancel)
 
