@@ -98,6 +98,8 @@ class Summary:
     ours: Spread
     peer: Spread
     ratio: Spread
+    module: str = ""
+    """The benchmark module the row comes from (``teams`` for bench_teams.py)."""
 
     @property
     def met(self) -> str:
@@ -108,6 +110,7 @@ class Summary:
         row = self.row
         return {
             "name": row.name,
+            "module": self.module,
             "unit": row.unit,
             "peer_name": row.peer_name,
             "peer_version": row.peer_version,
@@ -123,8 +126,9 @@ class Summary:
         }
 
 
-def summarize(runs: list[list[Row]]) -> list[Summary]:
-    """Group the rows of several runs by row key, in the order they first appeared."""
+def summarize(runs: list[list[Row]], module: str = "") -> list[Summary]:
+    """Group the rows of several runs (of benchmark `module`) by row key, in the order they
+    first appeared."""
     grouped: dict[tuple[str, str | None], list[Row]] = {}
     for rows in runs:
         for row in rows:
@@ -140,6 +144,7 @@ def summarize(runs: list[list[Row]]) -> list[Summary]:
                 ours=Spread.of([r.ours for r in rows], higher_is_better=better),
                 peer=Spread.of([r.peer for r in rows], higher_is_better=better),
                 ratio=Spread.of([r.ratio for r in rows], higher_is_better=True),
+                module=module,
             )
         )
     return summaries

@@ -297,7 +297,9 @@ def _rss_mb(pid: int) -> float:
 
 async def _load_round(url: str, per_client: int, body: dict[str, Any]) -> dict[str, Any]:
     """`LOAD_CLIENTS` clients, each sending `per_client` requests back to back (a refused
-    one counts and the client goes on to its next, as a client that retries later would)."""
+    one counts and the client goes on to its next, as a client that retries later would).
+    Each opens its keep-alive connection first with a ``GET /v1/models`` (not model work,
+    never refused, not timed): the latencies are of requests, not of TCP connects."""
     accepted: list[float] = []
     refused: list[float] = []
     timed_out: list[float] = []
@@ -306,6 +308,7 @@ async def _load_round(url: str, per_client: int, body: dict[str, Any]) -> dict[s
     async with httpx.AsyncClient(timeout=300, limits=limits) as http:
 
         async def client() -> None:
+            (await http.get(f"{url}/v1/models")).raise_for_status()
             for _ in range(per_client):
                 start = time.perf_counter()
                 try:

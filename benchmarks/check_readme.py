@@ -102,18 +102,33 @@ def _words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower().replace(",", "")) if w not in _NOISE}
 
 
-def _match(row: TableRow, results: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    """The result row `row` stands for: same module, a peer the cell names, most words."""
-    prefix = f"{row.module}:"
+def _module_of(result: Mapping[str, Any], known: set[str]) -> str | None:
+    """The benchmark module a result row comes from: recorded by run.py, else the prefix
+    of its name before a colon when that names a module of the table; None when unknown
+    (a results file from before run.py recorded it, and a name with no such prefix)."""
+    module = result.get("module")
+    if module:
+        return str(module)
+    name = str(result.get("name", ""))
+    prefix, colon, _ = name.partition(":")
+    return prefix if colon and prefix in known else None
+
+
+def _match(
+    row: TableRow, results: Sequence[Mapping[str, Any]], known: set[str]
+) -> Mapping[str, Any] | None:
+    """The result row `row` stands for: its module (or one not known), a peer the cell
+    names, the most words in common."""
     peer_cell = row.peer.lower()
     wanted = _words(row.workload)
     best: tuple[float, Mapping[str, Any]] | None = None
     for result in results:
+        module = _module_of(result, known)
         name = str(result.get("name", ""))
         peer = str(result.get("peer_name") or "").lower()
-        if not name.startswith(prefix) or not peer or peer not in peer_cell:
+        if module not in (row.module, None) or not peer or peer not in peer_cell:
             continue
-        have = _words(name[len(prefix) :])
+        have = _words(name.removeprefix(f"{row.module}:"))
         score = len(wanted & have) / max(1, len(wanted | have))
         if best is None or score > best[0]:
             best = (score, result)
@@ -122,16 +137,18 @@ def _match(row: TableRow, results: Sequence[Mapping[str, Any]]) -> Mapping[str, 
 
 def compare(rows: Iterable[TableRow], results: Sequence[Mapping[str, Any]]) -> list[Verdict]:
     """Each table row with the run's median ratio for it."""
+    rows = list(rows)
+    known = {row.module for row in rows}
     verdicts = []
-    modules = {str(r.get("name", "")).partition(":")[0] for r in results}
+    modules = {_module_of(r, known) for r in results}
     for row in rows:
         if row.ratio is None:
             verdicts.append(Verdict(row, None, None, "its figure is no ratio"))
             continue
-        if row.module not in modules:
+        if row.module not in modules and None not in modules:
             verdicts.append(Verdict(row, None, None, "the run has no such module"))
             continue
-        found = _match(row, results)
+        found = _match(row, results, known)
         ratio = found.get("ratio", {}).get("median") if found is not None else None
         if found is None or not isinstance(ratio, int | float):
             verdicts.append(Verdict(row, None, None, "no row of the run matches it"))

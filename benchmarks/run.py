@@ -65,7 +65,7 @@ async def _collect(names: list[str], quick: bool, repeat: int, console: Console)
         for i in range(runs):
             console.print(f"[dim]running {name} ({i + 1}/{runs}) ...[/dim]")
             results.append(await module.collect(quick))
-        summaries.extend(summarize(results))
+        summaries.extend(summarize(results, name.removeprefix("bench_")))
     return summaries
 
 
