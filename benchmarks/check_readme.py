@@ -3,6 +3,7 @@
 python benchmarks/check_readme.py                      # read benchmarks/results/latest.json
 python benchmarks/check_readme.py --results run.json   # a results file of benchmarks/run.py
 python benchmarks/check_readme.py --run                # rerun: run.py --repeat 5, then check
+python benchmarks/check_readme.py --run --only teams   # rerun some modules (run.py's --only)
 
 Each table row (``| NAME | workload | peer | ratio, median / worst | goal |``) is matched to
 the result row of module NAME whose peer the peer cell names and whose name shares the most
@@ -175,9 +176,10 @@ def report(verdicts: Sequence[Verdict], tolerance: float = TOLERANCE) -> tuple[s
     return "\n".join(lines), flagged
 
 
-def _rerun(repeat: int) -> Path:
+def _rerun(repeat: int, only: Sequence[str]) -> Path:
     out = Path(tempfile.mkdtemp(prefix="cantata-bench-")) / "results.json"
     command = [sys.executable, str(HERE / "run.py"), "--repeat", str(repeat), "--json", str(out)]
+    command += [arg for name in only for arg in ("--only", name)]
     subprocess.run(command, check=True)  # our own script, no shell
     return out
 
@@ -187,10 +189,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=HERE / "results" / "latest.json")
     parser.add_argument("--run", action="store_true", help="rerun benchmarks/run.py first")
     parser.add_argument("--repeat", type=int, default=5, help="runs of each with --run")
+    parser.add_argument(
+        "--only", action="append", default=[], help="with --run: these modules (run.py's)"
+    )
     parser.add_argument("--readme", type=Path, default=README)
     parser.add_argument("--tolerance", type=float, default=TOLERANCE)
     args = parser.parse_args(argv)
-    path = _rerun(args.repeat) if args.run else args.results
+    path = _rerun(args.repeat, args.only) if args.run else args.results
     data = json.loads(path.read_text(encoding="utf-8"))
     verdicts = compare(table_rows(args.readme.read_text(encoding="utf-8")), data["rows"])
     text, flagged = report(verdicts, args.tolerance)
