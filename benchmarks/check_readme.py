@@ -70,7 +70,7 @@ class Verdict:
 
 
 def table_rows(readme: str) -> list[TableRow]:
-    """The rows of the table headed ``| NAME | workload | peer | ratio...``."""
+    """The rows of every table headed ``| NAME | workload | peer | ratio...``."""
     rows: list[TableRow] = []
     inside = False
     base = ""  # the workload "the same" refers to: the last row that named its own
@@ -81,8 +81,7 @@ def table_rows(readme: str) -> list[TableRow]:
         if not inside:
             continue
         if not text.startswith("|"):
-            if rows:
-                break
+            inside = False  # the table ended; another may follow
             continue
         cells = [c.strip() for c in text.strip().strip("|").split("|")]
         if len(cells) < 4 or set(cells[0]) <= {"-", " "}:
