@@ -132,70 +132,38 @@ class _HostRuntime(LocalRuntime):
         await self._router.remove_subscription(subscription_id)
 
     async def deliver(
-        self,
-        message: Any,
-        env: wire.Envelope,
-        recipient: AgentId,
-        token: CancellationToken,
-        is_rpc: bool,
+        self, message: Any, env: wire.Envelope, recipient: AgentId, token: CancellationToken
     ) -> Any:
         """Run `recipient`'s handler for the request `message` in its turn, as
         `send_message` would."""
-        sender, topic = _ids(env)
-        chain = [str(m) for m in env.get("chain") or ()] if is_rpc else []
+        chain = [str(m) for m in env.get("chain") or ()]
         caller = None  # the turn here that waits on this request, if one does
         for waiting in reversed(chain):
             held = self._held.get(waiting)
             if held is not None:
                 caller = held[0]
                 break
-        ctx = MessageContext(
-            message_id=str(env["id"]),
-            correlation_id=str(env.get("corr") or env["id"]),
-            causation_id=env.get("cause"),
-            sender=sender,
-            recipient=recipient,
-            topic_id=topic,
-            timestamp=time.time(),
-            cancellation_token=CancellationToken(),
-            is_rpc=is_rpc,
-            caller=caller,
-            trace_context=env.get("tp"),
-        )
+        ctx = _context_of(env, recipient, CancellationToken(), caller)
         timeout = env.get("timeout")
-        bound = self._default_timeout if not is_rpc else (math.inf if timeout is None else timeout)
         cell = self._cells.get(recipient)
         if cell is None:
             cell = self._activate(recipient)
         self._pending += 1
-        if is_rpc:
-            self._held[ctx.message_id] = (ctx, chain)
+        self._held[ctx.message_id] = (ctx, chain)
         try:
-            return await self._guarded_call(cell, message, ctx, self._bound(bound), token, None)
+            bound = self._bound(math.inf if timeout is None else timeout)
+            return await self._guarded_call(cell, message, ctx, bound, token, None)
         finally:
-            if is_rpc:
-                self._held.pop(ctx.message_id, None)
+            self._held.pop(ctx.message_id, None)
             self._done_one()
 
     def enqueue_event(self, env: wire.Envelope, recipients: list[AgentId]) -> asyncio.Future[None]:
         """Queue the publication `env` for each of `recipients` (agents of this host), each
         with its own copy of the message (it crossed a process, as JSON); a future done when
         every one has handled it. Failures go to `on_error`, as `LocalRuntime`'s do."""
-        sender, topic = _ids(env)
         raw = env["msg"]
         message = loads(raw)
-        ctx = MessageContext(
-            message_id=str(env["id"]),
-            correlation_id=str(env.get("corr") or env["id"]),
-            causation_id=env.get("cause"),
-            sender=sender,
-            recipient=None,
-            topic_id=topic,
-            timestamp=time.time(),
-            cancellation_token=self._events_token,
-            is_rpc=False,
-            trace_context=env.get("tp"),
-        )
+        ctx = _context_of(env, None, self._events_token)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         batch = _Batch(len(recipients), done)
         cells = self._cells
@@ -469,9 +437,7 @@ class PoolHost:
             mid = str(env["id"])
             token = self._tokens[mid] = CancellationToken()
             message = loads(env["msg"])
-            return wire.ok(
-                await runtime.deliver(message, env, AgentId.parse(recipient), token, True)
-            )
+            return wire.ok(await runtime.deliver(message, env, AgentId.parse(recipient), token))
         except Exception as exc:
             return wire.failed(exc)
         finally:
@@ -576,12 +542,27 @@ class PoolHost:
             await server.close()
 
 
-def _ids(env: wire.Envelope) -> tuple[AgentId | None, TopicId | None]:
-    """An envelope's sender and topic, parsed."""
+def _context_of(
+    env: wire.Envelope,
+    recipient: AgentId | None,
+    token: CancellationToken,
+    caller: MessageContext | None = None,
+) -> MessageContext:
+    """The context of an envelope's delivery here: a request's to `recipient`, or (no
+    recipient) a publication's, shared by its deliveries."""
     sender, topic = env.get("sender"), env.get("topic")
-    return (
-        None if sender is None else AgentId.parse(sender),
-        None if topic is None else TopicId.parse(topic),
+    return MessageContext(
+        message_id=str(env["id"]),
+        correlation_id=str(env.get("corr") or env["id"]),
+        causation_id=env.get("cause"),
+        sender=None if sender is None else AgentId.parse(sender),
+        recipient=recipient,
+        topic_id=None if topic is None else TopicId.parse(topic),
+        timestamp=time.time(),
+        cancellation_token=token,
+        is_rpc=recipient is not None,
+        caller=caller,
+        trace_context=env.get("tp"),
     )
 
 
