@@ -452,3 +452,31 @@ async def test_an_answer_claimed_by_a_process_that_died_is_taken_over_after_its_
     await store.put("a2a:answering:t1", {"until": time.time() - 1})  # its holder died
     assert await executor._claim("t1")
     assert not await executor._claim("t1")
+
+
+async def test_an_answer_another_request_holds_is_refused_before_the_task_is_touched(
+    tmp_path: Path,
+) -> None:
+    """While another request (here, another process) holds the answer to a waiting A2A
+    task, an answer is refused with 'answered by another request' before the SDK takes it:
+    the task still waits (the SDK would have marked it FAILED over the other run), and once
+    the claim is gone the same answer goes on."""
+    _, expected_done = await _reference()
+    path = tmp_path / "held.db"
+    with cli_server(TEAM, "--store", f"sqlite:///{path}", env={}) as (url, _):
+        async with httpx.AsyncClient(timeout=30) as http, SQLiteStore(path) as store:
+            client = await _a2a(http, f"{url}/a2a/payers")
+            task = await _task(client, _text("pay 5"))
+            (asked_for,) = _requests(task)
+            answer = _data({"answers": {asked_for["request_id"]: True}}, task)
+            await store.put(f"a2a:answering:{task.id}", {"until": time.time() + 600})
+            with pytest.raises(A2AError, match="answered by another request"):
+                await _task(client, answer)
+            held = await client.get_task(GetTaskRequest(id=task.id))
+            assert held.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            assert await store.get(f"a2a:answering:{task.id}") is not None  # left to its holder
+            await store.delete(f"a2a:answering:{task.id}")
+            done = await _task(client, answer)
+            assert done.status.state == TaskState.TASK_STATE_COMPLETED
+            assert get_message_text(done.status.message) == "".join(expected_done)
+            assert await store.get(f"a2a:answering:{task.id}") is None

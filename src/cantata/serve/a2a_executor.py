@@ -105,6 +105,8 @@ class ServedAgentExecutor(AgentExecutor):
         # a workflow agent keeps its waiting run with the thread object, so the object of a
         # context whose run waits is kept until the answer comes
         self._waiting = WaitingThreads()
+        # answers whose claim the request handler took, for `execute` to take over
+        self._claimed: set[str] = set()
 
     def _turn(self, context_id: str) -> asyncio.Lock:
         lock = self._turns.get(context_id)
@@ -157,8 +159,11 @@ class ServedAgentExecutor(AgentExecutor):
                 await self._execute(context.message, context_id, updater, streaming, False)
                 return
             # one answer per wait across every server process on the store: the claim is
-            # taken before the task is written, so the other answer leaves the task as is
-            if not await self._claim(task_id):
+            # taken before the task is written (by the request handler, which refuses the
+            # other answer before the SDK takes it), so the other answer leaves the task as is
+            if task_id in self._claimed:
+                self._claimed.discard(task_id)
+            elif not await self._claim(task_id):
                 raise InvalidRequestError(message=f"task {task_id}: {_ANSWERED}")
             try:
                 await self._execute(context.message, context_id, updater, streaming, True)
@@ -211,6 +216,22 @@ class ServedAgentExecutor(AgentExecutor):
             await updater.requires_input(updater.new_agent_message(parts))
             return
         await updater.complete(updater.new_agent_message([new_text_part(response.text)]))
+
+    async def claim_answer(self, task_id: str) -> None:
+        """Take the answer to waiting task `task_id` for this request before the SDK runs
+        it, or raise `InvalidRequestError` if another request holds it. The SDK turns an
+        error raised inside `execute` into a FAILED write on the task (over the other
+        answer's run) and, at times, answers the request with the stored task instead of
+        the error; refused here, the SDK never sees the losing answer."""
+        if not await self._claim(task_id):
+            raise InvalidRequestError(message=f"task {task_id}: {_ANSWERED}")
+        self._claimed.add(task_id)
+
+    async def release_answer(self, task_id: str) -> None:
+        """Give back a claim `execute` did not take over (the SDK refused the message)."""
+        if task_id in self._claimed:
+            self._claimed.discard(task_id)
+            await self._store.delete(_CLAIM_PREFIX + task_id)
 
     async def _claim(self, task_id: str) -> bool:
         """Take the answer to waiting task `task_id` for this request, atomically across

@@ -11,7 +11,9 @@ executor's time limit) for ``tasks/get`` to find.
 Context and task ids become names in the server's store, so they are checked: 1 to 128
 letters, digits, ``-``, ``_``, ``.`` or ``:``. A message that answers a task waiting for
 input is checked against what the task waits for before the SDK takes it, so a bad answer
-is a JSON-RPC ``InvalidParams`` error and the task goes on waiting, untouched.
+is a JSON-RPC ``InvalidParams`` error and the task goes on waiting, untouched. A good
+answer then claims the task in the server's store, so of two answers at once (on one
+process or two) one runs and the other is refused here, before the SDK takes it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandlerV2
 from a2a.server.tasks import TaskStore
 from a2a.types.a2a_pb2 import AgentCard, CancelTaskRequest, SendMessageRequest, TaskState
+from a2a.types.a2a_pb2 import Message as A2AMessage
 from a2a.utils.errors import A2AError, InvalidParamsError
 
 from .a2a_executor import ServedAgentExecutor
@@ -84,28 +87,46 @@ class ServedRequestHandler(DefaultRequestHandlerV2):
         self._tasks = tasks
         self._cancelling: set[asyncio.Task[None]] = set()
 
-    async def _check_answer(self, params: SendMessageRequest, context: ServerCallContext) -> None:
-        """Refuse a message that answers a waiting task badly, before the SDK takes it."""
+    async def _check_answer(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> str | None:
+        """Refuse a message that answers a waiting task badly, or that another request
+        answers already, before the SDK takes it; the id of the task whose answer this
+        request claimed, if it answers one."""
         task_id = params.message.task_id
         if not task_id or not _ID.fullmatch(task_id):
-            return  # a new task, or an id the context builder refuses
+            return None  # a new task, or an id the context builder refuses
         task = await self._tasks.get(task_id, context)
         if task is None or task.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
-            return  # the SDK says what is wrong with it, or runs it
+            return None  # the SDK says what is wrong with it, or runs it
         if params.message.context_id and params.message.context_id != task.context_id:
-            return  # the SDK refuses the mismatch
+            return None  # the SDK refuses the mismatch
+        await self._check_answers(task_id, task.context_id, params.message)
+        await self._executor.claim_answer(task_id)
         try:
-            await self._executor.check_answers(task.context_id, params.message)
+            # again under the claim: an answer that ran meanwhile left nothing waiting
+            await self._check_answers(task_id, task.context_id, params.message)
+        except BaseException:
+            await self._executor.release_answer(task_id)
+            raise
+        return task_id
+
+    async def _check_answers(self, task_id: str, context_id: str, message: A2AMessage) -> None:
+        try:
+            await self._executor.check_answers(context_id, message)
         except RequestError as exc:
             raise InvalidParamsError(message=f"task {task_id} waits for input: {exc}") from None
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
-        await self._check_answer(params, context)
+        claimed = await self._check_answer(params, context)
         try:
             result = await super().on_message_send(params, context)
         except asyncio.CancelledError:
             self._cancel_soon(params, context)
             raise
+        finally:
+            if claimed:
+                await self._executor.release_answer(claimed)
         if _cancelling():  # the SDK's wait swallowed it and answered the task as it was
             self._cancel_soon(params, context)
             raise asyncio.CancelledError("the request was cancelled")
@@ -114,7 +135,7 @@ class ServedRequestHandler(DefaultRequestHandlerV2):
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any, None]:
-        await self._check_answer(params, context)
+        claimed = await self._check_answer(params, context)
         finished = False
         try:
             async for event in super().on_message_send_stream(params, context):
@@ -123,6 +144,8 @@ class ServedRequestHandler(DefaultRequestHandlerV2):
         finally:
             if not finished or _cancelling():
                 self._cancel_soon(params, context)
+            if claimed:
+                await self._executor.release_answer(claimed)
 
     def _cancel_soon(self, params: SendMessageRequest, context: ServerCallContext) -> None:
         task_id = params.message.task_id  # set by the SDK once the task is made
