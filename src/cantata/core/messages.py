@@ -226,7 +226,11 @@ class Message:
     @property
     def text(self) -> str:
         """The text contents joined; empty when there is none."""
-        return "".join(c.text for c in self.contents if type(c) is TextContent)
+        contents = self.contents
+        if len(contents) == 1:  # most messages: read at every turn of a team, so no join
+            only = contents[0]
+            return only.text if type(only) is TextContent else ""
+        return "".join([c.text for c in contents if type(c) is TextContent])
 
     @property
     def function_calls(self) -> list[FunctionCallContent]:

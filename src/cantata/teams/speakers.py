@@ -327,7 +327,7 @@ class Selector(SpeakerPolicy):
             f"- {n}: {state.descriptions.get(n, '') or 'a participant'}" for n in names
         )
         shown = _last_readable(state.history, self.max_history)
-        history = "\n".join(f"{m.author_name or m.role}: {m.text}" for m in shown) or "(empty)"
+        history = "\n".join([f"{m.author_name or m.role}: {m.text}" for m in shown]) or "(empty)"
         return self.prompt.format(roles=roles, history=history, participants=", ".join(names))
 
     def _fall_back(self, state: ChatState, names: list[str]) -> str:
@@ -356,10 +356,15 @@ def _last_readable(history: Sequence[Message], count: int) -> list[Message]:
     for m in reversed(history):
         if len(out) >= count:
             break
-        if any(type(c) in (TextContent, DataContent) for c in m.contents):
-            out.append(m)
+        for c in m.contents:
+            if type(c) in _READABLE:
+                out.append(m)
+                break
     out.reverse()
     return out
+
+
+_READABLE = (TextContent, DataContent)
 
 
 def _schema(names: list[str]) -> dict[str, Any]:
