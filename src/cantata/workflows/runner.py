@@ -231,6 +231,7 @@ class Runner:
             d = pending[0]
             inv = self._invocation(batches, d.target, sink)
             inv.items.append((d.message, d.sources))
+            invocations = [inv]
         else:
             for request, answer in run.answers:
                 inv = self._invocation(batches, request.executor_id, sink)
@@ -242,8 +243,8 @@ class Runner:
                     found = self._invocation(batches, d.target, sink)
                 found.items.append((d.message, d.sources))
             run.answers = []
+            invocations = list(batches.values())
         run.pending = []
-        invocations = list(batches.values())
         if not self._observed and self._store is None:
             return self._execute(invocations, sink)
         return self._step(invocations, sink)
