@@ -16,7 +16,9 @@ async def _admit_all(buffer: ReorderBuffer, arrivals: list[int], stream: str = "
     handled: list[int] = []
 
     async def one(seq: int) -> None:
-        await buffer.admit(stream, seq)
+        waiting = buffer.admit(stream, seq)
+        if waiting is not None:
+            await waiting
         handled.append(seq)
 
     tasks = []

@@ -152,8 +152,13 @@ class _Out:
     async def write(self, data: bytes) -> None:
         """Queue `data`; wait for the peer when too much is buffered for it."""
         self.put(data)
-        if self._size + self._writer.transport.get_write_buffer_size() > _HIGH_WATER:
+        if self.backlogged:
             await self.drain()
+
+    @property
+    def backlogged(self) -> bool:
+        """Whether more than the high-water mark waits for the peer (queued or buffered)."""
+        return self._size + self._writer.transport.get_write_buffer_size() > _HIGH_WATER
 
     async def drain(self) -> None:
         """Write what is queued now and wait until the peer has taken enough of it."""
@@ -364,7 +369,15 @@ class _Connection:
 
     async def call(self, kind: str, env: wire.Envelope | None, **extra: Any) -> asyncio.Future[Any]:
         """Send `env` (in a frame with `extra`); the future of its reply (the caller bounds
-        the wait)."""
+        the wait). Waits while too much is buffered for the host."""
+        future = self.send(kind, env, **extra)
+        if self.backlogged:
+            await self.drain()
+        return future
+
+    def send(self, kind: str, env: wire.Envelope | None, **extra: Any) -> asyncio.Future[Any]:
+        """`call` without the wait for the host: the caller awaits `drain` when
+        `backlogged` (a request's hot path makes no coroutine for it otherwise)."""
         if self.closed:
             raise Refused("the stream is closed")  # nothing sent: the Ray call may go
         n = self._next
@@ -373,11 +386,20 @@ class _Connection:
         future = asyncio.get_running_loop().create_future()
         self._calls[n] = future
         future.add_done_callback(lambda _: self._calls.pop(n, None))
+        self._out.put(data)
+        return future
+
+    @property
+    def backlogged(self) -> bool:
+        """Whether more is buffered for the host than a writer should add to unwaited."""
+        return self._out.backlogged
+
+    async def drain(self) -> None:
+        """Wait until the host has taken enough of what is buffered for it."""
         try:
-            await self._out.write(data)
+            await self._out.drain()
         except ConnectionError as exc:
             self._fail(Lost(f"the stream broke while sending: {exc}"))
-        return future
 
     def cancel(self, message_id: str) -> None:
         """Ask the host to cancel the handler of `message_id` (best effort)."""

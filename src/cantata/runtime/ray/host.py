@@ -35,6 +35,7 @@ import math
 import os
 import time
 from collections.abc import Callable
+from types import MethodType
 from typing import Any
 
 import ray
@@ -223,7 +224,11 @@ class _Batch:
 
 
 class PoolHost:
-    """A host of the pool (made a Ray actor class by `host_class()`); see the module."""
+    """A host of the pool (made a Ray actor class by `host_class()`); see the module.
+
+    Ray wraps every method of the actor class it makes (a subclass of this one) in a
+    tracing layer, an extra coroutine or call per method even with tracing off; the
+    message path calls its methods through `PoolHost` itself, which Ray leaves as is."""
 
     def __init__(self, pool: str, name: str, config: dict[str, Any]) -> None:
         self._pool = pool
@@ -365,11 +370,11 @@ class PoolHost:
 
     async def request(self, env: Any) -> wire.Envelope:
         self._via["ray"] += 1
-        return await self._handle(env, "q")
+        return await PoolHost._handle(self, env, "q")
 
     async def event(self, env: Any) -> wire.Envelope:
         self._via["ray"] += 1
-        return await self._handle(env, "e")
+        return await PoolHost._handle(self, env, "e")
 
     async def direct_address(self) -> tuple[str, int, str] | None:
         """Where this host takes messages directly (listening from the first ask on); None
@@ -378,9 +383,9 @@ class PoolHost:
             return None
         if self._direct is None:
             server = DirectServer(
-                self._direct_message,
-                self._direct_cancel,
-                on_lost=self._direct_lost,
+                MethodType(PoolHost._direct_message, self),
+                MethodType(PoolHost._direct_cancel, self),
+                on_lost=MethodType(PoolHost._direct_lost, self),
                 limit=int(self._config.get("stream_limit") or DEFAULT_STREAM_LIMIT),
             )
             try:
@@ -395,17 +400,17 @@ class PoolHost:
 
     async def _direct_message(self, frame: dict[str, Any]) -> wire.Envelope:
         self._via["direct"] += 1
-        return await self._handle(frame.get("env"), str(frame["t"]))
+        return await PoolHost._handle(self, frame.get("env"), str(frame["t"]))
 
     def _direct_cancel(self, frame: dict[str, Any]) -> None:
-        self.cancel(str(frame.get("id")))
+        PoolHost.cancel(self, str(frame.get("id")))
 
     def _direct_lost(self, frame: dict[str, Any]) -> None:
         """A request whose stream ended before its answer: nobody will read that answer, so
         its handler is cancelled as its caller's cancellation would."""
         env = frame.get("env")
         if isinstance(env, dict) and "id" in env:
-            self.cancel(str(env["id"]))
+            PoolHost.cancel(self, str(env["id"]))
 
     async def close_direct(self) -> None:
         """Stop taking messages directly (routers fall back to Ray calls)."""
@@ -426,13 +431,15 @@ class PoolHost:
         token: CancellationToken | None = None
         try:
             env = wire.check(env, "message")
-            runtime = await self._rt()
-            await self._reorder.admit(str(env["stream"]), int(env["seq"]))
-            self._refresh(int(env.get("mv") or 0))
+            runtime = self._runtime if self._runtime is not None else await self._rt()
+            waiting = self._reorder.admit(str(env["stream"]), int(env["seq"]))
+            if waiting is not None:
+                await waiting
+            PoolHost._refresh(self, int(env.get("mv") or 0))
             if kind == "e":
-                return await self._event(runtime, env)
+                return await PoolHost._event(self, runtime, env)
             recipient = str(env["recipient"])
-            if not self.owns(recipient):
+            if not PoolHost.owns(self, recipient):
                 return {"v": wire.WIRE_VERSION, "moved": self._committed.version}
             mid = str(env["id"])
             token = self._tokens[mid] = CancellationToken()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict
+from collections.abc import Awaitable
 
 __all__: list[str] = []
 
@@ -33,8 +34,9 @@ class ReorderBuffer:
         self._streams: OrderedDict[str, _Stream] = OrderedDict()
         self.skipped = 0  # gaps given up on (for tests and logs)
 
-    async def admit(self, stream: str, seq: int) -> None:
-        """Return when message `seq` of `stream` may be handled."""
+    def admit(self, stream: str, seq: int) -> Awaitable[None] | None:
+        """None when message `seq` of `stream` may be handled now (the usual case, so no
+        coroutine is made for it), else what to await until it may."""
         state = self._streams.get(stream)
         if state is None:
             state = self._streams[stream] = _Stream()
@@ -44,9 +46,12 @@ class ReorderBuffer:
             self._streams.move_to_end(stream)
         if seq == state.next:
             self._advance(state, seq)
-            return
+            return None
         if seq < state.next or len(state.waiters) >= self._max_waiting:
-            return  # late (its gap was given up on), or too much waiting: go now
+            return None  # late (its gap was given up on), or too much waiting: go now
+        return self._wait_turn(state, seq)
+
+    async def _wait_turn(self, state: _Stream, seq: int) -> None:
         turn = state.waiters[seq] = asyncio.get_running_loop().create_future()
         try:
             await asyncio.wait_for(asyncio.shield(turn), self._wait)

@@ -247,13 +247,19 @@ class Router:
             waiter: asyncio.Future[Any] = asyncio.ensure_future(self._host._handle(env, kind))
             mid = str(env["id"])
             return waiter, lambda: self._host.cancel(mid) if self._host is not None else None
-        route = await self._route(host, deadline)
+        route = self._routes.get(host)  # known (the usual case): no coroutine for it
+        if route is None:
+            route = await self._route(host, deadline)
         address = route.address
         if address is not None and len(env["msg"]) < DIRECT_LIMIT:
             try:
-                conn = await self._direct.connection(address, _remaining(deadline))
+                conn = self._direct.open_connection(address)
+                if conn is None:
+                    conn = await self._direct.connection(address, _remaining(deadline))
                 env["seq"] = self._next((host, address))
-                waiter = await conn.call(kind, env)
+                waiter = conn.send(kind, env)
+                if conn.backlogged:
+                    await conn.drain()
                 mid = str(env["id"])
                 return waiter, lambda: conn.cancel(mid)
             except Refused:
@@ -372,7 +378,9 @@ class Router:
         name = str(recipient)
         give_up = time.monotonic() + _LOOKUP_WAIT if deadline is None else deadline
         while True:
-            membership = await self.current()
+            membership = self._membership
+            if membership is None or self._stale:
+                membership = await self.current()
             host = membership.owner(name)
             env["mv"] = membership.version
             try:
