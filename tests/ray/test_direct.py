@@ -8,7 +8,9 @@ import asyncio
 import itertools
 import math
 import os
+import socket
 import struct
+import sys
 from typing import Any
 
 import pytest
@@ -18,7 +20,14 @@ import ray
 from cantata.core import CancellationToken, SerializationError
 from cantata.runtime import AgentId
 from cantata.runtime.ray import AgentUnavailable, RayRuntime, wire
-from cantata.runtime.ray.direct import DirectClient, DirectServer, Lost, encode, read_frame
+from cantata.runtime.ray.direct import (
+    DirectClient,
+    DirectServer,
+    Lost,
+    Refused,
+    encode,
+    read_frame,
+)
 
 _names = itertools.count()
 
@@ -71,6 +80,37 @@ async def test_frames_round_trip_over_a_stream() -> None:
     finally:
         client.close()
         await server.close()
+
+
+def _family(conn: Any) -> socket.AddressFamily:
+    return conn._writer.get_extra_info("socket").family  # type: ignore[no-any-return]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="abstract Unix sockets are Linux's")
+async def test_a_server_on_this_machine_is_reached_by_its_local_socket_else_by_tcp() -> None:
+    """Without TLS, a router reaches a host on its own machine by the host's abstract Unix
+    socket (named after the address and secret); a host with none (as one on another
+    machine) is reached by TCP, the same frames either way."""
+    near, far = DirectServer(_echo, lambda frame: None), DirectServer(_echo, lambda frame: None)
+    client = DirectClient(tls=None)
+    try:
+        here = await near.start("127.0.0.1")
+        there = await far.start("127.0.0.1")
+        assert far._local is not None
+        far._local.close()  # as if on another machine: no such name here
+        await far._local.wait_closed()
+        for address, family in ((here, socket.AF_UNIX), (there, socket.AF_INET)):
+            conn = await client.connection(address, 5)
+            assert _family(conn) == family
+            reply = await asyncio.wait_for(await conn.call("q", {"id": "m"}), 5)
+            assert wire.result(reply, "echo") == {"echo": "m", "rpc": True}
+        # a wrong secret names no local socket, and the TCP listener refuses it
+        with pytest.raises(Refused, match="secret"):
+            await DirectClient(tls=None).connection((here[0], here[1], "0" * 32), 5)
+    finally:
+        client.close()
+        await near.close()
+        await far.close()
 
 
 async def test_a_stream_past_its_limit_is_not_read_until_a_request_is_answered() -> None:
