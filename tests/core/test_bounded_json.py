@@ -6,12 +6,16 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cantata.core import (
     MAX_JSON_DEPTH,
     SerializationError,
     check_json_depth,
+    compact_json,
     loads_json,
+    parse_json,
     short_repr,
 )
 
@@ -185,3 +189,38 @@ def test_the_exact_walk_agrees_with_the_depth(depth: int) -> None:
         check_json_depth(value, max_depth=depth - 1)
     with pytest.raises(SerializationError):
         check_json_depth(mixed, max_depth=depth + 2)
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=16,
+)
+
+
+@given(_JSON_VALUES)
+def test_compact_json_writes_what_json_dumps_writes(value: Any) -> None:
+    """The cached C encoder gives json.dumps's compact, non-ASCII text exactly, and the
+    scanner's parse reads back what json.loads reads."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    assert compact_json(value) == text
+    assert json.dumps(parse_json(text)) == json.dumps(json.loads(text))
+
+
+@pytest.mark.parametrize("text", ["", " ", "{", "[1,]", "1 2", "nul", '"a', "[1]x", "\ud800"])
+def test_parse_json_fails_as_json_loads_does(text: str) -> None:
+    with pytest.raises(ValueError) as theirs:
+        json.loads(text)
+    with pytest.raises(ValueError) as ours:
+        parse_json(text)
+    assert (type(ours.value), str(ours.value)) == (type(theirs.value), str(theirs.value))
+
+
+def test_compact_json_refuses_what_json_dumps_refuses() -> None:
+    looped: list[Any] = []
+    looped.append(looped)
+    with pytest.raises(ValueError, match="Circular reference"):
+        compact_json(looped)
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        compact_json({"x": object()})
+    assert parse_json(" 1 ") == 1  # whitespace around a value, as json.loads takes it

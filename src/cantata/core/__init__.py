@@ -1,6 +1,13 @@
 """cantata.core: messages, contents, ids, errors, cancellation and the JSON type registry."""
 
-from .bounded_json import MAX_JSON_DEPTH, check_json_depth, loads_json, short_repr
+from .bounded_json import (
+    MAX_JSON_DEPTH,
+    check_json_depth,
+    compact_json,
+    loads_json,
+    parse_json,
+    short_repr,
+)
 from .cancellation import CancellationToken
 from .errors import (
     AgentError,
@@ -111,11 +118,13 @@ __all__ = [
     "WorkflowError",
     "check_json_depth",
     "classify",
+    "compact_json",
     "dumps",
     "from_json",
     "loads",
     "loads_json",
     "new_id",
+    "parse_json",
     "register",
     "registry",
     "short_repr",

@@ -22,7 +22,14 @@ from typing import Any
 
 from .errors import SerializationError
 
-__all__ = ["MAX_JSON_DEPTH", "check_json_depth", "loads_json", "short_repr"]
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "check_json_depth",
+    "compact_json",
+    "loads_json",
+    "parse_json",
+    "short_repr",
+]
 
 MAX_JSON_DEPTH = 100
 """Most levels of nested lists and objects any cantata reader or writer accepts.
@@ -31,7 +38,52 @@ MAX_JSON_DEPTH = 100
 interpreter's recursion limit (1,000 frames) would be reached near 300-500 levels.
 """
 
-_parse = json.JSONDecoder().decode
+_decode = json.JSONDecoder().decode
+_scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads(text)`` for a `str`, the same value and errors (`ValueError`), without
+    the decoder's Python layers when the text is one value with nothing around it (what
+    every writer here produces): messages cross processes and stores as JSON, so this
+    parse runs for each of them."""
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        return _decode(text)  # leading whitespace, or not JSON: its own error
+    if end != len(text):
+        return _decode(text)  # trailing whitespace, or extra data: its own error
+    return value
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_compact = (
+    json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+        None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, True
+    )
+    if json.encoder.c_make_encoder is not None  # type: ignore[attr-defined]
+    else None
+)
+_compact_slow = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def compact_json(value: Any) -> str:
+    """``json.dumps(value, separators=(",", ":"), ensure_ascii=False)``, the same text and
+    errors, through one C encoder made once instead of an encoder object per call (this
+    runs for every message that crosses a process or goes to a store). A value that
+    contains itself is the same `ValueError` as there."""
+    if _compact is None:
+        return _compact_slow(value)
+    try:
+        return "".join(_compact(value, 0))
+    except RecursionError:
+        raise ValueError("Circular reference detected (or nested too deep)") from None
+
+
+_parse = parse_json
 
 
 def _finite(text: str) -> float:

@@ -23,14 +23,13 @@ import base64
 import dataclasses
 import datetime as _dt
 import enum
-import json
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel
 
-from .bounded_json import MAX_JSON_DEPTH, check_json_depth, loads_json, short_repr
+from .bounded_json import MAX_JSON_DEPTH, check_json_depth, compact_json, loads_json, short_repr
 from .errors import SerializationError, UnknownTypeError
 
 __all__ = [
@@ -290,7 +289,7 @@ class TypeRegistry:
         """
         data = self.to_json(value)
         try:
-            text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+            text = compact_json(data)
         except ValueError as exc:  # an int too long for a decimal string
             raise SerializationError(
                 f"cannot serialize: {short_repr(str(exc), 200)}; write such numbers as strings"

@@ -47,7 +47,6 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
-import json
 import logging
 import secrets
 import ssl
@@ -58,7 +57,7 @@ from typing import Any, Literal, cast
 
 from ray.exceptions import ActorDiedError, RayActorError
 
-from ...core import SerializationError
+from ...core import SerializationError, compact_json, parse_json
 from . import _tls, wire
 
 __all__: list[str] = []
@@ -90,7 +89,7 @@ class Refused(Exception):
 
 def encode(frame: dict[str, Any]) -> bytes:
     """A frame's bytes: its length, then its JSON."""
-    body = json.dumps(frame, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    body = compact_json(frame).encode("utf-8")
     if len(body) > MAX_FRAME:
         raise SerializationError(
             f"a frame of {len(body)} bytes is over the direct path's {MAX_FRAME} bytes"
@@ -101,7 +100,7 @@ def encode(frame: dict[str, Any]) -> bytes:
 def decode(body: bytes) -> dict[str, Any]:
     """A frame's JSON object, or `SerializationError`."""
     try:
-        frame = json.loads(body)
+        frame = parse_json(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise SerializationError(f"a direct-path frame is not JSON: {exc}") from None
     if not isinstance(frame, dict) or not isinstance(frame.get("t"), str):
