@@ -38,8 +38,9 @@ MAX_JSON_DEPTH = 100
 interpreter's recursion limit (1,000 frames) would be reached near 300-500 levels.
 """
 
-_decode = json.JSONDecoder().decode
-_scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_decoder = json.JSONDecoder()
+_decode = _decoder.decode
+_scan = _decoder.scan_once  # type: ignore[attr-defined]
 
 
 def parse_json(text: str) -> Any:
@@ -67,7 +68,6 @@ _compact = (
     if json.encoder.c_make_encoder is not None  # type: ignore[attr-defined]
     else None
 )
-_compact_slow = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def compact_json(value: Any) -> str:
@@ -75,15 +75,12 @@ def compact_json(value: Any) -> str:
     errors, through one C encoder made once instead of an encoder object per call (this
     runs for every message that crosses a process or goes to a store). A value that
     contains itself is the same `ValueError` as there."""
-    if _compact is None:
-        return _compact_slow(value)
+    if _compact is None:  # no C encoder in this interpreter
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     try:
         return "".join(_compact(value, 0))
     except RecursionError:
         raise ValueError("Circular reference detected (or nested too deep)") from None
-
-
-_parse = parse_json
 
 
 def _finite(text: str) -> float:
@@ -171,7 +168,7 @@ def loads_json(
     if not allow_surrogates and not text.isascii():
         _check_str(text)
     try:
-        value = (_parse if allow_nan else _parse_finite)(text)
+        value = (parse_json if allow_nan else _parse_finite)(text)
     except SerializationError:
         raise
     except ValueError as exc:

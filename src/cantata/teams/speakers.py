@@ -62,11 +62,7 @@ class ChatState:
     @property
     def transcript(self) -> list[Message]:
         """The messages that carry text or data (what people would read)."""
-        return [
-            m
-            for m in self.history
-            if any(type(c) in (TextContent, DataContent) for c in m.contents)
-        ]
+        return [m for m in self.history if _readable(m)]
 
 
 @dataclass(slots=True)
@@ -356,15 +352,19 @@ def _last_readable(history: Sequence[Message], count: int) -> list[Message]:
     for m in reversed(history):
         if len(out) >= count:
             break
-        for c in m.contents:
-            if type(c) in _READABLE:
-                out.append(m)
-                break
+        if _readable(m):
+            out.append(m)
     out.reverse()
     return out
 
 
-_READABLE = (TextContent, DataContent)
+def _readable(message: Message) -> bool:
+    """Whether `message` carries text or data (a plain loop: this runs for many messages
+    at every selector turn)."""
+    for c in message.contents:  # noqa: SIM110 (no generator per message)
+        if type(c) is TextContent or type(c) is DataContent:
+            return True
+    return False
 
 
 def _schema(names: list[str]) -> dict[str, Any]:

@@ -228,7 +228,8 @@ class PoolHost:
 
     Ray wraps every method of the actor class it makes (a subclass of this one) in a
     tracing layer, an extra coroutine or call per method even with tracing off; the
-    message path calls its methods through `PoolHost` itself, which Ray leaves as is."""
+    direct stream's message path calls its methods through `PoolHost` itself, which Ray
+    leaves as is."""
 
     def __init__(self, pool: str, name: str, config: dict[str, Any]) -> None:
         self._pool = pool
@@ -370,11 +371,11 @@ class PoolHost:
 
     async def request(self, env: Any) -> wire.Envelope:
         self._via["ray"] += 1
-        return await PoolHost._handle(self, env, "q")
+        return await self._handle(env, "q")
 
     async def event(self, env: Any) -> wire.Envelope:
         self._via["ray"] += 1
-        return await PoolHost._handle(self, env, "e")
+        return await self._handle(env, "e")
 
     async def direct_address(self) -> tuple[str, int, str] | None:
         """Where this host takes messages directly (listening from the first ask on); None
@@ -384,8 +385,8 @@ class PoolHost:
         if self._direct is None:
             server = DirectServer(
                 MethodType(PoolHost._direct_message, self),
-                MethodType(PoolHost._direct_cancel, self),
-                on_lost=MethodType(PoolHost._direct_lost, self),
+                self._direct_cancel,
+                on_lost=self._direct_lost,
                 limit=int(self._config.get("stream_limit") or DEFAULT_STREAM_LIMIT),
             )
             try:
@@ -403,14 +404,14 @@ class PoolHost:
         return await PoolHost._handle(self, frame.get("env"), str(frame["t"]))
 
     def _direct_cancel(self, frame: dict[str, Any]) -> None:
-        PoolHost.cancel(self, str(frame.get("id")))
+        self.cancel(str(frame.get("id")))
 
     def _direct_lost(self, frame: dict[str, Any]) -> None:
         """A request whose stream ended before its answer: nobody will read that answer, so
         its handler is cancelled as its caller's cancellation would."""
         env = frame.get("env")
         if isinstance(env, dict) and "id" in env:
-            PoolHost.cancel(self, str(env["id"]))
+            self.cancel(str(env["id"]))
 
     async def close_direct(self) -> None:
         """Stop taking messages directly (routers fall back to Ray calls)."""
