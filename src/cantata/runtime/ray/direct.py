@@ -53,7 +53,7 @@ import ssl
 import struct
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from ray.exceptions import ActorDiedError, RayActorError
 
@@ -154,12 +154,6 @@ class _Out:
         self._parts.append(data)
         self._size += len(data)
 
-    async def write(self, data: bytes) -> None:
-        """Queue `data`; wait for the peer when too much is buffered for it."""
-        self.put(data)
-        if self.backlogged:
-            await self.drain()
-
     @property
     def backlogged(self) -> bool:
         """Whether more than the high-water mark waits for the peer (queued or buffered)."""
@@ -183,15 +177,25 @@ class _Out:
 # -- the host's side ---------------------------------------------------------------------
 
 
-class _Unanswered:
-    """One stream's requests not answered yet, by the task answering each, and which of
-    those tasks have begun (called the request handler)."""
+class _Request:
+    """One request read from a stream and not answered yet: its frame, the task answering
+    it, and whether that task has begun (called the request handler)."""
 
-    __slots__ = ("begun", "frames", "room")
+    __slots__ = ("begun", "frame", "task")
+
+    def __init__(self, frame: dict[str, Any]) -> None:
+        self.frame = frame
+        self.task: asyncio.Task[None] | None = None
+        self.begun = False
+
+
+class _Unanswered:
+    """One stream's requests not answered yet."""
+
+    __slots__ = ("requests", "room")
 
     def __init__(self) -> None:
-        self.frames: dict[asyncio.Task[None], dict[str, Any]] = {}
-        self.begun: set[asyncio.Task[None]] = set()
+        self.requests: set[_Request] = set()
         self.room = asyncio.Event()  # set when fewer than the server's limit are unanswered
 
 
@@ -289,20 +293,21 @@ class DirectServer:
     def _orphan(self, unanswered: _Unanswered) -> None:
         """Stop a stream's unanswered requests: `on_lost` for each whose handler began, and
         a cancelled task (the handler never runs) for each that had not begun."""
-        frames, unanswered.frames = unanswered.frames, {}
-        for task, frame in frames.items():
-            if task not in unanswered.begun:
-                task.cancel()
+        requests, unanswered.requests = unanswered.requests, set()
+        for request in requests:
+            if not request.begun:
+                if request.task is not None:
+                    request.task.cancel()
             elif self._on_lost is not None:
                 try:
-                    self._on_lost(frame)
+                    self._on_lost(request.frame)
                 except Exception:
                     _log.exception("cancelling a request of a lost direct stream failed")
-        unanswered.begun.clear()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         unanswered = self._streams[writer] = _Unanswered()
         out = _Out(writer)
+        loop = asyncio.get_running_loop()
         try:
             if not await self._greet(reader, writer):
                 return
@@ -317,13 +322,14 @@ class DirectServer:
                     return
                 kind = frame["t"]
                 if kind in self._answers:
-                    while len(unanswered.frames) >= self._limit:  # backpressure
+                    while len(unanswered.requests) >= self._limit:  # backpressure
                         unanswered.room.clear()
                         await unanswered.room.wait()
-                    task = asyncio.get_running_loop().create_task(
-                        self._answer(writer, out, frame, unanswered)
+                    request = _Request(frame)
+                    task = request.task = loop.create_task(
+                        self._answer(writer, out, request, unanswered)
                     )
-                    unanswered.frames[task] = frame
+                    unanswered.requests.add(request)
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
                 elif kind in self._notes:
@@ -344,28 +350,29 @@ class DirectServer:
         self,
         writer: asyncio.StreamWriter,
         out: _Out,
-        frame: dict[str, Any],
+        request: _Request,
         unanswered: _Unanswered,
     ) -> None:
-        n = frame.get("n")
-        task = cast("asyncio.Task[None]", asyncio.current_task())
-        unanswered.begun.add(task)
+        frame = request.frame
+        request.begun = True
         try:
             reply = await self._on_request(frame)
         except Exception as exc:  # a frame of the right kind holding the wrong things
             reply = wire.failed(exc)
         finally:  # answered (or ended): nothing of it is left to cancel
-            unanswered.frames.pop(task, None)
-            unanswered.begun.discard(task)
+            unanswered.requests.discard(request)
             unanswered.room.set()
+        n = frame.get("n")
         try:
             data = encode({"t": "r", "n": n, "reply": reply})
         except SerializationError as exc:  # a result too big for a frame
             data = encode({"t": "r", "n": n, "reply": wire.failed(exc)})
         if writer.is_closing():
             return  # the router is gone; nobody waits for this answer
-        with contextlib.suppress(ConnectionError):
-            await out.write(data)
+        out.put(data)
+        if out.backlogged:  # no coroutine for the usual case, a stream with room
+            with contextlib.suppress(ConnectionError):
+                await out.drain()
 
 
 # -- the router's side -------------------------------------------------------------------
@@ -399,8 +406,7 @@ class _Connection:
         self._next += 1
         data = encode({"t": kind, "n": n, "env": env, **extra})
         future = asyncio.get_running_loop().create_future()
-        self._calls[n] = future
-        future.add_done_callback(lambda _: self._calls.pop(n, None))
+        self._calls[n] = future  # until its reply comes (or the stream ends): see _read
         self._out.put(data)
         return future
 
@@ -438,7 +444,9 @@ class _Connection:
                     err = frame.get("err")
                     self._fail(wire.rebuild(err if isinstance(err, dict) else {}))
                     return
-                future = self._calls.get(frame.get("n"))  # type: ignore[arg-type]
+                # A call's entry goes when its reply comes, also when its caller stopped
+                # waiting (timed out or cancelled: the host answers it, cancelled, soon).
+                future = self._calls.pop(frame.get("n"), None)  # type: ignore[arg-type]
                 if future is not None and not future.done():
                     future.set_result(frame.get("reply"))  # type: ignore[arg-type]
         except asyncio.CancelledError:

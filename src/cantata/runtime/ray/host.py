@@ -34,7 +34,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from types import MethodType
 from typing import Any
 
@@ -137,7 +137,8 @@ class _HostRuntime(LocalRuntime):
     ) -> Any:
         """Run `recipient`'s handler for the request `message` in its turn, as
         `send_message` would."""
-        chain = [str(m) for m in env.get("chain") or ()]
+        got = env.get("chain")
+        chain = [str(m) for m in got] if got else []
         caller = None  # the turn here that waits on this request, if one does
         for waiting in reversed(chain):
             held = self._held.get(waiting)
@@ -399,9 +400,10 @@ class PoolHost:
             self._direct = server
         return self._direct.address
 
-    async def _direct_message(self, frame: dict[str, Any]) -> wire.Envelope:
+    def _direct_message(self, frame: dict[str, Any]) -> Coroutine[Any, Any, wire.Envelope]:
+        """The handling of a frame's message (a coroutine: no layer of its own)."""
         self._via["direct"] += 1
-        return await PoolHost._handle(self, frame.get("env"), str(frame["t"]))
+        return PoolHost._handle(self, frame.get("env"), str(frame["t"]))
 
     def _direct_cancel(self, frame: dict[str, Any]) -> None:
         self.cancel(str(frame.get("id")))

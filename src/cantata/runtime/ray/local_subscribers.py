@@ -25,7 +25,8 @@ from ..protocol import LocalCallback
 from . import wire
 from .errors import AgentUnavailable
 from .host import directory_class
-from .router import Router, _wait
+from .router import Router
+from .waits import await_ref
 
 __all__ = ["LocalSubscribers"]
 
@@ -66,13 +67,13 @@ class LocalSubscribers:
         """A new subscriber's key, its callback called from now on by `router`'s polls."""
         key = new_id()
         try:
-            await _wait(self.directory.open_local.remote(self._origin, key))
+            await await_ref(self.directory.open_local.remote(self._origin, key))
         except RayActorError:  # its node died: local subscribers get a new one
             _log.warning(
                 "RayRuntime %r: the directory actor is gone; starting a new one", self._name
             )
             router.use_directory(self.new_directory())
-            await _wait(self.directory.open_local.remote(self._origin, key))
+            await await_ref(self.directory.open_local.remote(self._origin, key))
         self._callbacks[key] = callback
         if self._poller is None or self._poller.done():
             self._poller = asyncio.get_running_loop().create_task(self._poll(router))
@@ -82,7 +83,7 @@ class LocalSubscribers:
         """Stop calling `key`'s callback; the directory refuses requests to it."""
         if self._callbacks.pop(key, None) is not None and self.directory is not None:
             try:
-                await _wait(self.directory.close_local.remote(key))
+                await await_ref(self.directory.close_local.remote(key))
             except RayActorError:  # the directory is gone, and every local subscriber with it
                 _log.debug("local subscriber %s: the directory actor is gone", key)
 

@@ -22,7 +22,8 @@ from ...core import RuntimeStateError
 from .errors import AgentUnavailable
 from .host import host_class
 from .membership import Membership, Records, node_of
-from .router import Router, _wait
+from .router import Router
+from .waits import await_ref
 
 __all__ = ["HostPool", "alive_nodes"]
 
@@ -188,7 +189,7 @@ class HostPool:
             handle = await asyncio.to_thread(ray.get_actor, host, namespace=self._namespace)
             self._hosts[host] = handle
         ref = getattr(handle, method).remote(*args)
-        return await asyncio.wait_for(_wait(ref), self._call_bound)
+        return await asyncio.wait_for(await_ref(ref), self._call_bound)
 
     def end(self, membership: Membership | None) -> None:
         """Kill every host of `membership` (after they were told to shut down) and forget

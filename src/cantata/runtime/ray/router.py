@@ -43,7 +43,6 @@ import ray
 
 from ...core import (
     CancellationToken,
-    CancelledError,
     ConfigurationError,
     MessageDropped,
     TimeoutError,
@@ -62,6 +61,7 @@ from ._inbox import Taken
 from .direct import DIRECT_LIMIT, Address, DirectClient, Lost, Refused, address_of, died
 from .errors import AgentUnavailable
 from .membership import Membership, Records
+from .waits import Deadlines, Described, await_ref, await_reply, remaining
 
 if TYPE_CHECKING:
     from .host import PoolHost
@@ -74,10 +74,6 @@ _CONFIRM_WAIT = 60.0  # seconds at most for Ray to say whether the directory die
 _MOVE_PAUSE = 0.05  # seconds between reads of the membership while an agent moves
 _REDELIVERIES = 5  # rounds a publication is sent again to hosts that died with it
 _LOOKUP_WAIT = 30.0  # seconds at most to find a host's handle and address
-
-
-def _remaining(deadline: float | None) -> float | None:
-    return None if deadline is None else max(deadline - time.monotonic(), 0.0)
 
 
 class _Route:
@@ -130,6 +126,7 @@ class Router:
         self._topic_cache: dict[TopicId, tuple[AgentId, ...]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._taken = Taken()  # what this process's local subscribers were handed
+        self._deadlines = Deadlines()  # every request's timeout, by tick
         self.pending = 0  # requests and publications from here not yet answered
 
     @property
@@ -201,7 +198,7 @@ class Router:
         if lookup is None:
             lookup = self._lookups[host] = asyncio.ensure_future(self._look_up(host))
             lookup.add_done_callback(lambda _: self._lookups.pop(host, None))
-        wait = _remaining(deadline)
+        wait = remaining(deadline)
         try:
             return await asyncio.wait_for(asyncio.shield(lookup), wait)
         except builtins.TimeoutError:
@@ -255,7 +252,7 @@ class Router:
             try:
                 conn = self._direct.open_connection(address)
                 if conn is None:
-                    conn = await self._direct.connection(address, _remaining(deadline))
+                    conn = await self._direct.connection(address, remaining(deadline))
                 env["seq"] = self._next((host, address))
                 waiter = conn.send(kind, env)
                 if conn.backlogged:
@@ -290,21 +287,27 @@ class Router:
         timeout: float | None,
         chain: list[str] | None = None,
     ) -> wire.Envelope:
-        return {
+        env: wire.Envelope = {
             "v": wire.WIRE_VERSION,
             "id": mid,
-            "corr": mid if parent is None else parent.correlation_id,
-            "cause": None if parent is None else parent.message_id,
-            "sender": None if sender is None else str(sender),
             "recipient": None if recipient is None else str(recipient),
-            "topic": None if topic is None else str(topic),
             "stream": self._origin,
             "seq": 0,
             "mv": 0,
             "timeout": timeout,
-            "chain": chain or [],
             "msg": dumps(message),
         }
+        # What is empty is left out (every frame is JSON, encoded and parsed per message).
+        if parent is not None:
+            env["corr"] = parent.correlation_id
+            env["cause"] = parent.message_id
+        if sender is not None:
+            env["sender"] = str(sender)
+        if topic is not None:
+            env["topic"] = str(topic)
+        if chain:
+            env["chain"] = chain
+        return env
 
     async def request(
         self,
@@ -344,7 +347,7 @@ class Router:
         )
         if span is not None and ctx is not None:
             env["tp"] = ctx.trace_context
-        what = f"{type(message).__name__} {mid} to {recipient}"
+        what = Described(message, mid, recipient)
         # The host bounds the handler by `timeout`; this process waits a little longer,
         # so the host's own typed answer arrives first when it can.
         deadline = None if bound is None else time.monotonic() + bound + self._grace + 1.0
@@ -368,7 +371,7 @@ class Router:
         self,
         env: wire.Envelope,
         recipient: AgentId,
-        what: str,
+        what: object,
         deadline: float | None,
         token: CancellationToken | None,
         parent: MessageContext | None,
@@ -391,7 +394,9 @@ class Router:
                 await self._moving(recipient, what, give_up)
                 continue
             try:
-                reply = await _bounded(waiter, cancel, env, what, deadline, token, parent)
+                reply = await await_reply(
+                    waiter, cancel, env, what, deadline, token, parent, self._deadlines
+                )
             except Lost as exc:
                 self._lost(host)
                 raise self._unavailable(recipient, what, exc) from None
@@ -403,10 +408,10 @@ class Router:
                 continue
             return wire.result(reply, what)
 
-    async def _moving(self, agent: AgentId, what: str, deadline: float | None) -> None:
+    async def _moving(self, agent: AgentId, what: object, deadline: float | None) -> None:
         """A host refused a message as no longer its own: read the membership again (it
         is being committed, or this router held an old one), within the deadline."""
-        left = _remaining(deadline)
+        left = remaining(deadline)
         if left is not None and left <= _MOVE_PAUSE:
             raise TimeoutError(
                 f"agent {agent} was moving between hosts for all of the timeout of {what}"
@@ -414,7 +419,7 @@ class Router:
         await self.refresh()
 
     @staticmethod
-    def _unavailable(recipient: AgentId, what: str, exc: BaseException) -> AgentUnavailable:
+    def _unavailable(recipient: AgentId, what: object, exc: BaseException) -> AgentUnavailable:
         return AgentUnavailable(
             f"the host of agent {recipient} was lost with {what} (its process or node died, "
             "or its stream broke); the handler may have run, so it is not sent again: retry "
@@ -422,14 +427,14 @@ class Router:
             agent_id=str(recipient),
         )
 
-    async def _ask_local(self, env: wire.Envelope, what: str, deadline: float | None) -> Any:
-        wait = _remaining(deadline)
+    async def _ask_local(self, env: wire.Envelope, what: object, deadline: float | None) -> Any:
+        wait = remaining(deadline)
         bound = None if wait is None else wait + 5.0
         try:
             reply = await self._to_directory("q", env, bound, w=wait)
             if reply is None:
                 directory = await self.directory()
-                reply = await asyncio.wait_for(_wait(directory.ask.remote(env, wait)), bound)
+                reply = await asyncio.wait_for(await_ref(directory.ask.remote(env, wait)), bound)
         except builtins.TimeoutError:
             raise TimeoutError(f"no reply to {what} from the local subscriber") from None
         except RayActorError as exc:
@@ -647,7 +652,7 @@ class Router:
     async def _call_host(self, host: str, method: str, *args: Any) -> Any:
         route = await self._route(host, time.monotonic() + _LOOKUP_WAIT)
         ref = getattr(route.handle, method).remote(*args)
-        return await asyncio.wait_for(_wait(ref), self._grace + _LOOKUP_WAIT)
+        return await asyncio.wait_for(await_ref(ref), self._grace + _LOOKUP_WAIT)
 
     # -- local subscribers -----------------------------------------------------------------------
 
@@ -670,7 +675,7 @@ class Router:
         if reply is None:
             ref = (await self.directory()).take.remote(self._origin, ack, wait)
             try:
-                reply = await asyncio.wait_for(_wait(ref), bound)
+                reply = await asyncio.wait_for(await_ref(ref), bound)
             except builtins.TimeoutError:
                 return []
         return self._taken.fresh(reply)
@@ -713,7 +718,7 @@ class Router:
 
     async def _directory_call(self, ref: Any) -> Any:
         try:
-            return await asyncio.wait_for(_wait(ref), self._grace + 30.0)
+            return await asyncio.wait_for(await_ref(ref), self._grace + 30.0)
         except builtins.TimeoutError:
             raise TimeoutError("the runtime's directory actor did not answer") from None
         except RayActorError as exc:
@@ -739,61 +744,6 @@ class Router:
                 )
             message = changed
         return message
-
-
-async def _bounded(
-    waiter: asyncio.Future[Any],
-    cancel: Callable[[], object],
-    env: wire.Envelope,
-    what: str,
-    deadline: float | None,
-    token: CancellationToken | None,
-    parent: MessageContext | None,
-) -> wire.Envelope:
-    """Wait for a reply until `deadline`; cancellation by `token` (or the parent's) and the
-    timeout both reach the handler through `cancel`. One timer and no wrapper future (this
-    is every request's wait, so `asyncio.wait_for`'s own are worth saving)."""
-    loop = asyncio.get_running_loop()
-    why = ""  # what cancelled the waiter, when it was us
-
-    def on_cancel() -> None:
-        nonlocal why
-        why = why or "token"
-        loop.call_soon_threadsafe(waiter.cancel)
-
-    def expire() -> None:
-        nonlocal why
-        why = why or "timeout"
-        waiter.cancel()
-
-    tokens = [t for t in (token, None if parent is None else parent.cancellation_token) if t]
-    for t in tokens:
-        t.add_callback(on_cancel)
-    wait = _remaining(deadline)
-    timer = None if wait is None else loop.call_later(max(wait, 0.0), expire)
-    try:
-        reply: Any = await waiter
-        return wire.check(reply, f"the reply to {what}")
-    except asyncio.CancelledError:
-        cancel()  # the handler sees its token cancelled
-        if why == "timeout":
-            raise TimeoutError(
-                f"no reply to {what} within {env['timeout']}s (the actor did not answer "
-                "even with its cancellation); raise the timeout, or make the handler faster"
-            ) from None
-        if why == "token":
-            raise CancelledError(f"{what} was cancelled by its CancellationToken") from None
-        raise
-    finally:
-        if timer is not None:
-            timer.cancel()
-        for t in tokens:
-            t.remove_callback(on_cancel)
-
-
-async def _wait(ref: Any) -> Any:
-    """Await a Ray object ref from any asyncio loop."""
-    return await asyncio.wrap_future(ref.future())
 
 
 def _context(

@@ -92,7 +92,8 @@ from .host import DEFAULT_STREAM_LIMIT
 from .local_subscribers import LocalSubscribers
 from .membership import Membership, node_of
 from .pool import HostPool
-from .router import Router, _wait
+from .router import Router
+from .waits import await_ref
 
 __all__ = ["RayRuntime"]
 
@@ -530,7 +531,7 @@ class RayRuntime:
                 directory = self._locals.directory
                 if directory is not None:
                     with contextlib.suppress(RayActorError):  # it ended with its node
-                        await asyncio.wait_for(_wait(directory.shutdown.remote()), grace)
+                        await asyncio.wait_for(await_ref(directory.shutdown.remote()), grace)
                     ray.kill(directory, no_restart=True)
                 self._pool.end(router.membership)
         finally:

@@ -2,17 +2,19 @@
 
 Wire versions (a host refuses any other, with `SchemaVersionError` as its answer):
 
-- 2 (agents on a pool of hosts): request/event ``{"v", "id", "corr", "cause", "sender",
-  "recipient", "topic", "stream", "seq", "mv", "timeout", "chain", "tp", "msg"}`` where
-  ``stream`` names the sending router and ``seq`` numbers its messages to one host, ``mv``
-  is the membership version the router placed it by, and an event names the host's
-  subscribers it is for in ``"recipients"`` (``recipient`` is then None); optional:
-  ``chain``, the ids of the requests waiting on this one, outermost first; ``tp``, the W3C
-  traceparent of the sender's span while tracing is on. ``msg`` is the message through the
-  core type registry (`cantata.core.dumps`). A reply is ``{"v", "ok"}`` (the result,
-  likewise; an event's adds ``"moved"``, the recipients that are not that host's),
-  ``{"v", "err": {"type", "remote", "text", "attrs"}}`` or ``{"v", "moved": version}``
-  (the agent is not that host's under its membership: nothing ran, place it again).
+- 2 (agents on a pool of hosts): request/event ``{"v", "id", "recipient", "stream", "seq",
+  "mv", "timeout", "msg"}`` where ``stream`` names the sending router and ``seq`` numbers
+  its messages to one host, ``mv`` is the membership version the router placed it by, and
+  an event names the host's subscribers it is for in ``"recipients"`` (``recipient`` is
+  then None); present only when set: ``corr`` and ``cause`` (the correlation id, else the
+  message's own id, and the id of the message whose handler sent it), ``sender``,
+  ``topic``, ``chain``, the ids of the requests waiting on this one, outermost first;
+  ``tp``, the W3C traceparent of the sender's span while tracing is on. ``msg`` is the
+  message through the core type registry (`cantata.core.dumps`). A reply is
+  ``{"v", "ok"}`` (the result, likewise; an event's adds ``"moved"``, the recipients that
+  are not that host's), ``{"v", "err": {"type", "remote", "text", "attrs"}}`` or
+  ``{"v", "moved": version}`` (the agent is not that host's under its membership: nothing
+  ran, place it again).
   ``attrs`` holds the error's ``__cantata_*__`` attributes that are ints or strings (a
   workflow executor's count of events published before it failed, say), set again on the
   rebuilt error.
@@ -77,10 +79,12 @@ def failed(exc: BaseException) -> Envelope:
     }
 
 
-def result(reply: Any, what: str) -> Any:
+def result(reply: Any, what: object) -> Any:
     """The value a reply carries, or its error raised (rebuilt as the same type when it is
-    a cantata error or a builtin, else `RemoteHandlerError`)."""
-    reply = check(reply, f"the reply to {what}")
+    a cantata error or a builtin, else `RemoteHandlerError`). `what` names the request in
+    an error (formatted only then)."""
+    if type(reply) is not dict or reply.get("v") != WIRE_VERSION:
+        reply = check(reply, f"the reply to {what}")
     if "ok" in reply:
         return loads(reply["ok"])
     err = reply.get("err")
