@@ -232,7 +232,6 @@ class DirectServer:
         self._server: asyncio.Server | None = None
         self._local: asyncio.Server | None = None
         self._streams: dict[asyncio.StreamWriter, _Unanswered] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
         self._secret = secrets.token_hex(16)
         self.address: Address | None = None
 
@@ -325,13 +324,12 @@ class DirectServer:
                     while len(unanswered.requests) >= self._limit:  # backpressure
                         unanswered.room.clear()
                         await unanswered.room.wait()
+                    # The request holds its task (asyncio holds tasks weakly) until it is
+                    # answered; a task still writing its answer after that waits on the
+                    # stream, which holds it.
                     request = _Request(frame)
-                    task = request.task = loop.create_task(
-                        self._answer(writer, out, request, unanswered)
-                    )
+                    request.task = loop.create_task(self._answer(writer, out, request, unanswered))
                     unanswered.requests.add(request)
-                    self._tasks.add(task)
-                    task.add_done_callback(self._tasks.discard)
                 elif kind in self._notes:
                     self._on_note(frame)
                 else:

@@ -136,7 +136,8 @@ class _HostRuntime(LocalRuntime):
         self, message: Any, env: wire.Envelope, recipient: AgentId, token: CancellationToken
     ) -> Any:
         """Run `recipient`'s handler for the request `message` in its turn, as
-        `send_message` would."""
+        `send_message` would; `token` is its context's (cancelling it cancels the
+        handler)."""
         got = env.get("chain")
         chain = [str(m) for m in got] if got else []
         caller = None  # the turn here that waits on this request, if one does
@@ -145,7 +146,7 @@ class _HostRuntime(LocalRuntime):
             if held is not None:
                 caller = held[0]
                 break
-        ctx = _context_of(env, recipient, CancellationToken(), caller)
+        ctx = _context_of(env, recipient, token, caller)
         timeout = env.get("timeout")
         cell = self._cells.get(recipient)
         if cell is None:
@@ -154,7 +155,7 @@ class _HostRuntime(LocalRuntime):
         self._held[ctx.message_id] = (ctx, chain)
         try:
             bound = self._bound(math.inf if timeout is None else timeout)
-            return await self._guarded_call(cell, message, ctx, bound, token, None)
+            return await self._guarded_call(cell, message, ctx, bound, None, None)
         finally:
             self._held.pop(ctx.message_id, None)
             self._done_one()
