@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..core import Message, UsageError
@@ -56,11 +56,16 @@ class TurnAgent(Protocol):
     ) -> str | None: ...
 
 
-async def _start(
+_Started = tuple[AgentThread, list[Message], ChatOptions, Sequence[FunctionTool]]
+
+
+def _start(
     agent: TurnAgent, ctx: AgentRunContext, recorder: Recorder
-) -> tuple[AgentThread, list[Message], ChatOptions, Sequence[FunctionTool]]:
+) -> _Started | Coroutine[Any, Any, _Started]:
     """Up to the loop: the checks, the thread (recorded on `ctx` so a retry continues on
-    it), the input recorded, and the request: history, instructions, options, tools."""
+    it), the input recorded, and the request: history, instructions, options, tools. The
+    request itself when nothing has to be awaited for it (a turn on an in-memory thread
+    without a reducer, as a team's are: no coroutine for it), else a coroutine of it."""
     if ctx.cancellation_token is not None:
         ctx.cancellation_token.raise_if_cancelled()
     if agent.closed:
@@ -74,6 +79,26 @@ async def _start(
     if ctx.tools:
         call_tools = [*agent._call_tools, *as_tools(ctx.tools, owner=agent.name)]
     pending = recorder.record_input(thread, agent._incoming(ctx.messages) if ctx.messages else [])
+    if pending is RECORDED and not (
+        agent._reduce_before_loop and agent.history_reducer is not None
+    ):
+        ctx.thread = thread
+        history = messages_now(thread)
+        if history is not None:
+            return _request(agent, ctx, thread, history, instructions, call_tools)
+    return _start_later(agent, ctx, thread, pending, instructions, call_tools)
+
+
+async def _start_later(
+    agent: TurnAgent,
+    ctx: AgentRunContext,
+    thread: AgentThread,
+    pending: Any,
+    instructions: str | None,
+    call_tools: Sequence[FunctionTool],
+) -> _Started:
+    """`_start`'s end where something is awaited: the input's recording, the thread's
+    messages, the reducer."""
     if pending is not RECORDED:
         await pending
     ctx.thread = thread
@@ -82,6 +107,17 @@ async def _start(
         history = await thread.get_messages()
     if agent._reduce_before_loop and agent.history_reducer is not None:
         history = await agent.history_reducer.reduce(history)
+    return _request(agent, ctx, thread, history, instructions, call_tools)
+
+
+def _request(
+    agent: TurnAgent,
+    ctx: AgentRunContext,
+    thread: AgentThread,
+    history: list[Message],
+    instructions: str | None,
+    call_tools: Sequence[FunctionTool],
+) -> _Started:
     if instructions:  # in front, for this request only
         history.insert(0, Message("system", instructions, author_name=agent.name))
     if _log.isEnabledFor(logging.DEBUG):
@@ -103,7 +139,10 @@ async def _start(
 async def run_turn(agent: TurnAgent, ctx: AgentRunContext, recorder: Recorder) -> AgentResponse:
     """Run one turn to its final answer."""
     try:
-        thread, history, options, call_tools = await _start(agent, ctx, recorder)
+        started = _start(agent, ctx, recorder)
+        if not isinstance(started, tuple):
+            started = await started
+        thread, history, options, call_tools = started
         response = await agent._loop.get_response(
             history,
             options=options,
@@ -133,7 +172,10 @@ def stream_turn(agent: TurnAgent, ctx: AgentRunContext, recorder: Recorder) -> A
             raise
 
     async def streamed() -> AsyncGenerator[AgentResponseUpdate, None]:
-        thread, history, options, call_tools = await _start(agent, ctx, recorder)
+        started = _start(agent, ctx, recorder)
+        if not isinstance(started, tuple):
+            started = await started
+        thread, history, options, call_tools = started
         chunks: list[ChatResponseUpdate] = []
         stream = agent._loop.get_streaming_response(
             history,
