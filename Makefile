@@ -37,7 +37,10 @@ typecheck: setup
 unit: setup
 	$(PY) -m pytest -q -p no:cacheprovider
 
-test: lint typecheck unit
+# The type check runs beside the tests (it is one process on one core; most tests wait on
+# servers, clusters and the local model), each target's output printed whole when it ends.
+test: lint
+	$(MAKE) -j2 --output-sync=target typecheck unit
 
 bench: setup
 	$(PY) -m pip install -q -e ".[bench]"
