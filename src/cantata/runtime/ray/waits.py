@@ -111,9 +111,7 @@ async def await_reply(
     due = None if deadline is None else deadlines.add(loop, deadline, expire)
     try:
         reply: Any = await waiter
-        if type(reply) is dict and reply.get("v") == wire.WIRE_VERSION:
-            return reply
-        return wire.check(reply, f"the reply to {what}")
+        return wire.check(reply, what, "the reply to ")
     except asyncio.CancelledError:
         cancel()  # the handler sees its token cancelled
         if why == "timeout":

@@ -39,14 +39,17 @@ WIRE_VERSION = 2
 Envelope = dict[str, Any]
 
 
-def check(envelope: Any, what: str) -> Envelope:
-    """The envelope, or a typed error when it is not one this code reads."""
+def check(envelope: Any, what: object, prefix: str = "") -> Envelope:
+    """The envelope, or a typed error when it is not one this code reads, naming it as
+    `prefix` and `what` (formatted only then: this runs for every message and reply)."""
     if not isinstance(envelope, dict):
-        raise SerializationError(f"{what} is not a JSON object but {type(envelope).__name__}")
+        raise SerializationError(
+            f"{prefix}{what} is not a JSON object but {type(envelope).__name__}"
+        )
     version = envelope.get("v")
     if version != WIRE_VERSION:
         raise SchemaVersionError(
-            f"{what} {envelope.get('id', '?')!r} has wire version {version!r}; this worker "
+            f"{prefix}{what} {envelope.get('id', '?')!r} has wire version {version!r}; this worker "
             f"reads version {WIRE_VERSION} only: run the same cantata version on every node"
         )
     return envelope
@@ -83,8 +86,7 @@ def result(reply: Any, what: object) -> Any:
     """The value a reply carries, or its error raised (rebuilt as the same type when it is
     a cantata error or a builtin, else `RemoteHandlerError`). `what` names the request in
     an error (formatted only then)."""
-    if type(reply) is not dict or reply.get("v") != WIRE_VERSION:
-        reply = check(reply, f"the reply to {what}")
+    reply = check(reply, what, "the reply to ")
     if "ok" in reply:
         return loads(reply["ok"])
     err = reply.get("err")
