@@ -34,11 +34,14 @@ lint: setup
 typecheck: setup
 	$(PY) -m mypy
 
+# Two pytest-xdist workers: many tests wait on servers, subprocesses and clusters, so two
+# keep both cores busy (a third only adds contention on two cores). The Ray tests share
+# one cluster, so they stay on one worker (tests/conftest.py; --dist loadgroup).
 unit: setup
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup
 
-# The type check runs beside the tests (it is one process on one core; most tests wait on
-# servers, clusters and the local model), each target's output printed whole when it ends.
+# The type check runs beside the tests (it is one process on one core),
+# each target's output printed whole when it ends.
 test: lint
 	$(MAKE) -j2 --output-sync=target typecheck unit
 

@@ -5,8 +5,8 @@ that reaches a real model by accident fails loudly. Services (PostgreSQL, Redis)
 looked for on 127.0.0.1: a test that needs one skips when it is missing, except under
 ``CI=true``, where a missing service fails the run.
 
-Hypothesis runs under one of two profiles: ``ci`` (the default, and what CI runs: about a
-hundred cases, a few seconds per fuzz test) and ``thorough`` (10,000 cases, for a local
+Hypothesis runs under one of two profiles: ``ci`` (the default, and what CI runs: 50
+cases, a few seconds per fuzz test) and ``thorough`` (10,000 cases, for a local
 hunt: ``HYPOTHESIS_PROFILE=thorough pytest tests/core tests/stores``). A fuzz test that
 should follow the profile leaves ``max_examples`` unset.
 """
@@ -17,6 +17,7 @@ import os
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +27,16 @@ from cantata.models import set_model_requests_allowed
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 REAL_MODEL_MARKERS = ("local_model", "openai_server")
+_RAY_TESTS = Path(__file__).parent / "ray"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The Ray tests share one session's cluster: when pytest-xdist spreads the suite over
+    workers (``make unit``, ``--dist loadgroup``), they all run on one of them."""
+    for item in items:
+        if item.path.is_relative_to(_RAY_TESTS):
+            item.add_marker(pytest.mark.xdist_group("ray"))
+
 
 # Fixtures are per test, not per case, in every fuzz test here (they hold a store or a
 # runtime that each case uses afresh), and cases that reach a real server are slow.

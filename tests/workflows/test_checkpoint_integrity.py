@@ -11,6 +11,7 @@ import json
 import shutil
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -69,7 +70,9 @@ def _saved() -> tuple[Path, str, Any]:
             middle = checkpoints[4].checkpoint_id
             return middle, await _outcome(directory, middle)
 
-        middle, outcome = asyncio.run(save())
+        # In a thread of its own: the first caller may be an async test, inside a loop.
+        with ThreadPoolExecutor(1) as pool:
+            middle, outcome = pool.submit(asyncio.run, save()).result()
         _SAVED.update(directory=directory, middle=middle, outcome=outcome)
     return _SAVED["directory"], _SAVED["middle"], _SAVED["outcome"]
 
