@@ -2,9 +2,10 @@
 increments to random counter agents until a stop file appears.
 
 Run as ``python pool_driver.py ADDRESS POOL SEED AGENTS``. Prints ``ready`` once its
-first increment is acknowledged, then, after SIGTERM, one JSON line:
-``{"acked": {index: n}, "doubtful": {index: n}}`` (doubtful: answered with a typed error,
-so it may or may not have counted).
+first increment is acknowledged, the number acknowledged so far after every
+`PROGRESS_EVERY` more (so a test waits on progress, not on time), then, after SIGTERM,
+one JSON line: ``{"acked": {index: n}, "doubtful": {index: n}}`` (doubtful: answered
+with a typed error, so it may or may not have counted).
 """
 
 from __future__ import annotations
@@ -21,12 +22,15 @@ from cantata.core import CantataError
 from cantata.runtime import AgentId
 from cantata.runtime.ray import RayRuntime
 
+PROGRESS_EVERY = 25
+
 
 async def main(address: str, pool: str, seed: int, agents: int) -> None:
     acked: dict[int, int] = {}
     doubtful: dict[int, int] = {}
     rng = random.Random(seed)
     ready = False
+    count = 0
     stop = asyncio.Event()
     async with RayRuntime(
         address=address, name=pool, default_timeout=30, init_options={"log_to_driver": False}
@@ -41,9 +45,12 @@ async def main(address: str, pool: str, seed: int, agents: int) -> None:
                 doubtful[i] = doubtful.get(i, 0) + 1
             else:
                 acked[i] = acked.get(i, 0) + 1
+                count += 1
                 if not ready:
                     print("ready", flush=True)
                     ready = True
+                elif count % PROGRESS_EVERY == 0:
+                    print(count, flush=True)
     print(json.dumps({"acked": acked, "doubtful": doubtful}), flush=True)
 
 

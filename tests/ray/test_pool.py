@@ -132,6 +132,46 @@ async def _driver_processes(
     return procs
 
 
+class _Progress:
+    """What the driver processes (pool_driver.py) report: the increments each has had
+    acknowledged so far, read from their output as they go, and their last lines."""
+
+    def __init__(self, procs: list[asyncio.subprocess.Process]) -> None:
+        self._procs = procs
+        self._counts = [0] * len(procs)
+        self._last: list[str] = [""] * len(procs)
+        self._readers = [asyncio.create_task(self._read(k, p)) for k, p in enumerate(procs)]
+
+    async def _read(self, k: int, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stdout is not None
+        async for raw in proc.stdout:
+            line = raw.decode().strip()
+            if line.isdigit():
+                self._counts[k] = int(line)
+            elif line:
+                self._last[k] = line
+
+    @property
+    def total(self) -> int:
+        return sum(self._counts)
+
+    async def reach(self, target: int, when: str, bound: float = 180.0) -> None:
+        """Wait until the drivers together have `target` increments acknowledged."""
+        deadline = time.monotonic() + bound
+        while self.total < target:
+            assert time.monotonic() < deadline, (
+                f"{when}: {self.total} of {target} increments acknowledged in {bound} s"
+            )
+            await asyncio.sleep(0.05)
+
+    async def ends(self, bound: float = 90.0) -> list[dict[str, Any]]:
+        """Each driver's closing JSON, once it has exited (after SIGTERM) with status 0."""
+        await asyncio.wait_for(asyncio.gather(*self._readers), bound)
+        codes = [await asyncio.wait_for(p.wait(), bound) for p in self._procs]
+        assert codes == [0] * len(codes), codes
+        return [json.loads(line) for line in self._last]
+
+
 @needs_redis
 async def test_every_acknowledged_increment_counts_once_while_a_host_is_killed(
     cluster: Any,
@@ -149,17 +189,17 @@ async def test_every_acknowledged_increment_counts_once_while_a_host_is_killed(
         async with RayRuntime(name=pool, hosts_per_node=2, store=store, default_timeout=30) as rt:
             await rt.register_factory("durable", ra.DurableCounter)
             procs = await _driver_processes(cluster.address, pool, len(agents), 4)
-            await asyncio.sleep(3)
+            progress = _Progress(procs)
+            # Progress, not time: the kill comes under load and load goes on after it, on
+            # a busy machine as on an idle one.
+            await progress.reach(250, "before the kill")
             placed = await rt.placement()
             victim = max(placed, key=lambda p: p["agents"])
             os.kill(int(victim["pid"]), signal.SIGKILL)  # the host's process, kill -9
-            await asyncio.sleep(6)
+            await progress.reach(progress.total + 250, "after the kill")
             for proc in procs:
                 proc.send_signal(signal.SIGTERM)
-            for proc in procs:
-                out, _ = await asyncio.wait_for(proc.communicate(), 90)
-                assert proc.returncode == 0
-                counts = json.loads(out.decode().strip().splitlines()[-1])
+            for counts in await progress.ends():
                 for i, n in counts["acked"].items():
                     acked[int(i)] += n
                 for i, n in counts["doubtful"].items():
