@@ -35,11 +35,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     workers (``make unit``, ``--dist loadgroup``), they all run on one of them. They come
     first, so that worker starts on them (the longest group, several minutes) while the
     other takes the rest, and neither waits alone at the end."""
-    ray = [item for item in items if item.path.is_relative_to(_RAY_TESTS)]
+    ray = {item for item in items if item.path.is_relative_to(_RAY_TESTS)}
     for item in ray:
         item.add_marker(pytest.mark.xdist_group("ray"))
-    chosen = set(ray)
-    items[:] = ray + [item for item in items if item not in chosen]
+    items.sort(key=lambda item: item not in ray)  # stable: each part keeps its order
 
 
 # Fixtures are per test, not per case, in every fuzz test here (they hold a store or a

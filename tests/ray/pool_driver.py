@@ -1,5 +1,5 @@
 """A driver process for test_pool: its own `RayRuntime` joined to an existing pool, sending
-increments to random counter agents until a stop file appears.
+increments to random counter agents until SIGTERM.
 
 Run as ``python pool_driver.py ADDRESS POOL SEED AGENTS``. Prints ``ready`` once its
 first increment is acknowledged, the number acknowledged so far after every
@@ -29,8 +29,7 @@ async def main(address: str, pool: str, seed: int, agents: int) -> None:
     acked: dict[int, int] = {}
     doubtful: dict[int, int] = {}
     rng = random.Random(seed)
-    ready = False
-    count = 0
+    count = 0  # acknowledged so far
     stop = asyncio.Event()
     async with RayRuntime(
         address=address, name=pool, default_timeout=30, init_options={"log_to_driver": False}
@@ -46,9 +45,8 @@ async def main(address: str, pool: str, seed: int, agents: int) -> None:
             else:
                 acked[i] = acked.get(i, 0) + 1
                 count += 1
-                if not ready:
+                if count == 1:
                     print("ready", flush=True)
-                    ready = True
                 elif count % PROGRESS_EVERY == 0:
                     print(count, flush=True)
     print(json.dumps({"acked": acked, "doubtful": doubtful}), flush=True)
