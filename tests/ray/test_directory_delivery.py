@@ -1,13 +1,15 @@
 """Items for a process's local subscribers are delivered once each, in order, when the
 directory's stream breaks while the directory and the process live on: a poll's reply
 lost with its stream is handed out again (acknowledged delivery, _inbox.py), and the
-directory ends the poll of a stream that ended (it would sit on its inbox's wake-up)."""
+directory ends the poll of a stream that ended (it would sit on its inbox's wake-up); a
+directory whose process died is replaced by another, not handed back by its name."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 import os
+import signal
 from typing import Any
 
 import pytest
@@ -19,6 +21,7 @@ from cantata.runtime.ray import RayRuntime
 from cantata.runtime.ray._inbox import Inbox, Taken
 from cantata.runtime.ray.direct import DirectClient, Lost
 from cantata.runtime.ray.directory import Directory
+from cantata.runtime.ray.waits import await_ref
 
 _names = itertools.count()
 
@@ -138,6 +141,27 @@ class _Notes:
         self.seen.set()
         if note.text == self._last:
             self.ended.set()
+
+
+async def test_a_directory_whose_process_died_is_replaced_for_the_next_local_subscriber(
+    cluster: Any,
+) -> None:
+    """Seen in CI: the directory's process died as it started, and the replacement asked
+    for by name was the dead actor itself, so adding a local subscriber failed."""
+    async with _fresh() as rt:
+        await rt.register_factory("counter", ra.Counter)
+        dead = rt._locals.directory
+        pid = await await_ref(dead.__ray_call__.remote(lambda _self: os.getpid()))
+        os.kill(pid, signal.SIGKILL)
+        topic = TopicId("feed", "z")
+        notes = _Notes("end")
+        await rt.add_local_subscriber(topic, notes)  # finds it dead and starts another
+        assert rt._locals.directory._actor_id != dead._actor_id
+        shouter = AgentId("counter", "a")
+        for text in ("0", "1", "end"):
+            await rt.send_message(ra.Shout(topic, text), shouter)
+        await asyncio.wait_for(notes.ended.wait(), 60)
+        assert notes.got == ["0", "1", "end"]
 
 
 def _break_directory_stream(rt: RayRuntime) -> None:

@@ -10,6 +10,7 @@ directory actor serves local subscribers only: agents' messages never pass throu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 from typing import Any
@@ -31,6 +32,8 @@ from .waits import await_ref
 __all__ = ["LocalSubscribers"]
 
 _TAKE_WAIT = 5.0  # seconds the directory holds a local subscribers' poll with nothing new
+_REPLACE_WAIT = 30.0  # seconds for Ray to free a dead directory's name (a bound, not a measure)
+_REPLACE_POLL = 0.1  # seconds between asks for that name
 _log = logging.getLogger("cantata.runtime.ray")
 
 
@@ -68,16 +71,40 @@ class LocalSubscribers:
         key = new_id()
         try:
             await await_ref(self.directory.open_local.remote(self._origin, key))
-        except RayActorError:  # its node died: local subscribers get a new one
+        except RayActorError:  # its node or its process died: local subscribers get a new one
             _log.warning(
                 "RayRuntime %r: the directory actor is gone; starting a new one", self._name
             )
-            router.use_directory(self.new_directory())
+            router.use_directory(await self._replace_directory())
             await await_ref(self.directory.open_local.remote(self._origin, key))
         self._callbacks[key] = callback
         if self._poller is None or self._poller.done():
             self._poller = asyncio.get_running_loop().create_task(self._poll(router))
         return key
+
+    async def _replace_directory(self) -> Any:
+        """A new directory actor in place of the dead one.
+
+        Ray frees a dead actor's name only once it has recorded the death, and until then
+        asking for the name (`get_if_exists`) hands back the dead actor: seen in CI, where
+        the directory's process died as it started and the replacement was that same actor.
+        So ask again until the answer is another actor, for `_REPLACE_WAIT` seconds at most.
+        """
+        dead = self.directory
+        with contextlib.suppress(Exception):  # it may be gone from Ray's records already
+            ray.kill(dead, no_restart=True)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _REPLACE_WAIT
+        while True:
+            fresh = await asyncio.to_thread(self.new_directory)
+            if fresh._actor_id != dead._actor_id:
+                return fresh
+            if loop.time() >= deadline:
+                raise AgentUnavailable(
+                    f"RayRuntime {self._name!r}: Ray still names the dead directory actor "
+                    f"after {_REPLACE_WAIT:.0f} s; no local subscriber can be added"
+                )
+            await asyncio.sleep(_REPLACE_POLL)
 
     async def close(self, key: str) -> None:
         """Stop calling `key`'s callback; the directory refuses requests to it."""
