@@ -13,8 +13,8 @@ should follow the profile leaves ``max_examples`` unset.
 On pytest-xdist workers (``make unit``), llama.cpp's OpenMP threads sleep while they wait
 instead of spinning: two workers decoding at once on two cores each spin on cores the
 other needs. Measured on two cores, one local-model team test took 13 s alone, and 52 s
-for each of two copies run at once with spinning threads, 23 s with sleeping ones (which
-cost a lone run time: 20 s, so a run in one process keeps llama.cpp's default).
+for each of two copies run at once with spinning threads, 23 s with sleeping ones. Alone,
+sleeping threads made it slower (20 s), so a run in one process keeps llama.cpp's default.
 """
 
 from __future__ import annotations
