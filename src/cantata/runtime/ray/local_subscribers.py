@@ -15,7 +15,7 @@ import inspect
 import logging
 from typing import Any
 
-from ray.exceptions import RayActorError
+from ray.exceptions import ActorDiedError, RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 import ray
@@ -71,11 +71,14 @@ class LocalSubscribers:
         key = new_id()
         try:
             await await_ref(self.directory.open_local.remote(self._origin, key))
-        except RayActorError:  # its node or its process died: local subscribers get a new one
-            _log.warning(
-                "RayRuntime %r: the directory actor is gone; starting a new one", self._name
-            )
-            router.use_directory(await self._replace_directory())
+        except RayActorError as exc:
+            if isinstance(exc, ActorDiedError):  # its node or its process died: a new one
+                _log.warning(
+                    "RayRuntime %r: the directory actor is gone; starting a new one", self._name
+                )
+                router.use_directory(await self._replace_directory())
+            else:  # out of reach for a moment, alive: the same one, its address looked up anew
+                router.use_directory(self.directory)
             await await_ref(self.directory.open_local.remote(self._origin, key))
         self._callbacks[key] = callback
         if self._poller is None or self._poller.done():
@@ -83,7 +86,8 @@ class LocalSubscribers:
         return key
 
     async def _replace_directory(self) -> Any:
-        """A new directory actor in place of the dead one.
+        """A new directory actor in place of the dead one (never of one merely out of
+        reach: killing that would lose what it holds for this process's subscribers).
 
         Ray frees a dead actor's name only once it has recorded the death, and until then
         asking for the name (`get_if_exists`) hands back the dead actor: seen in CI, where
