@@ -24,6 +24,7 @@ from ...core import ConfigurationError, loads, new_id
 from ..ids import AgentId
 from ..protocol import LocalCallback
 from . import wire
+from .direct import died
 from .errors import AgentUnavailable
 from .host import directory_class
 from .router import Router
@@ -34,6 +35,8 @@ __all__ = ["LocalSubscribers"]
 _TAKE_WAIT = 5.0  # seconds the directory holds a local subscribers' poll with nothing new
 _REPLACE_WAIT = 30.0  # seconds for Ray to free a dead directory's name (a bound, not a measure)
 _REPLACE_POLL = 0.1  # seconds between asks for that name
+_CALL_WAIT = 60.0  # seconds at most for the directory to take a new subscriber (a bound)
+_DIED_WAIT = 60.0  # seconds at most for Ray to say whether an unavailable directory died
 _log = logging.getLogger("cantata.runtime.ray")
 
 
@@ -44,11 +47,17 @@ class LocalSubscribers:
         self._name, self._namespace, self._config, self._origin = name, namespace, config, origin
         self._callbacks: dict[str, LocalCallback] = {}
         self._poller: asyncio.Task[None] | None = None
+        self._replacing = asyncio.Lock()
         self.directory: Any = None
 
     def new_directory(self) -> Any:
         """This process's directory actor (the one of this pool's name, if it exists)."""
-        self.directory = (
+        self.directory = self._directory_by_name()
+        return self.directory
+
+    def _directory_by_name(self) -> Any:
+        """The pool's directory actor, started if Ray knows none of its name (blocking)."""
+        return (
             directory_class()
             .options(
                 name=f"{self._name}/directory",
@@ -64,51 +73,74 @@ class LocalSubscribers:
             )
             .remote(self._name, self._config)
         )
-        return self.directory
 
     async def open(self, router: Router, callback: LocalCallback) -> str:
         """A new subscriber's key, its callback called from now on by `router`'s polls."""
         key = new_id()
+        directory = self.directory
         try:
-            await await_ref(self.directory.open_local.remote(self._origin, key))
+            await self._open_local(key)
         except RayActorError as exc:
-            if isinstance(exc, ActorDiedError):  # its node or its process died: a new one
-                _log.warning(
-                    "RayRuntime %r: the directory actor is gone; starting a new one", self._name
-                )
-                router.use_directory(await self._replace_directory())
-            else:  # out of reach for a moment, alive: the same one, its address looked up anew
-                router.use_directory(self.directory)
-            await await_ref(self.directory.open_local.remote(self._origin, key))
+            # Its node or its process died: a new one. Ray may say "unavailable" before the
+            # news of a death reaches it, so an unavailable one is asked whether it died.
+            if isinstance(exc, ActorDiedError) or await died(directory, _DIED_WAIT):
+                await self._replace(router, directory)
+            else:  # alive but out of reach: the same one, over a new stream
+                router.use_directory(directory)
+            try:
+                await self._open_local(key)
+            except RayActorError as again:
+                raise AgentUnavailable(
+                    f"RayRuntime {self._name!r}: the directory actor did not take the local "
+                    f"subscriber: {again}"
+                ) from None
         self._callbacks[key] = callback
         if self._poller is None or self._poller.done():
             self._poller = asyncio.get_running_loop().create_task(self._poll(router))
         return key
 
-    async def _replace_directory(self) -> Any:
-        """A new directory actor in place of the dead one (never of one merely out of
-        reach: killing that would lose what it holds for this process's subscribers).
+    async def _open_local(self, key: str) -> None:
+        ref = self.directory.open_local.remote(self._origin, key)
+        try:
+            await asyncio.wait_for(await_ref(ref), _CALL_WAIT)
+        except TimeoutError:
+            raise AgentUnavailable(
+                f"RayRuntime {self._name!r}: the directory actor did not answer in "
+                f"{_CALL_WAIT:.0f} s"
+            ) from None
+
+    async def _replace(self, router: Router, dead: Any) -> None:
+        """Put a new directory actor in the place of `dead`, once however many subscribers
+        found it dead at once; the poller of the dead one gives way to a new one.
 
         Ray frees a dead actor's name only once it has recorded the death, and until then
         asking for the name (`get_if_exists`) hands back the dead actor: seen in CI, where
         the directory's process died as it started and the replacement was that same actor.
-        So ask again until the answer is another actor, for `_REPLACE_WAIT` seconds at most.
+        So it asks again until the answer is another actor, for `_REPLACE_WAIT` seconds (a
+        bound checked between asks, each a short call to Ray's control store).
         """
-        dead = self.directory
-        with contextlib.suppress(Exception):  # it may be gone from Ray's records already
-            ray.kill(dead, no_restart=True)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + _REPLACE_WAIT
-        while True:
-            fresh = await asyncio.to_thread(self.new_directory)
-            if fresh._actor_id != dead._actor_id:
-                return fresh
-            if loop.time() >= deadline:
-                raise AgentUnavailable(
-                    f"RayRuntime {self._name!r}: Ray still names the dead directory actor "
-                    f"after {_REPLACE_WAIT:.0f} s; no local subscriber can be added"
-                )
-            await asyncio.sleep(_REPLACE_POLL)
+        async with self._replacing:
+            if self.directory != dead:  # another subscriber replaced it meanwhile
+                return
+            _log.warning(
+                "RayRuntime %r: the directory actor is gone; starting a new one", self._name
+            )
+            with contextlib.suppress(ValueError):  # a handle of an earlier Ray session
+                ray.kill(dead, no_restart=True)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + _REPLACE_WAIT
+            while (fresh := await asyncio.to_thread(self._directory_by_name)) == dead:
+                if loop.time() >= deadline:
+                    raise AgentUnavailable(
+                        f"RayRuntime {self._name!r}: Ray still names the dead directory "
+                        f"actor after {_REPLACE_WAIT:.0f} s; no local subscriber can be added"
+                    )
+                await asyncio.sleep(_REPLACE_POLL)
+            self.directory = fresh
+            router.use_directory(fresh)
+            if self._poller is not None:  # it polls the dead one: `open` starts another
+                self._poller.cancel()
+                self._poller = None
 
     async def close(self, key: str) -> None:
         """Stop calling `key`'s callback; the directory refuses requests to it."""

@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ray.exceptions import ActorUnavailableError, RayActorError, RayError
+from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError, RayError
 
 import ray
 
@@ -444,7 +444,11 @@ class Router:
         return wire.result(reply, what)
 
     def use_directory(self, directory: Any) -> None:
-        """A new directory actor (the last one ended with its node)."""
+        """A directory actor: a new one (the last one died: its inbox for this process
+        starts again from 0, so the acknowledgements do too), or the same one over a new
+        stream."""
+        if directory != self._directory:
+            self._taken = Taken()
         self._directory = directory
         self._directory_address = _UNKNOWN
 
@@ -722,6 +726,8 @@ class Router:
         except builtins.TimeoutError:
             raise TimeoutError("the runtime's directory actor did not answer") from None
         except RayActorError as exc:
+            if isinstance(exc, ActorDiedError):  # the next call looks its name up again
+                self._directory, self._directory_address = None, _UNKNOWN
             raise AgentUnavailable(f"the runtime's directory actor is gone: {exc}") from None
 
     async def _intervene(
