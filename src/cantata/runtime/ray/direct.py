@@ -602,9 +602,9 @@ async def address_of(handle: Any, wait: float) -> Address | None:
     return None if found is None else (str(found[0]), int(found[1]), str(found[2]))
 
 
-async def died(handle: Any, wait: float) -> bool:
+async def died(handle: Any, wait: float = 60.0) -> bool:
     """Whether Ray says the actor behind a broken stream is dead; False when it answers a
-    bounded call (or cannot tell within `wait` seconds)."""
+    bounded call (or cannot tell within `wait` seconds, a bound for a busy cluster)."""
     try:
         probe = handle.__ray_ready__.remote()  # every Ray actor has it
         await asyncio.wait_for(asyncio.wrap_future(probe.future()), wait)

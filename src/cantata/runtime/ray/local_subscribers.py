@@ -36,7 +36,6 @@ _TAKE_WAIT = 5.0  # seconds the directory holds a local subscribers' poll with n
 _REPLACE_WAIT = 30.0  # seconds for Ray to free a dead directory's name (a bound, not a measure)
 _REPLACE_POLL = 0.1  # seconds between asks for that name
 _CALL_WAIT = 60.0  # seconds at most for the directory to take a new subscriber (a bound)
-_DIED_WAIT = 60.0  # seconds at most for Ray to say whether an unavailable directory died
 _log = logging.getLogger("cantata.runtime.ray")
 
 
@@ -83,7 +82,7 @@ class LocalSubscribers:
         except RayActorError as exc:
             # Its node or its process died: a new one. Ray may say "unavailable" before the
             # news of a death reaches it, so an unavailable one is asked whether it died.
-            if isinstance(exc, ActorDiedError) or await died(directory, _DIED_WAIT):
+            if isinstance(exc, ActorDiedError) or await died(directory):
                 await self._replace(router, directory)
             else:  # alive but out of reach: the same one, over a new stream
                 router.use_directory(directory)

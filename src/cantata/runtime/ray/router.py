@@ -70,7 +70,6 @@ __all__: list[str] = []
 
 _log = logging.getLogger("cantata.runtime.ray")
 _UNKNOWN = object()  # the directory's address, before it is asked
-_CONFIRM_WAIT = 60.0  # seconds at most for Ray to say whether the directory died
 _MOVE_PAUSE = 0.05  # seconds between reads of the membership while an agent moves
 _REDELIVERIES = 5  # rounds a publication is sent again to hosts that died with it
 _LOOKUP_WAIT = 30.0  # seconds at most to find a host's handle and address
@@ -670,7 +669,7 @@ class Router:
         try:
             reply = await self._to_directory("p", None, bound, origin=self._origin, w=wait, k=ack)
         except AgentUnavailable:  # the stream broke: the directory's end, or just the stream?
-            if await died(await self.directory(), _CONFIRM_WAIT):
+            if await died(await self.directory()):
                 raise
             self._directory_address = _UNKNOWN  # a new stream for the next poll
             reply = None
