@@ -33,6 +33,7 @@ EXPECTED = {
     "parse_structured",
     "request_snapshot",
     "response_format_schema",
+    "set_decode_niceness",
     "set_model_requests_allowed",
     "tool_call",
 }

@@ -6,6 +6,7 @@ to import, which every process that never talks to a server would otherwise pay.
 
 from typing import TYPE_CHECKING, Any
 
+from ._batch_decoder import set_decode_niceness
 from .cassette import (
     CASSETTE_SCHEMA_VERSION,
     Cassette,
@@ -80,6 +81,7 @@ __all__ = [
     "parse_structured",
     "request_snapshot",
     "response_format_schema",
+    "set_decode_niceness",
     "set_model_requests_allowed",
     "tool_call",
 ]

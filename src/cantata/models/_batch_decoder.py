@@ -25,6 +25,12 @@ thread made every batched step of both decoders about a quarter slower on two co
 thread for all of them keeps one pool (and two models that decode at once take turns rather
 than oversubscribing the cores). A process that starts OpenMP teams on other threads, through
 llama-cpp-python directly or another library built on libgomp, still adds to the count.
+
+A server wants that thread to give way: its event loop answers requests (a refusal, the
+next token of a stream) in a few hundred microseconds, but on a machine whose cores the
+decoder keeps busy, each of those waits for a time slice behind it. `set_decode_niceness`
+starts the thread (and so the OpenMP workers it creates) nicer than the thread that starts
+it: Linux then gives the loop the core whenever it has work, and decoding the rest.
 """
 
 from __future__ import annotations
@@ -32,12 +38,13 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import sys
 import threading
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core import ModelError
+from ..core import ConfigurationError, ModelError
 from ._batch_sequence import Sequence
 
 _log = logging.getLogger("cantata.models")
@@ -54,6 +61,21 @@ class _Slot:
     """What this slot's sequence id holds in the KV cache."""
     owner: Sequence | None = None
     used_at: int = 0
+
+
+def set_decode_niceness(increment: int) -> None:
+    """Run this process's decode thread `increment` nicer (Unix `nice`, 0 to 19) than the
+    thread that starts it, from the next time it starts: before the first model decodes, or
+    once every model of the process has closed (its OpenMP workers are made once, by it, and
+    keep the niceness they were made with). `cantata serve` sets 10, so that requests are
+    answered before decoding goes on. 0 (the default) leaves it as any thread.
+
+    Only Linux keeps a niceness per thread; elsewhere it is ignored."""
+    if type(increment) is not int or not 0 <= increment <= 19:
+        raise ConfigurationError(
+            f"the decode niceness must be a whole number from 0 to 19, got {increment!r}"
+        )
+    _LOOP.niceness = increment
 
 
 def default_threads() -> tuple[int, int]:
@@ -374,6 +396,8 @@ class _DecodeLoop:
     """The one thread that runs the steps of every decoder of the process, in turn."""
 
     def __init__(self) -> None:
+        self.niceness = 0
+        """How much nicer than its starter the thread starts (`set_decode_niceness`)."""
         self.reset()
 
     def reset(self) -> None:
@@ -399,6 +423,8 @@ class _DecodeLoop:
         self.cond.notify()
 
     def _run(self) -> None:
+        if self.niceness:
+            _be_nicer(self.niceness)
         while True:
             with self.cond:
                 work = self._next_turn()
@@ -441,6 +467,19 @@ class _DecodeLoop:
             decoder._end(error)
         except BaseException:  # the other decoders go on
             _log.exception("local decoder %s failed while ending", decoder.name)
+
+
+def _be_nicer(increment: int) -> None:
+    """Raise the calling thread's niceness by `increment` (Linux keeps it per thread, and a
+    thread's new threads inherit it), up to 19; a platform without it is left alone."""
+    if sys.platform != "linux":  # elsewhere a thread id is not a `setpriority` target
+        return
+    me = threading.get_native_id()
+    try:
+        niceness = min(os.getpriority(os.PRIO_PROCESS, me) + increment, 19)
+        os.setpriority(os.PRIO_PROCESS, me, niceness)
+    except OSError:  # not allowed (a sandbox's seccomp, say)
+        _log.debug("the decode thread keeps its niceness", exc_info=True)
 
 
 _LOOP = _DecodeLoop()
