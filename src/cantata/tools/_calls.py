@@ -71,7 +71,9 @@ class CallRunner:
     ) -> None:
         self._dropped = dropped if dropped is not None else set()
         self._tools = tools
-        self._chain = compose(middleware, self._invoke)
+        # None without middleware: a bound method of this runner kept on it would be a
+        # reference cycle, left for the garbage collector (see `FunctionLoopRun`)
+        self._chain = compose(middleware, self._invoke) if middleware else None
         self._kwargs = kwargs
         self._token = token
         self._concurrent = concurrent
@@ -139,7 +141,8 @@ class CallRunner:
             approved=approved,
         )
         try:
-            await self._chain(context)
+            chain = self._chain
+            await (self._invoke(context) if chain is None else chain(context))
         except CancelledError:
             raise
         except Exception as exc:  # a middleware failed: the model is told, the run goes on

@@ -122,9 +122,12 @@ class FunctionLoopRun:
         self._on_message = on_message
         self._kwargs = tool_kwargs
         self._streaming = streaming
-        self._chat_chain = (
-            compose(chat_middleware, self._call_inner) if chat_middleware else self._call_inner
-        )
+        # The chain around `_call_inner`, or None when there is no middleware: a bound method
+        # of this run kept on it would make a reference cycle, and then the run, its
+        # recorder and everything the turn made would wait for the garbage collector
+        # instead of going when the turn's last reference does (a team's instant turns ran
+        # 4 to 7% slower for that).
+        self._chat_chain = compose(chat_middleware, self._call_inner) if chat_middleware else None
         # Middleware gets copies it may change (see ChatContext): of the options, and of the
         # messages it reads (RequestMessages); without any, the model client (which only
         # reads) gets the messages and options themselves: copying every message of a long
@@ -169,7 +172,8 @@ class FunctionLoopRun:
         while self._finish is None:
             limit = self._limit
             context = self._model_context(limit)
-            await self._chat_chain(context)
+            chain = self._chat_chain
+            await (self._call_inner(context) if chain is None else chain(context))
             if limit is not None:
                 await self._answered(context, limit)
                 continue
@@ -541,8 +545,9 @@ class FunctionLoopRun:
         self._sink, self._room = sink, room
 
         async def drive() -> None:
+            chain = self._chat_chain
             try:
-                await self._chat_chain(context)
+                await (self._call_inner(context) if chain is None else chain(context))
             finally:
                 queue.put_nowait(None)
 
