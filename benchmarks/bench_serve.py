@@ -354,14 +354,19 @@ async def load_figures(
     with _server_process(*args, target=target) as (url, proc):
         async with httpx.AsyncClient(timeout=300) as http:
             await http.post(f"{url}/v1/chat/completions", json=body)  # warm-up (loads a model)
-        # this process's imports out of the collector's sight, as the server does with its
-        # own: a full collection over them held every request in flight here for 60 ms
+        # this process's imports out of the collector's sight while the rounds run, as the
+        # server does with its own: a full collection over them held every request in
+        # flight here for 60 ms (given back after, for the benchmarks that run next here)
+        gc.collect()
         gc.freeze()
-        rss = [_rss_mb(proc.pid)]
-        results = []
-        for _ in range(rounds):
-            results.append(await _load_round(url, per_client, body))
-            rss.append(_rss_mb(proc.pid))
+        try:
+            rss = [_rss_mb(proc.pid)]
+            results = []
+            for _ in range(rounds):
+                results.append(await _load_round(url, per_client, body))
+                rss.append(_rss_mb(proc.pid))
+        finally:
+            gc.unfreeze()
     accepted = [t for r in results for t in r["accepted"]]
     refused = [t for r in results for t in r["refused"]]
     timed_out = [t for r in results for t in r["timed_out"]]

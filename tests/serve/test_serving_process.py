@@ -49,6 +49,8 @@ def test_cantata_serve_decodes_on_threads_nicer_than_the_one_that_answers() -> N
         assert reply.status_code == 200, reply.text
         threads = _threads(proc.pid)
     main_niceness = threads[proc.pid][0]
+    if main_niceness >= 19:
+        pytest.skip("the tests run at the highest niceness: nothing can be nicer")
     nicer = [ticks for niceness, ticks in threads.values() if niceness > main_niceness]
     assert all(
         niceness == min(main_niceness + DECODE_NICENESS, 19)
@@ -78,8 +80,10 @@ async def test_the_server_puts_what_lives_from_its_start_out_of_the_collectors_s
                 await asyncio.sleep(0.01)
         assert gc.get_freeze_count() > 0
     finally:
-        server.should_exit = True
-        async with asyncio.timeout(STOP_TIMEOUT):
-            await task
-        sock.close()
-        gc.unfreeze()
+        try:
+            server.should_exit = True
+            async with asyncio.timeout(STOP_TIMEOUT):
+                await task
+        finally:
+            sock.close()
+            gc.unfreeze()

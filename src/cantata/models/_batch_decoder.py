@@ -30,7 +30,7 @@ A server wants that thread to give way: its event loop answers requests (a refus
 next token of a stream) in a few hundred microseconds, but on a machine whose cores the
 decoder keeps busy, each of those waits for a time slice behind it. `set_decode_niceness`
 starts the thread (and so the OpenMP workers it creates) nicer than the thread that starts
-it: Linux then gives the loop the core whenever it has work, and decoding the rest.
+it: Linux then mostly gives the loop the core when it has work, and decoding the rest.
 """
 
 from __future__ import annotations
