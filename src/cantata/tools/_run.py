@@ -172,8 +172,7 @@ class FunctionLoopRun:
         while self._finish is None:
             limit = self._limit
             context = self._model_context(limit)
-            chain = self._chat_chain
-            await (self._call_inner(context) if chain is None else chain(context))
+            await self._chat(context)
             if limit is not None:
                 await self._answered(context, limit)
                 continue
@@ -414,6 +413,12 @@ class FunctionLoopRun:
         self._last = response
         return response
 
+    def _chat(self, context: ChatContext) -> Awaitable[None]:
+        """The model call through the chat middleware, if any (a plain function: no
+        coroutine of its own)."""
+        chain = self._chat_chain
+        return self._call_inner(context) if chain is None else chain(context)
+
     async def _call_inner(self, context: ChatContext) -> None:
         scope = current_effects()
         if scope is None:
@@ -545,9 +550,8 @@ class FunctionLoopRun:
         self._sink, self._room = sink, room
 
         async def drive() -> None:
-            chain = self._chat_chain
             try:
-                await (self._call_inner(context) if chain is None else chain(context))
+                await self._chat(context)
             finally:
                 queue.put_nowait(None)
 
