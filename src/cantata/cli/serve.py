@@ -24,6 +24,7 @@ from .spec_options import AllowOption, SettingOption, parse_settings
 __all__ = ["serve_command"]
 
 _LEVELS = ("critical", "error", "warning", "info", "debug")
+_DEFAULT_STORE = "sqlite:///.cantata/serve.db"  # cantata.serve.DEFAULT_STORE_URL, for --help
 
 
 def serve_command(
@@ -48,7 +49,12 @@ def serve_command(
     ] = None,
     store: Annotated[
         str | None,
-        typer.Option("--store", help="Store URL for server-side threads (default: SQLite file)."),
+        typer.Option(
+            "--store",
+            help=f"Store URL for server-side threads; opened at start, so a store that cannot "
+            f"be opened stops the server at once. Default: {_DEFAULT_STORE} (a SQLite file "
+            "under the working directory).",
+        ),
     ] = None,
     max_body: Annotated[
         int, typer.Option("--max-body", min=1, help="Largest request body, in bytes.")
@@ -129,18 +135,26 @@ def serve_command(
             queue_timeout=queue_timeout,
             write_timeout=write_timeout,
         )
+        store = store or DEFAULT_STORE_URL
+        if workers > 1 and store.startswith("memory:"):
+            raise UsageError(
+                "--workers needs a store the processes share: a SQLite file or a PostgreSQL "
+                "or Redis URL, not memory://"
+            )
+        _check_store(store)
         err().print(f"serving {names} on http://{host}:{port}/v1", highlight=False)
         if workers > 1:
             _serve_workers(
                 WorkerConfig(
                     target,
-                    store or DEFAULT_STORE_URL,
+                    store,
                     token,
                     parse_settings(setting or []),
                     allow or [],
                     os.getcwd(),
                     limits=asdict(limits),
                     log_level=log_level,
+                    parent=os.getpid(),
                 ),
                 host=host,
                 port=port,
@@ -153,7 +167,7 @@ def serve_command(
             host=host,
             port=port,
             token=token,
-            store=store or DEFAULT_STORE_URL,
+            store=store,
             limits=limits,
             log_level=log_level,
             grace=grace,
@@ -168,16 +182,8 @@ def _serve_workers(
 ) -> None:
     """`workers` processes on one socket, each building the app from `config` and draining
     it on its own when told to stop (see `cantata.serve.serve_workers`)."""
-    from ..core import UsageError
     from ..serve.server import serve_workers
 
-    if config.store.startswith("memory:"):
-        raise UsageError(
-            "--workers needs a store the processes share: a SQLite file or a PostgreSQL or "
-            "Redis URL, not memory://"
-        )
-    if config.store.startswith("sqlite:///.cantata/"):
-        os.makedirs(".cantata", exist_ok=True)
     os.environ[CONFIG_VARIABLE] = config.to_env()
     serve_workers(
         "cantata.cli.serve_worker:create_app",
@@ -187,3 +193,29 @@ def _serve_workers(
         log_level=config.log_level,
         grace=grace,
     )
+
+
+def _check_store(url: str) -> None:
+    """Open the store once and close it, so a URL that cannot be opened (no such directory,
+    a database server that is down, a missing extra) stops the command here with the
+    store's own words, instead of a server that starts and then fails every request."""
+    import asyncio
+
+    from ..core import CantataError, UsageError
+    from ..stores import open_store
+
+    if url.startswith("sqlite:///.cantata/"):
+        os.makedirs(".cantata", exist_ok=True)  # the default's directory is ours to make
+
+    async def open_and_close() -> None:
+        store = open_store(url)
+        try:
+            await store.get("cantata:serve:start")  # connects, and makes the schema if new
+        finally:
+            await store.close()
+
+    try:
+        asyncio.run(open_and_close())
+    except CantataError as exc:
+        # the store's words name the place without the URL's password
+        raise UsageError(f"--store cannot be opened: {exc}") from exc

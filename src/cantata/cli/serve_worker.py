@@ -4,17 +4,26 @@ as JSON under `CONFIG_VARIABLE`), loading the served target anew.
 
 Nothing a client may come back to lives in a worker: threads, response ids, A2A tasks and
 waiting sessions are in the store they all share, so any worker answers any request.
+
+A worker ends with its parent, however the parent ends (even ``kill -9``, which it cannot
+pass on): otherwise the orphans keep serving, and a process manager that restarts the parent
+runs a second set beside them on the same store. On Linux the kernel sends the worker SIGTERM
+when the parent dies (``PR_SET_PDEATHSIG``); elsewhere a thread watches the parent's pid.
+SIGTERM is the ordinary stop: the worker stops accepting at once and drains what it runs.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import signal
 import sys
+import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["CONFIG_VARIABLE", "WorkerConfig", "create_app"]
+__all__ = ["CONFIG_VARIABLE", "WorkerConfig", "create_app", "end_with_parent"]
 
 CONFIG_VARIABLE = "CANTATA_SERVE_WORKER"
 """The environment variable holding a worker's `WorkerConfig` as JSON."""
@@ -33,6 +42,8 @@ class WorkerConfig:
     limits: dict[str, Any] = field(default_factory=dict)
     """`cantata.serve.Limits` as keywords: the same bounds in every worker."""
     log_level: str = "info"
+    parent: int = 0
+    """The pid of the `cantata serve` process the worker ends with (0: none to watch)."""
 
     def to_env(self) -> str:
         """The config as the environment variable's value."""
@@ -55,6 +66,35 @@ def load_served(target: str, settings: dict[str, str], allow: list[str]) -> Any:
     return load_target(target)
 
 
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+_WATCH_EVERY = 0.5  # seconds between looks at the parent where the kernel cannot tell us
+
+
+def end_with_parent(parent: int) -> None:
+    """Have this process get SIGTERM when `parent` (its parent now) ends, however it ends."""
+    if sys.platform.startswith("linux") and _ask_kernel():
+        if os.getppid() != parent:  # it ended before the kernel was asked
+            os.kill(os.getpid(), signal.SIGTERM)
+        return
+    if sys.platform == "win32":  # pragma: no cover - no parent pid to watch there
+        return
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            threading.Event().wait(_WATCH_EVERY)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="cantata-parent-watch", daemon=True).start()
+
+
+def _ask_kernel() -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) == 0)
+    except (OSError, AttributeError):  # no prctl in this libc: the watching thread does it
+        return False
+
+
 def create_app() -> Any:
     """The ASGI app of one worker (uvicorn's app factory)."""
     from ..serve import Limits, build_app
@@ -67,6 +107,8 @@ def create_app() -> Any:
             f"{CONFIG_VARIABLE} is not set: this factory is for `cantata serve --workers N`"
         )
     config = WorkerConfig(**json.loads(raw))
+    if config.parent:
+        end_with_parent(config.parent)
     if config.cwd:
         os.chdir(config.cwd)
     served = load_served(config.target, config.settings, config.allow)
