@@ -7,6 +7,12 @@ the stream started is sent as an ``error`` event, which OpenAI clients raise. A 
 server stops at shutdown ends with that ``error`` event (503, ``server_shutting_down``) and
 then ``[DONE]``.
 
+Tools the client sends (``tools``) are declared to a served agent's model for this request
+(see `openai_tools`): when the model calls one, the answer carries ``tool_calls`` (finish
+reason ``tool_calls``) and the client's next request, with the results as ``tool``
+messages after the assistant message that holds the calls, continues the conversation.
+The finish reason is ``length`` when ``max_tokens`` cut the answer.
+
 A run that stops for a person (a tool's approval, a workflow's request; see `human_input`) is
 answered with a 409 (code ``input_required``) naming what it waits for: this stateless API
 has no way to carry the answer back, so the error says to use ``/v1/responses`` or A2A.
@@ -23,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..agents import AgentResponse, LocalThread
-from ..core import CantataError, Message, Usage, new_id
+from ..core import CantataError, FunctionCallContent, Message, Usage, new_id
 from .drain import Drain
 from .errors import RequestError, ServerStoppingError, error_body, error_response
 from .event_stream import EventStream
@@ -36,6 +42,7 @@ from .openai_messages import (
     require_served,
     sampling_options,
 )
+from .openai_tools import ClientTools, arguments_text, client_tools
 from .served import Served
 
 __all__ = ["chat_completions"]
@@ -49,21 +56,24 @@ async def chat_completions(request: Request) -> Response:
         messages = chat_messages(body)
         stream = optional_bool(body, "stream", False)
         include_usage = _include_usage(body)
-        _refuse_unsupported(body, entry)
-        options = sampling_options(body, entry)
+        _refuse_unsupported(body)
+        tools = client_tools(body, entry, "chat")
+        options = {**sampling_options(body, entry), **tools.run_options()}
     except CantataError as exc:
         return error_response(exc)
     completion_id = f"chatcmpl-{new_id().replace('-', '')}"
     drain: Drain = request.app.state.cantata.drain
     if stream:
-        return EventStream(_chunks(entry, messages, completion_id, include_usage, options, drain))
+        return EventStream(
+            _chunks(entry, messages, completion_id, include_usage, options, tools, drain)
+        )
     try:
         async with drain.stoppable():
             response = await entry.agent.run(messages, thread=LocalThread(), **options)
         _refuse_waiting(entry, response)
     except CantataError as exc:
         return error_response(exc)
-    return JSONResponse(_completion(entry, response, completion_id))
+    return JSONResponse(_completion(entry, response, completion_id, tools))
 
 
 def _refuse_waiting(entry: Served, response: AgentResponse) -> None:
@@ -89,16 +99,32 @@ def _include_usage(body: dict[str, Any]) -> bool:
     return optional_bool(options, "include_usage", False)
 
 
-def _refuse_unsupported(body: dict[str, Any], entry: Served) -> None:
+def _refuse_unsupported(body: dict[str, Any]) -> None:
     n = body.get("n", 1)
     if n is not None and n != 1:
         raise RequestError("'n' must be 1: a served object gives one answer per request", param="n")
-    if body.get("tools"):
-        raise RequestError(
-            f"'tools' cannot be given: {entry.name!r} runs its own tools on the server; "
-            "send the conversation only",
-            param="tools",
-        )
+
+
+def _finish_reason(response: AgentResponse, calls: list[FunctionCallContent]) -> str:
+    """OpenAI's finish reason: ``tool_calls`` when the client has calls to run, the model's
+    ``length`` or ``content_filter``, else ``stop`` (the run's own reasons are not OpenAI's)."""
+    if calls:
+        return "tool_calls"
+    if response.finish_reason in ("length", "content_filter"):
+        return response.finish_reason
+    return "stop"
+
+
+def _tool_calls(calls: list[FunctionCallContent], *, indexed: bool = False) -> list[dict[str, Any]]:
+    return [
+        {
+            **({"index": i} if indexed else {}),
+            "id": call.call_id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": arguments_text(call)},
+        }
+        for i, call in enumerate(calls)
+    ]
 
 
 def _usage(usage: Usage | None) -> dict[str, int]:
@@ -110,7 +136,14 @@ def _usage(usage: Usage | None) -> dict[str, int]:
     }
 
 
-def _completion(entry: Served, response: AgentResponse, completion_id: str) -> dict[str, Any]:
+def _completion(
+    entry: Served, response: AgentResponse, completion_id: str, tools: ClientTools
+) -> dict[str, Any]:
+    calls = tools.calls(response)
+    message: dict[str, Any] = {"role": "assistant", "content": answer_text(response)}
+    if calls:
+        message["content"] = message["content"] or None
+        message["tool_calls"] = _tool_calls(calls)
     return {
         "id": completion_id,
         "object": "chat.completion",
@@ -119,8 +152,8 @@ def _completion(entry: Served, response: AgentResponse, completion_id: str) -> d
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": answer_text(response)},
-                "finish_reason": "stop",
+                "message": message,
+                "finish_reason": _finish_reason(response, calls),
                 "logprobs": None,
             }
         ],
@@ -138,6 +171,7 @@ async def _chunks(
     completion_id: str,
     include_usage: bool,
     options: dict[str, Any],
+    tools: ClientTools,
     drain: Drain,
 ) -> AsyncGenerator[bytes, None]:
     created = int(time.time())
@@ -175,7 +209,10 @@ async def _chunks(
         return
     finally:
         await stream.aclose()
-    yield chunk({}, "stop")
+    calls = tools.calls(response)
+    if calls:
+        yield chunk({"tool_calls": _tool_calls(calls, indexed=True)})
+    yield chunk({}, _finish_reason(response, calls))
     if include_usage:
         yield _event(
             {

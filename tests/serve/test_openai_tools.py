@@ -1,0 +1,182 @@
+"""Tools a client sends, through the official `openai` client on a real server: declared to
+the served agent's model, their calls answered by the client on its next request, while
+the agent's own tools run on the server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import openai
+import pytest
+from openai import AsyncOpenAI
+
+from cantata.agents import ChatAgent
+from cantata.core import FunctionResultContent, Message
+from cantata.models import ChatOptions, ScriptedChatClient, tool_call
+from cantata.stores import MemoryStore
+from cantata.teams import GroupChat
+from cantata.tools import tool
+
+from ._servers import echo_agent, serving
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "weather",
+        "description": "The weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+
+
+@tool
+def population(city: str) -> int:
+    """How many people live in a city."""
+    return {"Oslo": 709_000}.get(city, 0)
+
+
+def _forecaster(messages: list[Message], options: ChatOptions) -> Any:
+    """Asks its own tool first, then the client's ``weather`` (when offered and allowed),
+    then answers with both results; says what it was offered when it cannot call."""
+    offered = sorted(t.name for t in options.tools or ())
+    results = {
+        c.call_id: c.result
+        for m in messages
+        for c in m.contents
+        if type(c) is FunctionResultContent
+    }
+    if "weather" not in offered or options.tool_choice == "none":
+        return f"no weather tool (offered {offered}, choice {options.tool_choice})"
+    if "pop" not in results and not any(k.startswith("call_w") for k in results):
+        return tool_call("population", {"city": "Oslo"}, call_id="pop")
+    weather = next((v for k, v in results.items() if k.startswith("call_w")), None)
+    if weather is None:
+        return tool_call("weather", {"city": "Oslo"}, call_id="call_w1")
+    return f"Oslo ({results.get('pop', '?')} people): {weather}"
+
+
+@pytest.fixture
+async def url() -> AsyncIterator[str]:
+    agent = ChatAgent(ScriptedChatClient(_forecaster), name="forecaster", tools=[population])
+    team = GroupChat([echo_agent("first"), echo_agent("second")], name="pair", max_turns=2)
+    async with (
+        MemoryStore() as store,
+        serving([agent, echo_agent("plain"), team], store=store) as base,
+    ):
+        yield base
+
+
+def _client(url: str) -> AsyncOpenAI:
+    return AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=30)
+
+
+async def test_a_client_tool_call_is_answered_by_the_client_on_the_next_request(url: str) -> None:
+    ask = [{"role": "user", "content": "weather in Oslo?"}]
+    async with _client(url) as client:
+        first = await client.chat.completions.create(
+            model="forecaster", messages=ask, tools=[WEATHER]
+        )
+        choice = first.choices[0]
+        assert choice.finish_reason == "tool_calls"
+        calls = choice.message.tool_calls or []
+        # only the client's call: the agent's own tool (population) ran on the server
+        assert [(c.id, c.function.name) for c in calls] == [("call_w1", "weather")]  # type: ignore[union-attr]
+        assert json.loads(calls[0].function.arguments) == {"city": "Oslo"}  # type: ignore[union-attr]
+        assert choice.message.content is None
+        history: list[Any] = [
+            *ask,
+            choice.message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": "call_w1", "content": "sunny, 21 C"},
+        ]
+        second = await client.chat.completions.create(
+            model="forecaster", messages=history, tools=[WEATHER]
+        )
+    assert second.choices[0].finish_reason == "stop"
+    # the history the client holds has what it was shown: the weather call, not the
+    # server's own population call (its result stays with the server's first run)
+    assert second.choices[0].message.content == "Oslo (? people): sunny, 21 C"
+
+
+async def test_a_streamed_answer_carries_the_tool_calls(url: str) -> None:
+    async with _client(url) as client:
+        stream = await client.chat.completions.create(
+            model="forecaster",
+            messages=[{"role": "user", "content": "weather in Oslo?"}],
+            tools=[WEATHER],
+            stream=True,
+        )
+        chunks = [c async for c in stream]
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    calls = [call for d in deltas for call in d.tool_calls or []]
+    assert [(c.index, c.id, c.function.name) for c in calls] == [(0, "call_w1", "weather")]  # type: ignore[union-attr]
+    assert json.loads(calls[0].function.arguments or "") == {"city": "Oslo"}  # type: ignore[union-attr]
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+async def test_tool_choice_reaches_the_model_and_is_checked(url: str) -> None:
+    ask = [{"role": "user", "content": "weather?"}]
+    async with _client(url) as client:
+        none = await client.chat.completions.create(
+            model="forecaster", messages=ask, tools=[WEATHER], tool_choice="none"
+        )
+        assert none.choices[0].message.content == (
+            "no weather tool (offered ['population', 'weather'], choice none)"
+        )
+        named = await client.chat.completions.create(
+            model="forecaster",
+            messages=ask,
+            tools=[WEATHER],
+            tool_choice={"type": "function", "function": {"name": "weather"}},
+        )
+        assert named.choices[0].finish_reason == "tool_calls"
+        with pytest.raises(openai.BadRequestError, match="'required' needs tools"):
+            await client.chat.completions.create(
+                model="plain", messages=ask, tool_choice="required"
+            )
+        with pytest.raises(openai.BadRequestError, match="cannot apply to 'pair', which is a"):
+            await client.chat.completions.create(model="pair", messages=ask, tool_choice="required")
+        with pytest.raises(openai.BadRequestError, match="'nope', which is not offered"):
+            await client.chat.completions.create(
+                model="forecaster",
+                messages=ask,
+                tools=[WEATHER],
+                tool_choice={"type": "function", "function": {"name": "nope"}},
+            )
+        taken = {**WEATHER, "function": {**WEATHER["function"], "name": "population"}}  # type: ignore[dict-item]
+        with pytest.raises(openai.BadRequestError, match="'population' is taken"):
+            await client.chat.completions.create(
+                model="forecaster",
+                messages=ask,
+                tools=[taken],  # type: ignore[list-item]
+            )
+
+
+async def test_a_team_refuses_client_tools_saying_why(url: str) -> None:
+    async with _client(url) as client:
+        with pytest.raises(openai.BadRequestError) as info:
+            await client.chat.completions.create(
+                model="pair", messages=[{"role": "user", "content": "hi"}], tools=[WEATHER]
+            )
+    assert "'pair' is a team, which cannot take tools from the client" in str(info.value)
+    assert info.value.body["param"] == "tools"  # type: ignore[index]
+
+
+async def test_bad_tools_are_400s_naming_the_field(url: str) -> None:
+    async with _client(url) as client:
+        for tools, match in (
+            ([{"type": "web_search"}], r"tools\[0\]\.type 'web_search' is not supported"),
+            ([{"type": "function", "function": {"name": "a b"}}], r"tools\[0\] needs a name"),
+            ([WEATHER, WEATHER], "two tools are named 'weather'"),
+        ):
+            with pytest.raises(openai.BadRequestError, match=match):
+                await client.chat.completions.create(
+                    model="forecaster",
+                    messages=[{"role": "user", "content": "hi"}],
+                    tools=tools,  # type: ignore[arg-type]
+                )
