@@ -15,22 +15,30 @@ calls and results of the local side are its own business and stay here. Anything
 `InvalidMessageError`, and the server cannot delete a context, so `delete()` of a thread
 that reached the server raises `ThreadError` (use `forget()` to drop it here).
 
-A task the server leaves ``input-required`` (a served agent's tool needs approval, a served
-workflow calls ``request_info``) is an answer, as from the local agent: its message holds
+A task the server leaves ``input-required`` is an answer, and the thread waits on that
+task (`A2AThread.waiting_task_id`): the next run goes on it (its task id and context id)
+instead of starting a new one. Any A2A server's task: the answer is its status message
+(the question), finish reason ``"stop"``, and the next run's message is the reply. A
+cantata server's (a served agent's tool needs approval, a served workflow calls
+``request_info``) lists its requests in a ``cantata_input`` data part; the answer then holds
 the status text and one `FunctionApprovalRequestContent` or ``request_info``
-`FunctionCallContent` per request listed in the status's ``cantata_input`` data part, and
-the thread waits on that task (`A2AThread.waiting_task_id`). The next run's answers
+`FunctionCallContent` per request, as from the local agent. The next run's answers to them
 (approval responses, function results) go on that task as one data part
-``{"answers": {...}}``; messages beside them wait for the turn after. The one subtle thing:
-a waiting thread sends a run without answers on the task too, where the server reads its
-text as the answer (``yes``), so text alone answers as it would in any A2A client
-(`A2AThread.stop_waiting` leaves the task unanswered instead). Requests
-the client cannot read are a `ModelOutputError` quoting the status; a task that ends in any
+``{"answers": {...}}``; messages beside them wait for the turn after. A waiting thread
+sends a run without answers on the task too, where a cantata server reads its text as the
+answer (``yes``), so text alone answers as it would in any A2A client
+(`A2AThread.stop_waiting` leaves the task unanswered instead). A ``cantata_input`` part the
+client cannot read is a `ModelOutputError` quoting the status; a task that ends in any
 state but completed is a `ModelError` (and nothing waits on it any more).
 
+A completed task's answer is its status message's text, or else the text of its artifacts;
+streamed, artifact chunks sent with ``append`` join the artifact they extend, so an answer
+streamed in parts is whole in the response and the thread.
+
 Serialized threads (schema 1, kind ``"a2a"``) add ``pending`` (a list of messages) and
-``waiting`` (null, or ``{"task_id", "requests": {request_id: "approval" | "request_info"}}``;
-absent in threads written before it, read as null).
+``waiting`` (null, or ``{"task_id", "requests": {request_id: "approval" | "request_info"}}``,
+``requests`` empty for another server's question; absent in threads written before it,
+read as null).
 """
 
 from __future__ import annotations
@@ -60,6 +68,7 @@ from ..core import (
     ThreadError,
     TimeoutError,
     UsageContent,
+    loads_json,
     new_id,
     short_repr,
     to_json,
@@ -161,13 +170,15 @@ _INPUT_KEY = "cantata_input"  # serve.human_input.INPUT_KEY (serve is a layer be
 _REQUEST_INFO = "request_info"  # workflows.REQUEST_INFO: the call a WorkflowAgent asks with
 _KINDS = ("approval", "request_info")
 _MAX_REQUESTS = 100
+_NONE = object()
 _InputRequest: TypeAlias = FunctionApprovalRequestContent | FunctionCallContent
 """What a waiting task's request becomes: an approval request, or a ``request_info`` call."""
 
 
 @dataclass(frozen=True, slots=True)
 class _Waiting:
-    """A task that waits for input: its id, and the kind of each request by request id."""
+    """A task that waits for input: its id, and the kind of each request by request id
+    (none: the task asked a question, answered by the next message's text)."""
 
     task_id: str
     requests: dict[str, str]
@@ -204,12 +215,11 @@ class _Waiting:
             or type(data.get("task_id")) is not str
             or not data["task_id"]
             or type(requests) is not dict
-            or not requests
             or not all(type(r) is str and k in _KINDS for r, k in requests.items())
         ):
             raise SerializationError(
                 "'waiting' of a serialized A2A thread needs a 'task_id' string and 'requests' "
-                "mapping request ids to 'approval' or 'request_info'"
+                "mapping request ids to 'approval' or 'request_info' (empty for a question)"
             )
         return cls(data["task_id"], dict(requests))
 
@@ -225,6 +235,19 @@ class _Turn:
     """What joins the history (sent, or local tool traffic)."""
     held: list[Message]
     """Messages that wait for the next turn (written beside answers to a waiting task)."""
+
+
+def _arguments(fields: dict[str, Any]) -> Any:
+    """A listed request's arguments: its exact JSON text ``arguments_json`` when the server
+    sends one (a data part's numbers are doubles), else ``arguments`` with whole numbers as
+    ints; None when the text is no JSON."""
+    exact = fields.get("arguments_json")
+    if type(exact) is str:
+        try:
+            return loads_json(exact)
+        except SerializationError:
+            return None
+    return whole_numbers(fields.get("arguments", {}))
 
 
 def whole_numbers(value: Any) -> Any:
@@ -520,9 +543,14 @@ class A2AAgent(Agent):
             requests = self._input_requests(task, text)
             waiting = _Waiting(task.id, {_request_id(r): _kind(r) for r in requests})
             said: list[Content] = [TextContent(text)] if text else []
+            if not requests:  # another server's question: its status message says it all
+                parts = task.status.message.parts if task.status.HasField("message") else []
+                said = [c for c in map(_content, parts) if c is not None]
             answer = answer_message(self, [*said, *requests], message_id)
             approvals = any(type(r) is FunctionApprovalRequestContent for r in requests)
-            finish: FinishReason = "approval_required" if approvals else "tool_calls"
+            finish: FinishReason = (
+                "approval_required" if approvals else "tool_calls" if requests else "stop"
+            )
         elif state == TaskState.TASK_STATE_COMPLETED:
             if not text:
                 text = "".join(_text(a.parts) for a in task.artifacts)
@@ -542,16 +570,19 @@ class A2AAgent(Agent):
         )
 
     def _input_requests(self, task: Task, text: str) -> list[_InputRequest]:
-        """The requests a waiting task lists in its status (a data part ``cantata_input``),
-        or a `ModelOutputError` quoting the status, so a person can still act on it."""
+        """The requests a waiting task lists in its status (a data part ``cantata_input``;
+        none when it has no such part: the status asks a question), or a `ModelOutputError`
+        quoting the status when the part cannot be read, so a person can still act on it."""
         from google.protobuf.json_format import MessageToDict
 
-        listed: Any = None
+        listed: Any = _NONE
         for part in task.status.message.parts:
             if part.HasField("data"):
                 value = MessageToDict(part.data)
                 if type(value) is dict and _INPUT_KEY in value:
                     listed = value[_INPUT_KEY]
+        if listed is _NONE:
+            return []
         if type(listed) is not list or not 0 < len(listed) <= _MAX_REQUESTS:
             raise self._unreadable(
                 task, text, f"its status lists no requests (a data part {{{_INPUT_KEY!r}: [...]}})"
@@ -564,7 +595,7 @@ class A2AAgent(Agent):
     def _input_request(self, item: Any, task: Task, text: str) -> _InputRequest:
         fields = item if type(item) is dict else {}
         rid, kind, name = fields.get("request_id"), fields.get("kind"), fields.get("name")
-        arguments = whole_numbers(fields.get("arguments", {}))
+        arguments = _arguments(fields)
         if (
             type(rid) is not str
             or not rid
@@ -638,6 +669,7 @@ class A2AAgent(Agent):
             stream = client.send_message(turn.request)
             async for event in events(stream, self._errors, cancellation_token):
                 if event.HasField("artifact_update"):
+                    task = _with_artifact(task, event.artifact_update)
                     piece = _text(event.artifact_update.artifact.parts)
                     if piece:
                         streamed.append(piece)
@@ -736,11 +768,29 @@ def _as_task(message: A2AMessage, context_id: str | None) -> Task:
 
 
 def _updated(task: Task | None, update: Any) -> Task:
+    """`task` (changed in place: it is this stream's own) with the status of `update`."""
     from a2a.types.a2a_pb2 import Task
 
-    out = Task()
-    if task is not None:
-        out.CopyFrom(task)
+    out = Task() if task is None else task
     out.id, out.context_id = update.task_id, update.context_id
     out.status.CopyFrom(update.status)
+    return out
+
+
+def _with_artifact(task: Task | None, update: Any) -> Task:
+    """`task` (changed in place) with the artifact of `update`: its parts appended to the
+    artifact of the same id when the update says ``append``, else the artifact as sent
+    (as the SDK's own task manager keeps them)."""
+    from a2a.types.a2a_pb2 import Task
+
+    out = Task(id=update.task_id, context_id=update.context_id) if task is None else task
+    new = update.artifact
+    for kept in out.artifacts:
+        if kept.artifact_id == new.artifact_id:
+            if update.append:
+                kept.parts.extend(new.parts)
+            else:
+                kept.CopyFrom(new)
+            return out
+    out.artifacts.append(new)
     return out

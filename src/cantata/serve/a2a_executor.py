@@ -8,7 +8,10 @@ answer's text goes out in artifact chunks as the agent produces it.
 
 A run that stops for a person (a tool needing approval, a workflow's request) leaves the
 task ``input-required`` with the requests in its status message; the next message on the
-task answers them and the run goes on (see `human_input`). An agent's approvals wait in the
+task answers them and the run goes on (see `human_input`). Each listed request carries its
+arguments twice: ``arguments`` (an object, whose numbers a data part carries as doubles,
+so ``3`` reads ``3.0``) and ``arguments_json``, the same as exact JSON text (integers stay
+integers, of any size). An agent's approvals wait in the
 thread, and a team's or workflow's waiting run in its checkpoint, both in the store, so any
 server process over that store answers them, after a restart too. Two answers to one
 waiting task, sent at once to two processes, never both go on: the first takes a claim in
@@ -26,13 +29,14 @@ server's request timeout, whatever the client does.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import weakref
 from collections.abc import Awaitable
 from typing import Any
 
-from a2a.helpers import get_data_parts, get_text_parts, new_task, new_text_part
+from a2a.helpers import get_data_parts, get_text_parts, new_data_part, new_task, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
@@ -47,6 +51,7 @@ from ..stores import StateStore
 from .drain import Drain
 from .errors import RequestError
 from .human_input import (
+    INPUT_KEY,
     MAX_WAITING,
     InputRequest,
     WaitingThreads,
@@ -81,6 +86,19 @@ def _carried(message: Message) -> list[Part]:
     """The A2A parts of what an answer says (text, data); requests go in the status."""
     said = [c for c in message.contents if type(c) in (TextContent, DataContent)]
     return a2a_parts(Message(message.role, said)) if said else []
+
+
+def _status_parts(requests: list[InputRequest], said: str, why: str = "") -> list[Part]:
+    """`request_parts`, each listed request with ``arguments_json`` too: a data part is a
+    protobuf Struct, whose numbers are doubles, so clients read ``3`` as ``3.0`` (and lose
+    digits past 2**53); the text keeps the exact JSON."""
+    text, _ = request_parts(requests, said, why)
+    listed = []
+    for request in requests:
+        item = request.to_json()
+        item["arguments_json"] = json.dumps(item["arguments"], ensure_ascii=False, default=str)
+        listed.append(item)
+    return [text, new_data_part({INPUT_KEY: listed})]
 
 
 class _Refused(Exception):
@@ -187,7 +205,7 @@ class ServedAgentExecutor(AgentExecutor):
                     raise InvalidRequestError(
                         message=f"task {updater.task_id}: {_ANSWERED}"
                     ) from None
-                parts = request_parts(exc.requests, "", f"refused: {exc}")
+                parts = _status_parts(exc.requests, "", f"refused: {exc}")
                 await updater.requires_input(updater.new_agent_message(parts))
                 return
             except CantataError as exc:
@@ -203,7 +221,7 @@ class ServedAgentExecutor(AgentExecutor):
             # another process took the answer and runs the task: leave it to that one
             raise InvalidRequestError(message=f"task {updater.task_id}: {exc}") from None
         except _Refused as exc:
-            parts = request_parts(exc.requests, "", f"refused: {exc}")
+            parts = _status_parts(exc.requests, "", f"refused: {exc}")
             await updater.requires_input(updater.new_agent_message(parts))
             return
         except Exception as exc:
@@ -212,7 +230,7 @@ class ServedAgentExecutor(AgentExecutor):
         requests = input_requests(response.messages)
         if requests:
             self._waiting.hold(context_id, thread)
-            parts = request_parts(requests, response.text)
+            parts = _status_parts(requests, response.text)
             await updater.requires_input(updater.new_agent_message(parts))
             return
         await updater.complete(updater.new_agent_message([new_text_part(response.text)]))
