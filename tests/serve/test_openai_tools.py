@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -61,13 +62,18 @@ def _forecaster(messages: list[Message], options: ChatOptions) -> Any:
     return f"Oslo ({results.get('pop', '?')} people): {weather}"
 
 
+def _roles(messages: list[Message], options: ChatOptions) -> str:
+    return " | ".join(f"{m.role}:{m.text}" for m in messages)
+
+
 @pytest.fixture
 async def url() -> AsyncIterator[str]:
     agent = ChatAgent(ScriptedChatClient(_forecaster), name="forecaster", tools=[population])
     team = GroupChat([echo_agent("first"), echo_agent("second")], name="pair", max_turns=2)
+    roles = ChatAgent(ScriptedChatClient(_roles), name="roles")
     async with (
         MemoryStore() as store,
-        serving([agent, echo_agent("plain"), team], store=store) as base,
+        serving([agent, roles, echo_agent("plain"), team], store=store) as base,
     ):
         yield base
 
@@ -180,3 +186,105 @@ async def test_bad_tools_are_400s_naming_the_field(url: str) -> None:
                     messages=[{"role": "user", "content": "hi"}],
                     tools=tools,  # type: ignore[arg-type]
                 )
+
+
+RESPONSES_WEATHER = {"type": "function", **WEATHER["function"]}  # type: ignore[dict-item]
+
+
+def _forecast_server(store: object) -> Any:
+    agent = ChatAgent(ScriptedChatClient(_forecaster), name="forecaster", tools=[population])
+    return serving(agent, store=store)
+
+
+async def test_a_function_call_item_is_answered_after_previous_response_id_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    store = f"sqlite:///{tmp_path}/serve.db"
+    async with _forecast_server(store) as base, _client(base) as client:
+        first = await client.responses.create(
+            model="forecaster", input="weather in Oslo?", tools=[RESPONSES_WEATHER]
+        )
+    calls = [item for item in first.output if item.type == "function_call"]
+    assert [(c.call_id, c.name, json.loads(c.arguments)) for c in calls] == [
+        ("call_w1", "weather", {"city": "Oslo"})
+    ]
+    assert [item.type for item in first.output] == ["function_call"]  # no empty message
+    assert first.tools[0].name == "weather"  # type: ignore[union-attr]
+    # another server process over the same store takes the answer
+    async with _forecast_server(store) as base, _client(base) as client:
+        second = await client.responses.create(
+            model="forecaster",
+            previous_response_id=first.id,
+            input=[{"type": "function_call_output", "call_id": "call_w1", "output": "rain"}],
+            tools=[RESPONSES_WEATHER],
+        )
+    # the server kept its own population call and result in the thread
+    assert second.output_text == "Oslo (709000 people): rain"
+
+
+async def test_a_streamed_response_ends_with_the_function_call(url: str) -> None:
+    async with _client(url) as client:
+        stream = await client.responses.create(
+            model="forecaster", input="weather?", tools=[RESPONSES_WEATHER], stream=True
+        )
+        events = [e async for e in stream]
+    kinds = [e.type for e in events]
+    assert kinds == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    done = events[-1].response  # type: ignore[union-attr]
+    assert [(i.type, i.name) for i in done.output] == [("function_call", "weather")]  # type: ignore[union-attr]
+
+
+async def test_client_held_history_with_items_and_references(url: str) -> None:
+    async with _client(url) as client:
+        first = await client.responses.create(
+            model="forecaster", input="weather?", tools=[RESPONSES_WEATHER]
+        )
+        call = first.output[0]
+        # the whole history sent back (store or not), as the Agents SDK does
+        echoed = await client.responses.create(
+            model="forecaster",
+            input=[
+                {"role": "user", "content": "weather?"},
+                {"type": "reasoning", "id": "rs_1", "summary": []},
+                call.model_dump(exclude_none=True),  # type: ignore[arg-type]
+                {"type": "function_call_output", "call_id": "call_w1", "output": "fog"},
+            ],
+            tools=[RESPONSES_WEATHER],
+        )
+        assert echoed.output_text == "Oslo (? people): fog"
+        # earlier items by reference, as the Vercel AI SDK sends them
+        referenced = await client.responses.create(
+            model="forecaster",
+            input=[
+                {"role": "user", "content": "weather?"},
+                {"type": "item_reference", "id": call.id},  # type: ignore[union-attr,typeddict-item]
+                {"type": "function_call_output", "call_id": "call_w1", "output": "snow"},
+            ],
+            tools=[RESPONSES_WEATHER],
+        )
+        assert referenced.output_text == "Oslo (? people): snow"
+        said = await client.responses.create(model="roles", input="one")
+        again = await client.responses.create(
+            model="roles",
+            input=[
+                {"role": "user", "content": "one"},
+                {"type": "item_reference", "id": said.output[0].id},  # type: ignore[typeddict-item]
+                {"role": "user", "content": "two"},
+            ],
+        )
+        assert again.output_text == "user:one | assistant:user:one | user:two"
+        with pytest.raises(openai.BadRequestError, match=r"input\[0\] refers to item 'msg_x'"):
+            await client.responses.create(
+                model="forecaster", input=[{"type": "item_reference", "id": "msg_x"}]
+            )
+        with pytest.raises(openai.BadRequestError, match=r"input\[1\]\.type 'computer_call'"):
+            await client.responses.create(
+                model="forecaster",
+                input=[{"role": "user", "content": "hi"}, {"type": "computer_call"}],  # type: ignore[list-item]
+            )

@@ -7,7 +7,7 @@ assistant's answer becomes the text the client reads.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from starlette.requests import Request
@@ -34,6 +34,7 @@ __all__ = [
     "optional_bool",
     "optional_str",
     "read_body",
+    "referenced_items",
     "require_served",
     "response_input",
     "sampling_options",
@@ -235,9 +236,33 @@ def _tool_calls(calls: Any, where: str) -> list[Content]:
     return out
 
 
-def response_input(body: dict[str, Any]) -> list[Message]:
-    """The ``input`` of a Responses request (text, or a list of message items, function
-    call outputs and approval responses) as cantata messages."""
+def referenced_items(body: dict[str, Any]) -> list[str]:
+    """The ids the ``input`` of a Responses request names in ``item_reference`` items (the
+    route looks them up among the stored responses before `response_input` reads them)."""
+    value = body.get("input")
+    if type(value) is not list:
+        return []
+    ids: list[str] = []
+    for i, item in enumerate(value[:_MAX_MESSAGES]):
+        if type(item) is dict and item.get("type") == "item_reference":
+            ref = item.get("id")
+            if type(ref) is not str or not ref:
+                raise RequestError(
+                    f"input[{i}] is an item_reference: it needs a string 'id'",
+                    param=f"input[{i}].id",
+                )
+            ids.append(ref)
+    return ids
+
+
+def response_input(
+    body: dict[str, Any], referenced: Mapping[str, dict[str, Any]] | None = None
+) -> list[Message]:
+    """The ``input`` of a Responses request (text, or a list of items: messages, function
+    calls and their outputs, reasoning, approval responses, references to stored items,
+    whose items `referenced` holds by id) as cantata messages. A function call joins the
+    assistant message before it; reasoning items are left out (their text is the model's
+    own, and the model client has no way to send it back)."""
     value = body.get("input")
     if type(value) is str:
         return [Message("user", value)]
@@ -248,18 +273,52 @@ def response_input(body: dict[str, Any]) -> list[Message]:
         )
     if len(value) > _MAX_MESSAGES:
         raise RequestError(f"at most {_MAX_MESSAGES} input items per request", param="input")
-    return [_input_item(item, f"input[{i}]") for i, item in enumerate(value)]
+    out: list[Message] = []
+    for i, item in enumerate(value):
+        where = f"input[{i}]"
+        if type(item) is dict and item.get("type") == "item_reference":
+            ref = item.get("id")
+            found = (referenced or {}).get(ref) if type(ref) is str else None
+            if found is None:
+                raise RequestError(
+                    f"{where} refers to item {short_repr(ref, 60)}, which no response stored "
+                    "here holds (it was not stored, was deleted, or is of another server); "
+                    "send the item itself",
+                    param=where,
+                )
+            item, where = found, f"{where} (item {ref})"
+        message = _input_item(item, where)
+        if message is None:
+            continue
+        previous = out[-1] if out else None
+        calls_only = all(type(c) is FunctionCallContent for c in message.contents)
+        if message.role == "assistant" and calls_only and previous and previous.role == "assistant":
+            out[-1] = previous.copy(contents=[*previous.contents, *message.contents])
+        else:
+            out.append(message)
+    return out
 
 
-def _input_item(item: Any, where: str) -> Message:
+def _input_item(item: Any, where: str) -> Message | None:
     if type(item) is not dict:
         raise RequestError(f"{where} must be an object, got {_kind(item)}", param=where)
     kind = item.get("type", "message")
     if kind == "function_call_output":
         call_id, output = item.get("call_id"), item.get("output")
+        if type(output) is list:  # parts: the text of its text parts
+            output = "".join(c.text for c in _contents(output, where) if type(c) is TextContent)
         if type(call_id) is not str or type(output) is not str:
             raise RequestError(f"{where} needs string 'call_id' and 'output'", param=where)
         return Message("tool", [FunctionResultContent(call_id, result=output)])
+    if kind == "function_call":
+        call_id, name, arguments = item.get("call_id"), item.get("name"), item.get("arguments")
+        if type(call_id) is not str or type(name) is not str or type(arguments) is not str:
+            raise RequestError(
+                f"{where} needs string 'call_id', 'name' and 'arguments'", param=where
+            )
+        return Message("assistant", [FunctionCallContent(call_id, name, arguments)])
+    if kind == "reasoning":
+        return None
     if kind == "mcp_approval_response":
         request_id, approve = item.get("approval_request_id"), item.get("approve")
         if type(request_id) is not str or type(approve) is not bool:
@@ -272,8 +331,8 @@ def _input_item(item: Any, where: str) -> Message:
         return Message("user", [FunctionApprovalResponseContent(request_id, unknown_call, approve)])
     if kind != "message":
         raise RequestError(
-            f"{where}.type {short_repr(kind)} is not supported; send message items, "
-            "function_call_output items or mcp_approval_response items",
+            f"{where}.type {short_repr(kind)} is not supported; send message, function_call, "
+            "function_call_output, reasoning, item_reference or mcp_approval_response items",
             param=f"{where}.type",
         )
     role = item.get("role")

@@ -5,8 +5,15 @@ without one) plus its ``input``; the new messages are stored after that thread a
 answer's id names the whole thread so far (see `threads`). ``store: false`` answers without
 storing. The answer is one output message holding the run's text; streamed, it goes out as
 the Responses API's events (``response.output_text.delta`` ... ``response.completed``). A
-run the server stops at shutdown ends with ``response.failed`` (error code
-``server_shutting_down``).
+run that fails ends the stream with ``response.failed`` (a run the server stops at
+shutdown: error code ``server_shutting_down``).
+
+Tools the client sends (``tools`` of type ``function``) are declared to a served agent's
+model for this request (see `openai_tools`): a call of one is a ``function_call`` output
+item, answered by a ``function_call_output`` item in the next request (after
+``previous_response_id``, or after the history the client sends). Input items that refer to
+stored output items (``item_reference``, as the Vercel AI SDK sends earlier turns) are
+read from the response that holds them.
 
 A run that waits for a person adds its requests to the output, after the message: a tool
 needing approval as an ``mcp_approval_request`` item (``server_label`` is the served name),
@@ -19,6 +26,7 @@ same mechanism as A2A's, `human_input`), and a bad answer is a 400 that changes 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
@@ -32,12 +40,13 @@ from ..agents import AgentResponse, LocalThread
 from ..core import (
     CantataError,
     FunctionApprovalResponseContent,
+    FunctionCallContent,
     FunctionResultContent,
     Message,
     Usage,
 )
 from .drain import Drain
-from .errors import RequestError, ServerStoppingError, error_body, error_response
+from .errors import RequestError, error_body, error_response
 from .event_stream import EventStream
 from .human_input import (
     InputRequest,
@@ -52,10 +61,12 @@ from .openai_messages import (
     optional_bool,
     optional_str,
     read_body,
+    referenced_items,
     require_served,
     response_input,
     sampling_options,
 )
+from .openai_tools import ClientTools, arguments_text, client_tools
 from .served import Served
 from .threads import ResponseRecord, ResponseThreads
 
@@ -81,11 +92,13 @@ class _Turn:
     held: bool
     """The thread is the one a workflow's waiting run was held with."""
     drain: Drain
+    tools: ClientTools
 
     def run_options(self) -> dict[str, Any]:
-        if self.instructions is None:
-            return dict(self.sampling)
-        return {**self.sampling, "instructions_override": self.instructions}
+        options = {**self.sampling, **self.tools.run_options()}
+        if self.instructions is not None:
+            options["instructions_override"] = self.instructions
+        return options
 
     def body(
         self,
@@ -93,11 +106,14 @@ class _Turn:
         usage: Usage | None,
         status: str = "completed",
         requests: list[InputRequest] | None = None,
+        calls: list[FunctionCallContent] | None = None,
     ) -> dict[str, Any]:
         u = usage or Usage()
         output: list[dict[str, Any]] = []
         if status == "completed":
-            output.append(_message_item(self.response_id, text))
+            if text or not calls:
+                output.append(_message_item(self.response_id, text))
+            output.extend(_call_item(self.response_id, i, c) for i, c in enumerate(calls or []))
             output.extend(_request_item(r, self.entry.name) for r in requests or [])
         return {
             "id": self.response_id,
@@ -115,8 +131,17 @@ class _Turn:
             "parallel_tool_calls": False,
             "temperature": None,
             "top_p": None,
-            "tool_choice": "auto",
-            "tools": [],
+            "tool_choice": _choice_json(self.tools.choice),
+            "tools": [
+                {
+                    "type": "function",
+                    "name": spec.name,
+                    "description": spec.description,
+                    "parameters": spec.parameters,
+                    "strict": False,
+                }
+                for spec in self.tools.specs
+            ],
             "text": {"format": {"type": "text"}},
             "truncation": "disabled",
             "usage": {
@@ -132,7 +157,8 @@ class _Turn:
         """The answer's JSON, stored with the new messages when the request stores; a
         workflow's run that waits is held for the answer."""
         requests = input_requests(response.messages)
-        body = self.body(answer_text(response), response.usage, requests=requests)
+        calls = self.tools.calls(response)
+        body = self.body(answer_text(response), response.usage, requests=requests, calls=calls)
         if self.store and needs_held_run(requests):
             self.waiting.hold(self.response_id, self.thread)
         if self.store:
@@ -151,6 +177,51 @@ class _Turn:
         workflow refuses a wrong answer before taking it)."""
         if self.held and self.previous is not None:
             self.waiting.hold(self.previous.id, self.thread)
+
+
+def _choice_json(choice: str | None) -> Any:
+    if choice is None or choice in ("auto", "none", "required"):
+        return choice or "auto"
+    return {"type": "function", "name": choice}
+
+
+def _call_item(response_id: str, index: int, call: FunctionCallContent) -> dict[str, Any]:
+    """A call of a client's tool as an output item (its id names the response, so an
+    ``item_reference`` to it is found again)."""
+    return {
+        "type": "function_call",
+        "id": f"fc_{response_id[5:]}_{index}",
+        "call_id": call.call_id,
+        "name": call.name,
+        "arguments": arguments_text(call),
+        "status": "completed",
+    }
+
+
+_ITEM_ID = re.compile(r"(?:msg|fc)_([0-9a-f]{32})(?:_\d{1,4})?")
+
+
+async def _referenced(ids: list[str], threads: ResponseThreads) -> dict[str, dict[str, Any]]:
+    """The stored output items `ids` name (an id this server did not give out, or whose
+    response is gone, is left out: `response_input` then says which)."""
+    found: dict[str, dict[str, Any]] = {}
+    records: dict[str, ResponseRecord | None] = {}
+    for ref in ids:
+        match = _ITEM_ID.fullmatch(ref)
+        if match is None or ref in found:
+            continue
+        response_id = f"resp_{match.group(1)}"
+        if response_id not in records:
+            try:
+                records[response_id] = await threads.get(response_id)
+            except RequestError:
+                records[response_id] = None
+        record = records[response_id]
+        output = record.response.get("output") if record is not None else None
+        for item in output if type(output) is list else []:
+            if type(item) is dict and item.get("id") == ref:
+                found[ref] = item
+    return found
 
 
 def _request_item(request: InputRequest, server: str) -> dict[str, Any]:
@@ -223,7 +294,7 @@ async def _turn(request: Request) -> _Turn:
     ctx = request.app.state.cantata
     body = await read_body(request)
     entry = require_served(ctx.served, body)
-    incoming = response_input(body)
+    incoming = response_input(body, await _referenced(referenced_items(body), ctx.responses))
     previous_id = optional_str(body, "previous_response_id")
     store = optional_bool(body, "store", True)
     instructions = optional_str(body, "instructions")
@@ -233,11 +304,7 @@ async def _turn(request: Request) -> _Turn:
             "the input instead",
             param="instructions",
         )
-    if body.get("tools"):
-        raise RequestError(
-            f"'tools' cannot be given: {entry.name!r} runs its own tools on the server",
-            param="tools",
-        )
+    tools = client_tools(body, entry, "responses")
     previous = await ctx.responses.get(previous_id) if previous_id is not None else None
     history = await ctx.responses.history(previous) if previous is not None else []
     waiting = _waiting_threads(request.app)
@@ -266,6 +333,7 @@ async def _turn(request: Request) -> _Turn:
         waiting,
         kept is not None,
         ctx.drain,
+        tools,
     )
 
 
@@ -321,30 +389,35 @@ def _sse(kind: str, sequence: int, data: dict[str, Any]) -> bytes:
 
 
 async def _events(turn: _Turn) -> AsyncGenerator[bytes, None]:
+    """The run's events: the answer's message item opens with its first text (an answer
+    that only calls the client's tools has none), the other items come whole at the end;
+    a failure ends the stream with ``response.failed``."""
     seq = iter(range(1 << 62))
     item = _message_item(turn.response_id, "")
-    item_id = item["id"]
-    where = {"item_id": item_id, "output_index": 0, "content_index": 0}
+    where = {"item_id": item["id"], "output_index": 0, "content_index": 0}
+    empty = {"type": "output_text", "text": "", "annotations": []}
+    opening = [
+        ("response.output_item.added", {"output_index": 0, "item": {**item, "content": []}}),
+        ("response.content_part.added", {**where, "part": empty}),
+    ]
+    opening[0][1]["item"]["status"] = "in_progress"
     yield _sse("response.created", next(seq), {"response": turn.body("", None, "in_progress")})
     yield _sse("response.in_progress", next(seq), {"response": turn.body("", None, "in_progress")})
-    yield _sse(
-        "response.output_item.added",
-        next(seq),
-        {"output_index": 0, "item": {**item, "status": "in_progress", "content": []}},
-    )
-    empty = {"type": "output_text", "text": "", "annotations": []}
-    yield _sse("response.content_part.added", next(seq), {**where, "part": empty})
     stream = turn.entry.agent.run_stream(turn.incoming, thread=turn.thread, **turn.run_options())
     last: str | None = None
-    wrote = False
+    opened = False
     try:
         async for update in turn.drain.guard(stream):
             text = update.text
             if update.role != "assistant" or not text:
                 continue
-            if wrote and update.message_id != last:
+            if opened and update.message_id != last:
                 text = "\n\n" + text
-            last, wrote = update.message_id, True
+            if not opened:
+                for kind, data in opening:
+                    yield _sse(kind, next(seq), data)
+                opened = True
+            last = update.message_id
             yield _sse(
                 "response.output_text.delta", next(seq), {**where, "delta": text, "logprobs": []}
             )
@@ -352,27 +425,28 @@ async def _events(turn: _Turn) -> AsyncGenerator[bytes, None]:
     except CantataError as exc:
         turn.refused()
         failure = error_body(exc)["error"]
-        if isinstance(exc, ServerStoppingError):
-            failed = turn.body("", None, "failed")
-            failed["error"] = {"code": failure["code"], "message": failure["message"]}
-            yield _sse("response.failed", next(seq), {"response": failed})
-            return
-        yield _sse(
-            "error",
-            next(seq),
-            {"code": failure["type"], "message": failure["message"], "param": None},
-        )
+        failed = turn.body("", None, "failed")
+        code = failure["code"] or failure["type"]
+        failed["error"] = {"code": code, "message": failure["message"]}
+        yield _sse("response.failed", next(seq), {"response": failed})
         return
     finally:
         await stream.aclose()
-    done = body["output"][0]
-    part = done["content"][0]
-    yield _sse(
-        "response.output_text.done", next(seq), {**where, "text": part["text"], "logprobs": []}
-    )
-    yield _sse("response.content_part.done", next(seq), {**where, "part": part})
-    yield _sse("response.output_item.done", next(seq), {"output_index": 0, "item": done})
-    for index, item in enumerate(body["output"][1:], start=1):  # requests for a person
-        yield _sse("response.output_item.added", next(seq), {"output_index": index, "item": item})
-        yield _sse("response.output_item.done", next(seq), {"output_index": index, "item": item})
+    for index, done in enumerate(body["output"]):
+        if done["type"] == "message":
+            if not opened:
+                for kind, data in opening:
+                    yield _sse(kind, next(seq), data)
+            part = done["content"][0]
+            yield _sse(
+                "response.output_text.done",
+                next(seq),
+                {**where, "text": part["text"], "logprobs": []},
+            )
+            yield _sse("response.content_part.done", next(seq), {**where, "part": part})
+        else:  # a call of the client's tool, a request for a person
+            yield _sse(
+                "response.output_item.added", next(seq), {"output_index": index, "item": done}
+            )
+        yield _sse("response.output_item.done", next(seq), {"output_index": index, "item": done})
     yield _sse("response.completed", next(seq), {"response": body})
