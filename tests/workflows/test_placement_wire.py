@@ -24,7 +24,14 @@ from cantata.core import (
     register,
 )
 from cantata.models import ScriptedChatClient
-from cantata.runtime import DROP, AgentId, InterventionHandler, LocalRuntime, MessageContext
+from cantata.runtime import (
+    DROP,
+    AgentActivated,
+    AgentId,
+    InterventionHandler,
+    LocalRuntime,
+    MessageContext,
+)
 from cantata.workflows import (
     AgentExecutor,
     AgentExecutorResponse,
@@ -459,13 +466,16 @@ async def test_each_run_has_its_own_executor_actors_keyed_by_its_run_id(
     wire: LocalRuntime,
 ) -> None:
     wf = chain("executor")
+    activated: list[AgentId] = []
+    wire.add_listener(lambda e: activated.append(e.agent_id) if type(e) is AgentActivated else None)
     for given in range(3):
         assert (await wf.run(given, runtime=wire)).outputs == [given + sum(range(9)) + 1]
     by_key: dict[str, int] = {}
-    for agent in wire.live_agents():
+    for agent in activated:
         by_key[agent.key] = by_key.get(agent.key, 0) + 1
     # on Ray an actor is an agent on the pool's hosts, not a process: a key per run is cheap
-    assert sorted(by_key.values()) == [10, 10, 10]  # one per executor, no subscriber left
+    assert sorted(by_key.values()) == [10, 10, 10]  # one per executor
+    assert wire.live_agents() == []  # released as each run returned; no subscriber left
 
 
 async def test_runs_at_the_same_time_get_their_own_actors(wire: LocalRuntime) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from cantata.core import CancellationToken, ConfigurationError, WorkflowError
-from cantata.runtime import LocalRuntime
+from cantata.runtime import AgentActivated, AgentId, LocalRuntime
 from cantata.workflows import (
     Case,
     Default,
@@ -340,12 +340,17 @@ async def test_both_placements_on_a_shared_runtime(placement: str) -> None:
     a = Adder("a", 1)
     wf = WorkflowBuilder(a, placement=placement).add_chain([a, double, collect]).build()  # type: ignore[arg-type]
     async with LocalRuntime() as runtime:
+        activated: list[AgentId] = []
+        runtime.add_listener(
+            lambda e: activated.append(e.agent_id) if type(e) is AgentActivated else None
+        )
         results = await asyncio.gather(*[wf.run(i, runtime=runtime) for i in range(10)])
         assert [r.outputs for r in results] == [[(i + 1) * 2] for i in range(10)]
-        types = {agent.type for agent in runtime.live_agents()}
+        types = {agent.type for agent in activated}
         expected = 1 if placement == "run" else 3
         assert len(types) == expected
-        assert len(runtime.live_agents()) == 10 * expected
+        assert len(set(activated)) == 10 * expected
+        assert runtime.live_agents() == []  # each run's actors left as its call returned
 
 
 async def test_result_lists_status_events_in_order() -> None:

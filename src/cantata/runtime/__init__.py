@@ -12,6 +12,7 @@ from .context import MessageContext, current_context
 from .events import (
     AgentActivated,
     AgentEvicted,
+    AgentReleased,
     DeliveryFailed,
     MessageWasDropped,
     RuntimeEvent,
@@ -40,6 +41,7 @@ __all__ = [
     "AgentEvicted",
     "AgentFactory",
     "AgentId",
+    "AgentReleased",
     "AgentRuntime",
     "BaseAgent",
     "Closure",

@@ -25,7 +25,7 @@ Item = MessageContext | asyncio.Future[None]
 class Cell:
     """One agent's instance (None while it is being created), turn flag and mailbox."""
 
-    __slots__ = ("agent", "busy", "handled", "last_used", "mailbox", "turn")
+    __slots__ = ("agent", "busy", "doomed", "handled", "last_used", "mailbox", "turn")
 
     def __init__(self, agent: BaseAgent | None) -> None:
         self.agent = agent
@@ -38,6 +38,9 @@ class Cell:
         # (at least `window` ids; trimmed in batches, see `remember`).
         self.handled: str | dict[str, None] | None = None
         self.last_used = 0.0
+        # Released while busy (`LocalRuntime.release_agents`): leaves the table, unsaved,
+        # once its turn ends and nothing waits for it.
+        self.doomed = False
 
     def seen(self, message_id: str) -> bool:
         """Whether this agent handled `message_id` within its window."""

@@ -39,7 +39,7 @@ from ..stores import StateStore
 from .agent import BaseAgent
 from .cell import Cell
 from .context import MessageContext, _current, _start_process
-from .events import AgentActivated, DeliveryFailed, RuntimeEvent
+from .events import AgentActivated, AgentReleased, DeliveryFailed, RuntimeEvent
 from .ids import AgentId
 from .protocol import AgentFactory, AgentRuntime
 from .state import decode_agent, encode_agent, handled_ids, restore
@@ -417,8 +417,35 @@ class Engine:
                 return
         cell.mailbox = None
         cell.busy = False
-        if self._store is not None:  # idle time matters only for eviction
+        if cell.doomed:
+            self._drop(cell)
+        elif self._store is not None:  # idle time matters only for eviction
             cell.last_used = time.monotonic()
+
+    def _drop(self, cell: Cell) -> None:
+        """Take an idle released cell out of the table, and run its agent's close hook
+        (in a task of its own, counted in flight: it may still send)."""
+        agent = cell.agent
+        if agent is None:
+            return  # its activation failed: it left the table then
+        agent_id = agent._id
+        if self._cells.get(agent_id) is not cell:
+            return  # taken out meanwhile (moved, evicted): whoever took it closes it
+        del self._cells[agent_id]
+        if type(agent).close is not BaseAgent.close:
+            self._pending += 1
+            self._spawn(self._close_released(agent_id, agent))
+        if self._listeners:
+            self._report(AgentReleased(agent_id))
+
+    async def _close_released(self, agent_id: AgentId, agent: BaseAgent) -> None:
+        try:
+            async with asyncio.timeout(self._default_timeout):
+                await agent.close()
+        except Exception:
+            _log.exception("close() of released agent %s failed", agent_id)
+        finally:
+            self._done_one()
 
     def _enqueue(self, cell: Cell, publication: MessageContext) -> None:
         self._pending += 1

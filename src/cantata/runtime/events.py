@@ -15,6 +15,7 @@ from .ids import AgentId
 __all__ = [
     "AgentActivated",
     "AgentEvicted",
+    "AgentReleased",
     "DeliveryFailed",
     "MessageWasDropped",
     "RuntimeEvent",
@@ -56,4 +57,13 @@ class AgentEvicted:
     agent_id: AgentId
 
 
-RuntimeEvent: TypeAlias = DeliveryFailed | MessageWasDropped | AgentActivated | AgentEvicted
+@dataclass(frozen=True, slots=True)
+class AgentReleased:
+    """An agent whose work was over (a finished run's actor) left memory, unsaved."""
+
+    agent_id: AgentId
+
+
+RuntimeEvent: TypeAlias = (
+    DeliveryFailed | MessageWasDropped | AgentActivated | AgentEvicted | AgentReleased
+)

@@ -1,7 +1,8 @@
 """`LocalRuntime`: the actor runtime in one process, on one asyncio loop.
 
 The delivery mechanism (turns, mailboxes, activation) is in `engine.py`; this module is
-the public surface: registration, messages, interventions, lifecycle, state, eviction.
+the public surface: registration, messages, interventions, lifecycle, state, eviction and
+release.
 `send_message` and `publish_message` each build their `MessageContext` inline, on purpose:
 they are the hot path, and the two differ in recipient, topic, token and rpc flag.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextvars import Context, copy_context
 from types import TracebackType
 from typing import Any
@@ -33,7 +34,7 @@ from .agent import BaseAgent
 from .cell import Cell
 from .context import MessageContext, _current, _start_send
 from .engine import State
-from .events import AgentEvicted, DeliveryFailed, MessageWasDropped, RuntimeEvent
+from .events import AgentEvicted, AgentReleased, DeliveryFailed, MessageWasDropped, RuntimeEvent
 from .ids import _TYPE_RE, AgentId, TopicId, _check_type
 from .interventions import DROP, InterventionHandler
 from .lifecycle import DEFAULT_TIMEOUT, Lifecycle
@@ -641,6 +642,53 @@ class LocalRuntime(_LocalSubscribers, Lifecycle):
             if self._listeners:
                 self._report(AgentEvicted(agent_id))
         return evicted
+
+    async def release_agents(self, agent_ids: Iterable[AgentId]) -> int:
+        """Take these agents out of memory for good, because the work they were made for
+        is over (the actors of a run whose call returned): nothing is saved, their records
+        leave the runtime's store, their `close()` hooks run, and a later message to one
+        creates it afresh. An agent in the middle of a turn, or with messages waiting,
+        leaves once it is idle (no wait here); ids of agents not in memory, and registered
+        instances, are skipped. Returns how many left memory at once.
+        """
+        ids = list(agent_ids)
+        for agent_id in ids:
+            if not isinstance(agent_id, AgentId):
+                raise ConfigurationError(
+                    f"{agent_id!r} is not an AgentId: release_agents takes AgentId(type, key)s"
+                )
+        gone: list[tuple[AgentId, BaseAgent]] = []
+        for agent_id in ids:
+            if agent_id.type in self._instance_types:
+                continue
+            cell = self._cells.get(agent_id)
+            if cell is None:
+                continue
+            if cell.busy:
+                cell.doomed = True  # `_release` drops it when its turn ends
+                continue
+            del self._cells[agent_id]
+            if cell.agent is not None:
+                gone.append((agent_id, cell.agent))
+        store = self._store
+        if store is not None and ids:
+            async with self._bounded("deleting the store records of released agents"):
+                for agent_id in ids:
+                    if agent_id.type not in self._instance_types:
+                        await store.delete(self._prefix + str(agent_id))
+        for agent_id, agent in gone:
+            if type(agent).close is not BaseAgent.close:
+                self._pending += 1  # its close hook may still send: not idle until done
+                try:
+                    async with self._bounded(f"close() of released agent {agent_id}"):
+                        await agent.close()
+                except Exception:
+                    _log.exception("close() of released agent %s failed", agent_id)
+                finally:
+                    self._done_one()
+            if self._listeners:
+                self._report(AgentReleased(agent_id))
+        return len(gone)
 
     async def _sweep(self, evict_after: float) -> None:
         # Runs until stop() cancels it; each round is bounded (see evict_idle).

@@ -13,7 +13,7 @@ so a driver can listen to actors that run elsewhere (a workflow run's events and
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
@@ -145,6 +145,12 @@ class AgentRuntime(Protocol):
 
     async def remove_subscription(self, subscription_id: str) -> None:
         """Stop routing for the subscription with this id."""
+        ...
+
+    async def release_agents(self, agent_ids: Iterable[AgentId]) -> int:
+        """Take these agents out of memory for good (their work is over): nothing is saved,
+        their stored records are deleted, a later message creates them afresh; a busy one
+        leaves once idle. How many left memory at once."""
         ...
 
     async def start(self) -> None:

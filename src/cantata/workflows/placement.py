@@ -8,7 +8,7 @@ Two placements, both through the runtime contract:
   Runs are the unit a runtime spreads out, and a superstep costs no message at all.
 - ``"executor"``: each executor of a run is its own actor (type per workflow and executor,
   key = run id; on Ray an actor is an agent on the pool's hosts, not a process, so a run's
-  actors cost a few hundred bytes of a host's memory until evicted). The runner, in the
+  actors cost a few hundred bytes of a host's memory while the call runs). The runner, in the
   caller, sends each superstep's work to the executors that have some, one message each;
   a runtime may then spread one run's fan-out over machines, at the price of a message
   per executor per superstep. This is the placement
@@ -25,13 +25,17 @@ through one dispatch (`_dispatch`) and one execution path (`actor.execute`).
 
 Actors keep no state of their own: the run's committed state travels with the message, so
 a run can move to a fresh runtime between calls and a runtime may evict its actors freely.
-Without an explicit runtime, each call that drives a run gets its own in-process
-`LocalRuntime`, closed when the call returns, so nothing outlives it.
+So each call that drives a run releases its actors when it returns, however it ends (done,
+failed, cancelled, or waiting for a person: `AgentRuntime.release_agents`), and the next
+call (an answer, a resume from a checkpoint) activates them afresh: a runtime that serves
+many runs holds only the actors of the calls under way. Without an explicit runtime, each
+call gets its own in-process `LocalRuntime`, closed when the call returns.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
@@ -63,6 +67,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DriveRun", "ExecutorActor", "Placement", "RunActor", "drive_placed"]
 
+_log = logging.getLogger("cantata.workflows")
 Outcome: TypeAlias = "StepResult | BaseException"
 Dispatch = Callable[[list[Invocation]], Awaitable[list[Outcome]]]
 
@@ -397,6 +402,21 @@ async def _drive_on(
     return await _drive_executors(runtime, runner, sink, resumed_from)
 
 
+async def _release(runtime: AgentRuntime, runner: Runner) -> None:
+    """Release the actors a call of this run may have activated (its run actor, or its
+    executors'). A release that fails is logged, not raised: the call's outcome stands,
+    and what was not released is an idle actor, which a later call of the run reuses."""
+    workflow, key = runner.workflow, runner.run.run_id
+    if workflow.placement == "run":
+        ids = [AgentId(workflow._actor_types[""], key)]
+    else:
+        ids = [AgentId(t, key) for eid, t in workflow._actor_types.items() if eid]
+    try:
+        await runtime.release_agents(ids)
+    except Exception:
+        _log.warning("run %r: releasing its actors failed", key, exc_info=True)
+
+
 async def drive_placed(
     runner: Runner,
     sink: Callable[[WorkflowEvent], None],
@@ -408,7 +428,12 @@ async def drive_placed(
     """Drive a run on its actors: on `runtime`, or on a `LocalRuntime` made for this call."""
     if runtime is not None:
         await _register_once(runtime, runner.workflow)
-        return await _drive_on(runtime, runner, sink, resumed_from, cancellation_token)
+        try:
+            return await _drive_on(runtime, runner, sink, resumed_from, cancellation_token)
+        finally:
+            # done, failed, cancelled or waiting for a person: the actors keep nothing the
+            # run needs (its state travels with each message), so none outlives the call
+            await _release(runtime, runner)
     # The runtime's default timeout bounds each executor's message (placement
     # "executor"); the one message of placement "run" is sent without one (see above).
     local = LocalRuntime(dedup_window=0)

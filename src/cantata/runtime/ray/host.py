@@ -34,7 +34,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from types import MethodType
 from typing import Any
 
@@ -131,6 +131,16 @@ class _HostRuntime(LocalRuntime):
 
     async def remove_subscription(self, subscription_id: str) -> None:
         await self._router.remove_subscription(subscription_id)
+
+    async def release_agents(self, agent_ids: Iterable[AgentId]) -> int:
+        """Release the agents of this host here, the others through their hosts."""
+        ids = list(agent_ids)
+        mine = [a for a in ids if self._host.owns(str(a))]
+        others = [a for a in ids if not self._host.owns(str(a))]
+        released = await super().release_agents(mine)
+        if others:
+            released += await self._router.release(others)
+        return released
 
     async def deliver(
         self, message: Any, env: wire.Envelope, recipient: AgentId, token: CancellationToken
@@ -502,6 +512,12 @@ class PoolHost:
             return wire.ok(None)
         except Exception as exc:
             return wire.failed(exc)
+
+    async def release(self, names: list[str]) -> int:
+        """Release these agents of this host (their run is over): out of memory, unsaved,
+        their store records deleted; how many left memory at once."""
+        runtime = await self._rt()
+        return await LocalRuntime.release_agents(runtime, [AgentId.parse(n) for n in names])
 
     async def evict(self, older_than: float) -> int:
         """Save and drop this host's agents idle for `older_than` seconds; how many."""

@@ -652,6 +652,23 @@ class Router:
             calls.append(self._call_host(host, method, *args))
         return list(await asyncio.gather(*calls, return_exceptions=True))
 
+    async def release(self, agents: list[AgentId]) -> int:
+        """Have each agent's host release it (`LocalRuntime.release_agents`), one call per
+        host, at once; this router's own host is left out (its runtime does its share).
+        How many left memory at once."""
+        membership = await self.current()
+        by_host: dict[str, list[str]] = {}
+        for agent_id in agents:
+            if agent_id.type == LOCAL_TYPE:
+                continue  # a local subscriber: its driver removes it
+            host = membership.owner(str(agent_id))
+            if self._host is None or host != self._name:
+                by_host.setdefault(host, []).append(str(agent_id))
+        counts = await asyncio.gather(
+            *(self._call_host(host, "release", names) for host, names in by_host.items())
+        )
+        return sum(int(c) for c in counts)
+
     async def _call_host(self, host: str, method: str, *args: Any) -> Any:
         route = await self._route(host, time.monotonic() + _LOOKUP_WAIT)
         ref = getattr(route.handle, method).remote(*args)

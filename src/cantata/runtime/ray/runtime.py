@@ -6,7 +6,8 @@ each running one local engine for the many agents placed on it (see host.py). An
 host is rendezvous hashing of its id over the pool's membership (see membership.py),
 computed by every router, so a request goes from the caller straight to the host over a
 direct stream (see router.py, direct.py); an agent activates there on its first message
-(from the store when there is one) and leaves memory when idle (`evict_after`).
+(from the store when there is one) and leaves memory when idle (`evict_after`) or when
+its work is over (`release_agents`: a run's actors, once the call that drove it returns).
 
 Membership is a versioned record in the cluster's key-value store, not an actor: routers
 read it at start and again only when a host refuses a message as no longer its own or is
@@ -53,7 +54,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -642,6 +643,21 @@ class RayRuntime:
         router = self._running("evict agents")
         counts = await router.broadcast("evict", older_than)
         return sum(c for c in counts if isinstance(c, int))
+
+    async def release_agents(self, agent_ids: Iterable[AgentId]) -> int:
+        """Take these agents out of their hosts' memory for good (their work is over, as
+        a finished run's actors'): nothing is saved, their store records are deleted, and
+        a later message activates one afresh; a busy one leaves once idle. One call per
+        host holding some, at once; how many left memory at once."""
+        ids = list(agent_ids)
+        for agent_id in ids:
+            if not isinstance(agent_id, AgentId):
+                raise ConfigurationError(
+                    f"{agent_id!r} is not an AgentId: release_agents takes AgentId(type, key)s"
+                )
+        if not ids:
+            return 0
+        return await self._running("release agents").release(ids)
 
     async def where(self, agent_id: AgentId) -> tuple[str, int]:
         """The Ray node id and process id of the host `agent_id` lives on."""
