@@ -34,6 +34,7 @@ from .drain import Drain
 from .errors import RequestError, ServerStoppingError, error_body, error_response
 from .event_stream import EventStream
 from .human_input import input_requests
+from .openai_format import OutputFormat, output_format
 from .openai_messages import (
     answer_text,
     chat_messages,
@@ -58,14 +59,15 @@ async def chat_completions(request: Request) -> Response:
         include_usage = _include_usage(body)
         _refuse_unsupported(body)
         tools = client_tools(body, entry, "chat")
-        options = {**sampling_options(body, entry), **tools.run_options()}
+        fmt = output_format(body, entry, "chat")
+        options = {**sampling_options(body, entry), **tools.run_options(), **fmt.run_options()}
     except CantataError as exc:
         return error_response(exc)
     completion_id = f"chatcmpl-{new_id().replace('-', '')}"
     drain: Drain = request.app.state.cantata.drain
     if stream:
         return EventStream(
-            _chunks(entry, messages, completion_id, include_usage, options, tools, drain)
+            _chunks(entry, messages, completion_id, include_usage, options, tools, fmt, drain)
         )
     try:
         async with drain.stoppable():
@@ -73,7 +75,7 @@ async def chat_completions(request: Request) -> Response:
         _refuse_waiting(entry, response)
     except CantataError as exc:
         return error_response(exc)
-    return JSONResponse(_completion(entry, response, completion_id, tools))
+    return JSONResponse(_completion(entry, response, completion_id, tools, fmt))
 
 
 def _refuse_waiting(entry: Served, response: AgentResponse) -> None:
@@ -137,10 +139,15 @@ def _usage(usage: Usage | None) -> dict[str, int]:
 
 
 def _completion(
-    entry: Served, response: AgentResponse, completion_id: str, tools: ClientTools
+    entry: Served,
+    response: AgentResponse,
+    completion_id: str,
+    tools: ClientTools,
+    fmt: OutputFormat,
 ) -> dict[str, Any]:
     calls = tools.calls(response)
-    message: dict[str, Any] = {"role": "assistant", "content": answer_text(response)}
+    text = fmt.answer(response, answer_text(response))
+    message: dict[str, Any] = {"role": "assistant", "content": text}
     if calls:
         message["content"] = message["content"] or None
         message["tool_calls"] = _tool_calls(calls)
@@ -172,6 +179,7 @@ async def _chunks(
     include_usage: bool,
     options: dict[str, Any],
     tools: ClientTools,
+    fmt: OutputFormat,
     drain: Drain,
 ) -> AsyncGenerator[bytes, None]:
     created = int(time.time())
@@ -194,7 +202,7 @@ async def _chunks(
     try:
         async for update in drain.guard(stream):
             text = update.text
-            if update.role != "assistant" or not text:
+            if update.role != "assistant" or not text or fmt.whole:
                 continue
             if wrote and update.message_id != last_message:
                 text = "\n\n" + text  # a new message (another speaker, another output)
@@ -210,6 +218,9 @@ async def _chunks(
     finally:
         await stream.aclose()
     calls = tools.calls(response)
+    whole = fmt.answer(response, "") if fmt.whole else ""
+    if whole:
+        yield chunk({"content": whole})
     if calls:
         yield chunk({"tool_calls": _tool_calls(calls, indexed=True)})
     yield chunk({}, _finish_reason(response, calls))

@@ -56,6 +56,7 @@ from .human_input import (
     needs_held_run,
     read_answers,
 )
+from .openai_format import OutputFormat, output_format
 from .openai_messages import (
     answer_text,
     optional_bool,
@@ -93,9 +94,10 @@ class _Turn:
     """The thread is the one a workflow's waiting run was held with."""
     drain: Drain
     tools: ClientTools
+    format: OutputFormat
 
     def run_options(self) -> dict[str, Any]:
-        options = {**self.sampling, **self.tools.run_options()}
+        options = {**self.sampling, **self.tools.run_options(), **self.format.run_options()}
         if self.instructions is not None:
             options["instructions_override"] = self.instructions
         return options
@@ -142,7 +144,7 @@ class _Turn:
                 }
                 for spec in self.tools.specs
             ],
-            "text": {"format": {"type": "text"}},
+            "text": {"format": self.format.to_json()},
             "truncation": "disabled",
             "usage": {
                 "input_tokens": u.input_tokens,
@@ -158,7 +160,8 @@ class _Turn:
         workflow's run that waits is held for the answer."""
         requests = input_requests(response.messages)
         calls = self.tools.calls(response)
-        body = self.body(answer_text(response), response.usage, requests=requests, calls=calls)
+        text = self.format.answer(response, answer_text(response))
+        body = self.body(text, response.usage, requests=requests, calls=calls)
         if self.store and needs_held_run(requests):
             self.waiting.hold(self.response_id, self.thread)
         if self.store:
@@ -305,6 +308,7 @@ async def _turn(request: Request) -> _Turn:
             param="instructions",
         )
     tools = client_tools(body, entry, "responses")
+    fmt = output_format(body, entry, "responses")
     previous = await ctx.responses.get(previous_id) if previous_id is not None else None
     history = await ctx.responses.history(previous) if previous is not None else []
     waiting = _waiting_threads(request.app)
@@ -334,6 +338,7 @@ async def _turn(request: Request) -> _Turn:
         kept is not None,
         ctx.drain,
         tools,
+        fmt,
     )
 
 
@@ -409,7 +414,7 @@ async def _events(turn: _Turn) -> AsyncGenerator[bytes, None]:
     try:
         async for update in turn.drain.guard(stream):
             text = update.text
-            if update.role != "assistant" or not text:
+            if update.role != "assistant" or not text or turn.format.whole:
                 continue
             if opened and update.message_id != last:
                 text = "\n\n" + text
@@ -438,6 +443,9 @@ async def _events(turn: _Turn) -> AsyncGenerator[bytes, None]:
                 for kind, data in opening:
                     yield _sse(kind, next(seq), data)
             part = done["content"][0]
+            if turn.format.whole and part["text"]:
+                delta = {**where, "delta": part["text"], "logprobs": []}
+                yield _sse("response.output_text.delta", next(seq), delta)
             yield _sse(
                 "response.output_text.done",
                 next(seq),
