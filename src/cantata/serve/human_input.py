@@ -42,14 +42,17 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..agents import LocalThread
 from ..agents.remote_a2a import whole_numbers
 from ..core import (
+    AlreadyAnsweredError,
     FunctionApprovalRequestContent,
     FunctionApprovalResponseContent,
     FunctionCallContent,
     FunctionResultContent,
     InvalidMessageError,
     Message,
+    TextContent,
     short_repr,
 )
+from ..stores import StateStore, held_claim, settle_claim, take_claim
 from ..workflows.as_agent import RUN_KEY
 from .errors import RequestError
 
@@ -57,8 +60,10 @@ if TYPE_CHECKING:
     from a2a.types.a2a_pb2 import Part
 
 __all__ = [
+    "CLAIM_SLACK",
     "INPUT_KEY",
     "MAX_WAITING",
+    "AnswerClaim",
     "InputRequest",
     "WaitingThreads",
     "answer_messages",
@@ -66,6 +71,8 @@ __all__ = [
     "needs_held_run",
     "read_answers",
     "request_parts",
+    "response_answers",
+    "yes_or_no",
 ]
 
 INPUT_KEY = "cantata_input"
@@ -75,6 +82,10 @@ _YES = frozenset({"yes", "y", "approve", "approved", "true", "ok", "allow"})
 _NO = frozenset({"no", "n", "deny", "denied", "reject", "rejected", "false"})
 _MAX_REQUESTS = 100
 _log = logging.getLogger("cantata.serve")
+
+CLAIM_SLACK = 60.0
+"""Seconds past a run's time limit after which the claim of an answer whose process died
+(it never finished) is taken over by another answer."""
 
 MAX_WAITING = 1000
 """Waiting workflow runs a `WaitingThreads` keeps; past it the oldest is dropped."""
@@ -198,6 +209,141 @@ def _answer(request: InputRequest, value: Any) -> Any:
     )
 
 
+def yes_or_no(text: str) -> bool | None:
+    """A person's approval typed as text (``yes``, ``no``, ``approve``, ``deny``, ...; case
+    and a final full stop do not matter), or None when the text is not one of those."""
+    word = text.strip().lower().rstrip(".!")
+    if word in _YES:
+        return True
+    return False if word in _NO else None
+
+
+def response_answers(
+    incoming: list[Message],
+    history: Sequence[Message],
+    previous_id: str | None,
+    *,
+    held: bool,
+) -> list[Message]:
+    """The input of a Responses request continuing `previous_id` (whose thread is
+    `history`), with its answers to what that response waits for checked and made into the
+    messages the run takes; `incoming` itself when it answers nothing.
+
+    Answers are ``mcp_approval_response`` items (approval responses) and
+    ``function_call_output`` items for ``request_info`` calls; with one approval waiting, an
+    input of just ``yes`` or ``no`` is its answer. Any other input to a response whose
+    approvals wait is refused (409, code ``input_required``) with the items to send: a
+    pending approval is never dropped by a message that passes it by. An answer to a
+    response that waits for nothing is a 409 too (``already_answered`` when the conversation
+    asked that request earlier)."""
+    waiting = input_requests(history)
+    ids = {r.request_id for r in waiting}
+    answers: dict[str, Any] = {}
+    rest: list[Message] = []
+    for message in incoming:
+        kept = []
+        for c in message.contents:
+            if type(c) is FunctionApprovalResponseContent:
+                answers[c.request_id] = c.approved
+            elif type(c) is FunctionResultContent and c.call_id in ids:
+                answers[c.call_id] = c.result
+            else:
+                kept.append(c)
+        if len(kept) == len(message.contents):
+            rest.append(message)
+        elif kept:
+            rest.append(Message(message.role, kept, author_name=message.author_name))
+    if not answers:
+        if not any(r.kind == "approval" for r in waiting):
+            return incoming
+        text = _typed_answer(incoming, waiting)
+        if text is None:
+            raise RequestError(_pending(waiting, previous_id), status=409, code="input_required")
+        answers, rest = {waiting[0].request_id: text}, []
+    if not waiting:
+        raise _not_waiting(answers, history, previous_id)
+    try:
+        checked = read_answers(waiting, "", [{"answers": answers}])
+    except RequestError as exc:
+        raise RequestError(str(exc), status=exc.status, param="input") from None
+    if needs_held_run(waiting) and not held:
+        raise RequestError(
+            "the workflow run that asked is no longer held by this server (it restarted, or "
+            "more runs waited than it keeps); send the input again without "
+            "previous_response_id to start over",
+            status=409,
+            param="previous_response_id",
+        )
+    return [*answer_messages(waiting, checked), *rest]
+
+
+def _typed_answer(incoming: list[Message], waiting: list[InputRequest]) -> bool | None:
+    """The approval a lone ``yes`` or ``no`` gives, when it is all the input and one
+    approval is all that waits."""
+    if len(waiting) != 1 or len(incoming) != 1:
+        return None
+    message = incoming[0]
+    if message.role != "user" or any(type(c) is not TextContent for c in message.contents):
+        return None
+    return yes_or_no(message.text)
+
+
+def _pending(waiting: list[InputRequest], previous_id: str | None) -> str:
+    """Why an input that answers nothing is refused, and the items that answer."""
+    items = []
+    for r in waiting:
+        if r.kind == "approval":
+            items.append(
+                f'{{"type": "mcp_approval_response", "approval_request_id": "{r.request_id}", '
+                '"approve": true}'
+            )
+        else:
+            items.append(
+                f'{{"type": "function_call_output", "call_id": "{r.request_id}", "output": ...}}'
+            )
+    said = "; ".join(r.describe() for r in waiting)[:600]
+    typed = ' or the text "yes" or "no"' if len(waiting) == 1 else ""
+    return (
+        f"response {previous_id} waits for a person ({said}), so this input would pass it "
+        f"by: answer first, with previous_response_id {previous_id} and the input "
+        f"[{', '.join(items)[:900]}]{typed}"
+    )
+
+
+def _not_waiting(
+    answers: Mapping[str, Any], history: Sequence[Message], previous_id: str | None
+) -> RequestError:
+    """The 409 of answers to a response that waits for nothing."""
+    if previous_id is None:
+        return RequestError(
+            "this input answers requests, but names no response that asked them: set "
+            "previous_response_id to the response holding the requests",
+            status=409,
+            param="previous_response_id",
+        )
+    asked = {
+        c.request_id
+        for m in history
+        for c in m.contents
+        if type(c) is FunctionApprovalRequestContent
+    } | {c.call_id for m in history for c in m.contents if type(c) is FunctionCallContent}
+    earlier = sorted(set(answers) & asked)
+    if earlier:
+        return RequestError(
+            f"request {short_repr(earlier[0], 60)} was answered earlier in this conversation "
+            f"(response {previous_id} waits for nothing); an answer is taken once",
+            status=409,
+            code="already_answered",
+            param="input",
+        )
+    return RequestError(
+        f"response {previous_id} waits for no answer: it asked for no approval or input "
+        f"{short_repr(sorted(answers)[0], 60)}",
+        status=409,
+        param="input",
+    )
+
+
 def answer_messages(requests: Sequence[InputRequest], answers: Mapping[str, Any]) -> list[Message]:
     """The messages that continue the run: a user message of approval responses, and a tool
     message of results for a workflow's requests."""
@@ -263,3 +409,66 @@ def needs_held_run(requests: Sequence[InputRequest]) -> bool:
     """Whether answering `requests` needs the waiting run of this process (a workflow's,
     when its run was not checkpointed in the store)."""
     return any(r.kind == "request_info" and not r.stored for r in requests)
+
+
+class AnswerClaim:
+    """The one answer to what a point of a conversation waits for (a response's approval
+    requests and ``request_info`` calls), claimed in the server's store.
+
+    Whatever the served kind, the first answer takes the claim (atomic across every process
+    on the store, `take_claim`) before anything runs; every later answer to the same point,
+    at once or long after, from any process and after restarts, is an
+    `AlreadyAnsweredError` (HTTP 409, code ``already_answered``) and runs nothing. A claim
+    whose run finished is held for good (`answered`), so the tool that was approved runs
+    once; so is one whose run failed after taking the answer (`failed`: the call may have
+    run). Only an answer refused before its run took it (`release`) can be sent again. A
+    claim whose process died mid-run is taken over once its lease (the run's time limit and
+    `CLAIM_SLACK`) has passed."""
+
+    def __init__(self, store: StateStore, key: str, what: str) -> None:
+        self._store = store
+        self._key = key
+        self._what = what
+        self._open = True
+
+    @classmethod
+    async def take(cls, store: StateStore, key: str, what: str, *, lease: float) -> AnswerClaim:
+        """The claim of the answer to `what` (a phrase naming the waiting point, e.g.
+        ``response 'resp_1'``) at store key `key`; `AlreadyAnsweredError` if another answer
+        has it."""
+        if await take_claim(store, key, {"answering": True}, lease=lease):
+            return cls(store, key, what)
+        held = await held_claim(store, key) or {}
+        if type(held.get("answered")) is str:
+            went = held["answered"]
+            said = f"was answered by another request (the conversation went on in {went})"
+        elif type(held.get("failed")) is str:
+            said = (
+                f"was answered by another request whose run failed ({held['failed'][:200]}); "
+                "its approved calls may have run, so it is not answered again: send a new "
+                "message instead"
+            )
+        else:
+            said = "is being answered by another request (its run is still going)"
+        raise AlreadyAnsweredError(
+            f"what {what} waits for {said}; an answer is taken once, so this one ran nothing"
+        )
+
+    async def answered(self, by: str) -> None:
+        """The run that took the answer finished (`by` names where it went on)."""
+        await self._settle({"answered": by})
+
+    async def failed(self, why: str) -> None:
+        """The run that took the answer failed: the answer stays spent."""
+        await self._settle({"failed": why[:500]})
+
+    async def release(self) -> None:
+        """The answer was refused before a run took it: another may be sent."""
+        if self._open:
+            self._open = False
+            await self._store.delete(self._key)
+
+    async def _settle(self, value: dict[str, Any]) -> None:
+        if self._open:
+            self._open = False
+            await settle_claim(self._store, self._key, value)

@@ -21,6 +21,11 @@ a workflow's request as a ``request_info`` ``function_call`` item. The next requ
 ``previous_response_id`` set to that answer, answers them with ``mcp_approval_response`` and
 ``function_call_output`` items; they are checked against what the thread waits for (the
 same mechanism as A2A's, `human_input`), and a bad answer is a 400 that changes nothing.
+With one approval waiting, the input ``yes`` or ``no`` answers it; any other input that
+would pass a pending approval by is a 409 (``input_required``) showing the items to send.
+The first answer to a response claims it in the server's store (`AnswerClaim`), so of many
+answers to one response, at once or later, in any process, one runs: the others are a 409
+with code ``already_answered``.
 """
 
 from __future__ import annotations
@@ -39,9 +44,7 @@ from starlette.responses import JSONResponse, Response
 from ..agents import AgentResponse, LocalThread
 from ..core import (
     CantataError,
-    FunctionApprovalResponseContent,
     FunctionCallContent,
-    FunctionResultContent,
     Message,
     Usage,
 )
@@ -49,12 +52,13 @@ from .drain import Drain
 from .errors import RequestError, error_body, error_response
 from .event_stream import EventStream
 from .human_input import (
+    CLAIM_SLACK,
+    AnswerClaim,
     InputRequest,
     WaitingThreads,
-    answer_messages,
     input_requests,
     needs_held_run,
-    read_answers,
+    response_answers,
 )
 from .openai_format import OutputFormat, output_format
 from .openai_messages import (
@@ -72,6 +76,9 @@ from .served import Served
 from .threads import ResponseRecord, ResponseThreads
 
 __all__ = ["create_response", "delete_response", "get_response"]
+
+_CLAIM = "answer:resp:"
+"""Store key prefix of the claim on the answer to a response's requests."""
 
 
 @dataclass(slots=True)
@@ -95,6 +102,8 @@ class _Turn:
     drain: Drain
     tools: ClientTools
     format: OutputFormat
+    claim: AnswerClaim | None
+    """The claim of this request's answer to what `previous` waits for, if it answers."""
 
     def run_options(self) -> dict[str, Any]:
         options = {**self.sampling, **self.tools.run_options(), **self.format.run_options()}
@@ -173,13 +182,22 @@ class _Turn:
                 new=new,
                 response=body,
             )
+        if self.claim is not None:
+            await self.claim.answered(self.response_id)
         return body
 
-    def refused(self) -> None:
+    async def refused(self, exc: BaseException) -> None:
         """The run failed: a held thread waits again under the response it came from (a
-        workflow refuses a wrong answer before taking it)."""
+        workflow refuses a wrong answer before taking it). The answer an agent's run took
+        stays spent (an approved call may have run); a team's or workflow's is given back,
+        as their own claim on the waiting session decides (a session that failed is gone)."""
         if self.held and self.previous is not None:
             self.waiting.hold(self.previous.id, self.thread)
+        if self.claim is not None:
+            if self.entry.kind == "agent":
+                await self.claim.failed(str(exc) or type(exc).__name__)
+            else:
+                await self.claim.release()
 
 
 def _choice_json(choice: str | None) -> Any:
@@ -247,42 +265,6 @@ def _request_item(request: InputRequest, server: str) -> dict[str, Any]:
     }
 
 
-def _answered(incoming: list[Message], waiting: list[InputRequest], held: bool) -> list[Message]:
-    """`incoming` with its answers to what the thread waits for (approval responses, results
-    of its ``request_info`` calls) checked and made into the messages the run takes."""
-    ids = {r.request_id for r in waiting}
-    answers: dict[str, Any] = {}
-    rest: list[Message] = []
-    for message in incoming:
-        kept = []
-        for c in message.contents:
-            if type(c) is FunctionApprovalResponseContent:
-                answers[c.request_id] = c.approved
-            elif type(c) is FunctionResultContent and c.call_id in ids:
-                answers[c.call_id] = c.result
-            else:
-                kept.append(c)
-        if len(kept) == len(message.contents):
-            rest.append(message)
-        elif kept:
-            rest.append(Message(message.role, kept, author_name=message.author_name))
-    if not answers:
-        return incoming
-    try:
-        checked = read_answers(waiting, "", [{"answers": answers}])
-    except RequestError as exc:
-        raise RequestError(str(exc), status=exc.status, param="input") from None
-    if needs_held_run(waiting) and not held:
-        raise RequestError(
-            "the workflow run that asked is no longer held by this server (it restarted, or "
-            "more runs waited than it keeps); send the input again without "
-            "previous_response_id to start over",
-            status=409,
-            param="previous_response_id",
-        )
-    return [*answer_messages(waiting, checked), *rest]
-
-
 def _message_item(response_id: str, text: str) -> dict[str, Any]:
     return {
         "type": "message",
@@ -301,6 +283,8 @@ async def _turn(request: Request) -> _Turn:
     previous_id = optional_str(body, "previous_response_id")
     store = optional_bool(body, "store", True)
     instructions = optional_str(body, "instructions")
+    stream = optional_bool(body, "stream", False)
+    sampling = sampling_options(body, entry)
     if instructions is not None and entry.kind != "agent":
         raise RequestError(
             f"'instructions' apply to agents; {entry.name!r} is a {entry.kind}: put them in "
@@ -313,32 +297,41 @@ async def _turn(request: Request) -> _Turn:
     history = await ctx.responses.history(previous) if previous is not None else []
     waiting = _waiting_threads(request.app)
     kept = waiting.take(previous.id) if previous is not None else None
+    claim: AnswerClaim | None = None
     try:
-        incoming = _answered(incoming, input_requests(history), kept is not None)
-    except RequestError:
+        answered = response_answers(
+            incoming, history, previous.id if previous else None, held=kept is not None
+        )
+        thread = kept or LocalThread()
+        if history and kept is None:
+            await thread.on_new_message(history)
+        if answered is not incoming and previous is not None:
+            # one answer per waiting response, across every process on the store
+            lease = ctx.limits.request_timeout + CLAIM_SLACK
+            where = f"response {previous.id!r}"
+            claim = await AnswerClaim.take(ctx.store, _CLAIM + previous.id, where, lease=lease)
+    except CantataError:
         if kept is not None and previous is not None:
             waiting.hold(previous.id, kept)
         raise
-    thread = kept or LocalThread()
-    if history and kept is None:
-        await thread.on_new_message(history)
     return _Turn(
         entry,
         ctx.responses,
-        incoming,
+        answered,
         previous,
         thread,
         len(history),
         store,
         instructions,
         ResponseThreads.new_id(),
-        optional_bool(body, "stream", False),
-        sampling_options(body, entry),
+        stream,
+        sampling,
         waiting,
         kept is not None,
         ctx.drain,
         tools,
         fmt,
+        claim,
     )
 
 
@@ -365,8 +358,11 @@ async def create_response(request: Request) -> Response:
             )
         return JSONResponse(await turn.finish(response))
     except CantataError as exc:
-        turn.refused()
+        await turn.refused(exc)
         return error_response(exc)
+    except BaseException as exc:  # cancelled, or a bug: the claim must not wait for its lease
+        await turn.refused(exc)
+        raise
 
 
 async def get_response(request: Request) -> Response:
@@ -428,13 +424,16 @@ async def _events(turn: _Turn) -> AsyncGenerator[bytes, None]:
             )
         body = await turn.finish(stream.response)
     except CantataError as exc:
-        turn.refused()
+        await turn.refused(exc)
         failure = error_body(exc)["error"]
         failed = turn.body("", None, "failed")
         code = failure["code"] or failure["type"]
         failed["error"] = {"code": code, "message": failure["message"]}
         yield _sse("response.failed", next(seq), {"response": failed})
         return
+    except BaseException as exc:  # the client went away, or a bug
+        await turn.refused(exc)
+        raise
     finally:
         await stream.aclose()
     for index, done in enumerate(body["output"]):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .base import StateStore
+from .claims import held_claim, settle_claim, take_claim
 from .errors import StoreClosedError, StoreCorruptionError, StoreSchemaError, StoreTimeoutError
 from .integrity import checksum, seal, unseal
 from .memory import MemoryStore
@@ -30,8 +31,11 @@ __all__ = [
     "StoreSchemaError",
     "StoreTimeoutError",
     "checksum",
+    "held_claim",
     "open_store",
     "seal",
+    "settle_claim",
+    "take_claim",
     "unseal",
 ]
 

@@ -1,0 +1,119 @@
+"""An approval is taken once: a real `cantata serve` given many answers to one pending
+approval at the same moment (and again later) runs the approved tool once; every other
+answer is a 409 with code ``already_answered`` and runs nothing. The tool's side effect is a
+line in a file, counted across every server process."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from openai import AsyncOpenAI
+
+from ._servers import cli_server
+
+SUPPORT = "tests/serve/_refunds.py:support"
+DONE = "Done: refunded order 1001"
+
+
+def _client(url: str) -> AsyncOpenAI:
+    return AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=60)
+
+
+def _effects(log: Path) -> list[str]:
+    """The side effects so far, without the process ids."""
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [line.split(" ", 1)[1] for line in lines]
+
+
+def _approval(response: Any, approve: bool = True) -> list[dict[str, Any]]:
+    (item,) = [o for o in response.output if o.type == "mcp_approval_request"]
+    return [{"type": "mcp_approval_response", "approval_request_id": item.id, "approve": approve}]
+
+
+async def _ask(url: str, model: str, text: str) -> Any:
+    async with _client(url) as client:
+        return await client.responses.create(model=model, input=text)
+
+
+async def _answer(url: str, model: str, previous: str, answer: Any) -> Any:
+    """One answer on its own connection (so that `--workers` may give it to any worker)."""
+    async with _client(url) as client:
+        return await client.responses.create(
+            model=model, previous_response_id=previous, input=answer
+        )
+
+
+async def _at_once(urls: list[str], model: str, asked: Any, count: int) -> tuple[Any, list[Any]]:
+    """`count` copies of the approval of `asked`, sent together (spread over `urls`): the
+    one answer that went on, and the errors of the others."""
+    answer = _approval(asked)
+    results = await asyncio.gather(
+        *(_answer(urls[i % len(urls)], model, asked.id, answer) for i in range(count)),
+        return_exceptions=True,
+    )
+    went_on = [r for r in results if not isinstance(r, BaseException)]
+    refused = [r for r in results if isinstance(r, BaseException)]
+    assert len(went_on) == 1, results
+    return went_on[0], refused
+
+
+def _already_answered(error: BaseException) -> None:
+    assert isinstance(error, openai.ConflictError), error
+    assert error.status_code == 409
+    assert error.code == "already_answered", error
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_concurrent_answers_to_a_lone_agents_approval_run_its_tool_once(
+    tmp_path: Path, workers: int
+) -> None:
+    log = tmp_path / "effects.log"
+    store = f"sqlite:///{tmp_path / 'serve.db'}"
+    args = ("--store", store, "--workers", str(workers))
+    with cli_server(SUPPORT, *args, env={"REFUND_LOG": str(log)}) as (url, _):
+        for round_ in range(1, 4):
+            asked = await _ask(url, "support", "refund order 1001")
+            assert _effects(log) == ["refund 1001"] * (round_ - 1)
+            done, refused = await _at_once([url], "support", asked, 4)
+            assert done.output_text == DONE
+            assert len(refused) == 3
+            for error in refused:
+                _already_answered(error)
+                assert "answered by another request" in error.message
+            # later, the same answer again: to the response that asked, then to the answer
+            with pytest.raises(openai.ConflictError) as again:
+                await _answer(url, "support", asked.id, _approval(asked))
+            _already_answered(again.value)
+            assert done.id in again.value.message  # where the conversation went on
+            with pytest.raises(openai.ConflictError) as after:
+                await _answer(url, "support", done.id, _approval(asked))
+            _already_answered(after.value)
+            assert _effects(log) == ["refund 1001"] * round_
+
+
+async def test_yes_or_no_typed_as_text_answers_the_one_pending_approval(tmp_path: Path) -> None:
+    log = tmp_path / "effects.log"
+    env = {"REFUND_LOG": str(log)}
+    with cli_server(SUPPORT, "--store", f"sqlite:///{tmp_path / 't.db'}", env=env) as (url, _):
+        asked = await _ask(url, "support", "refund order 1001")
+        (item,) = [o for o in asked.output if o.type == "mcp_approval_request"]
+        # a message that would pass the approval by is refused, naming what to send
+        with pytest.raises(openai.ConflictError) as passed_by:
+            await _answer(url, "support", asked.id, "what is the weather?")
+        assert passed_by.value.code == "input_required"
+        shape = f'"type": "mcp_approval_response", "approval_request_id": "{item.id}"'
+        assert shape in passed_by.value.message and '"yes" or "no"' in passed_by.value.message
+        assert _effects(log) == []
+        done = await _answer(url, "support", asked.id, "Yes")
+        assert done.output_text == DONE and _effects(log) == ["refund 1001"]
+        with pytest.raises(openai.ConflictError) as twice:
+            await _answer(url, "support", asked.id, "yes")
+        _already_answered(twice.value)
+        denied_ask = await _ask(url, "support", "refund order 1001")
+        denied = await _answer(url, "support", denied_ask.id, "no")
+        assert denied.output_text.startswith("Not done:")
+        assert _effects(log) == ["refund 1001"]
