@@ -74,6 +74,17 @@ def test_unknown_tag_on_read() -> None:
     assert info.value.type_name == "no.such.Type"
 
 
+def test_unknown_tag_of_a_script_says_to_move_the_type_into_a_module() -> None:
+    # a type registered in the script that was run cannot be registered by a Ray worker
+    with pytest.raises(UnknownTypeError, match="move it into a module") as info:
+        loads('{"$type": "__main__.Increment", "n": 1}')
+    assert info.value.type_name == "__main__.Increment"
+    with pytest.raises(UnknownTypeError, match="register the type"):
+        TypeRegistry().type_named("app.Increment")
+    with pytest.raises(UnknownTypeError, match="__main__"):
+        TypeRegistry().type_named("__main__.Increment")
+
+
 @pytest.mark.parametrize("text", ["{", "", "[1,", "nul", b"\xff\xfe"])
 def test_malformed_json(text: str | bytes) -> None:
     with pytest.raises(SerializationError):

@@ -131,3 +131,47 @@ def test_bad_spec_is_a_one_line_error(tmp_path: Path) -> None:
     result = runner.invoke(app, ["run", spec, "x"])
     assert result.exit_code == 1
     assert "version" in result.output and len(result.output.strip().splitlines()) == 1
+
+
+TOOL_TEAM = """
+version: 1
+type: group_chat
+name: desk
+participants:
+  - name: first
+    model:
+      api: scripted
+      connection:
+        script: [{tool: get_weather, arguments: {city: Oslo}}, "Oslo is sunny."]
+    tools: [MOD.get_weather]
+  - name: second
+    model:
+      api: scripted
+      connection:
+        script: [{tool: get_weather, arguments: {city: Rome}}, "Rome too. DONE"]
+    tools: [MOD.get_weather]
+termination: {text_mention: DONE, max_messages: 10}
+"""
+
+
+def test_team_run_json_shows_every_participants_tool_calls(tmp_path: Path) -> None:
+    spec = _write(tmp_path, "t.yaml", TOOL_TEAM)
+    args = ["run", spec, "weather?", "--json", "--allow", weather_tools.__name__]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    events = [json.loads(line) for line in result.output.splitlines() if line]
+    calls = [(e["agent"], e["arguments"]["city"]) for e in events if e["event"] == "tool_call"]
+    assert calls == [("first", "Oslo"), ("second", "Rome")]
+    results = [e for e in events if e["event"] == "tool_result"]
+    assert len(results) == 2 and len({e["call_id"] for e in results}) == 2
+    speakers = [e["name"] for e in events if e["event"] == "speaker"]
+    assert speakers == ["first", "second"]
+
+
+def test_run_has_verbose_and_names_allow_as_a_flag(tmp_path: Path) -> None:
+    spec = _write(tmp_path, "a.yaml", AGENT)
+    result = runner.invoke(app, ["run", spec, "weather?", "--verbose"])
+    assert result.exit_code == 1
+    assert "No such option" not in result.output
+    assert "allow=[" not in result.output
+    assert "--allow" in result.output

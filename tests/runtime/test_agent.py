@@ -325,3 +325,23 @@ async def test_a_factory_that_makes_another_class_than_declared_is_refused() -> 
     with pytest.raises(ConfigurationError, match="not a BaseAgent subclass"):
         await runtime.register_factory("bad", lambda: Counter(), agent_class=int)  # type: ignore[arg-type]
     await runtime.stop()
+
+
+async def test_agents_take_their_description_in_the_constructor_as_autogen_does() -> None:
+    class Echo(RoutedAgent):
+        def __init__(self) -> None:
+            super().__init__("repeats what it is sent")
+
+        @rpc
+        async def on_num(self, message: Num, ctx: MessageContext) -> int:
+            return message.value
+
+    class Plain(BaseAgent):
+        pass
+
+    assert Echo().description == "repeats what it is sent"
+    assert Plain().description == ""
+    assert BaseAgent("a base").description == "a base"
+    runtime = await _runtime(("echo", Echo))
+    assert await runtime.send_message(Num(3), AgentId("echo", "a")) == 3
+    await runtime.stop()

@@ -213,7 +213,15 @@ async def test_workflows_and_teams_are_served_too() -> None:
         pair = await _card(http, f"{url}/a2a/pair")
         task = await _send(_client(http, pair), "start")
         assert task.status.state == TaskState.TASK_STATE_COMPLETED
-        assert _answer(task).startswith("turn ")
+        # two speakers, two messages: a blank line between them, as over Responses
+        first, second = _answer(task).split("\n\n")
+        assert first.startswith("turn ") and second.startswith("turn ")
+        streamed = [
+            get_message_text(e.artifact_update.artifact, "")  # type: ignore[arg-type]
+            async for e in _client(http, pair, streaming=True).send_message(_message("again"))
+            if e.HasField("artifact_update")
+        ]
+        assert "".join(streamed).count("\n\n") == 1
     await team.close()
 
 

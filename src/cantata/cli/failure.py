@@ -28,6 +28,7 @@ _CLI_WORDS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"`?\bmax_tokens=?`?"), "--max-tokens", "--max-tokens"),
     (re.compile(r"`?\btemperature=`?"), "--temperature", "--temperature"),
 )
+_ALLOW = re.compile(r"`?\ballow=\[([^\]]*)\]`?")
 _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]*")
 _LIMIT = 600
 
@@ -38,7 +39,15 @@ def cli_words(text: str, flags: Collection[str] = ()) -> str:
     for pattern, words, flag in _CLI_WORDS:
         if flag in flags:
             text = pattern.sub(words, text)
+    if "--allow" in flags:
+        text = _ALLOW.sub(_allow_flags, text)
     return text
+
+
+def _allow_flags(match: re.Match[str]) -> str:
+    """``allow=['a', 'b']`` as the flags that say it: ``--allow a --allow b``."""
+    names = [n.strip().strip("'\"") for n in match.group(1).split(",") if n.strip()]
+    return " ".join(f"--allow {n}" for n in names) or "--allow MODULE"
 
 
 def foreign_flags(text: str, flags: Collection[str]) -> list[str]:

@@ -21,7 +21,12 @@ from rich.text import Text
 from .console import read_stdin, run_body
 from .spec_options import AllowOption, SettingOption, parse_settings
 
-__all__ = ["run_command"]
+__all__ = ["RUN_FLAGS", "run_command"]
+
+RUN_FLAGS = frozenset(
+    {"--json", "--resume", "--store", "--setting", "--allow", "--debug", "--verbose"}
+)
+"""The options of `cantata run`: the flags its error lines may name."""
 
 
 def run_command(
@@ -42,6 +47,9 @@ def run_command(
     setting: SettingOption = None,
     allow: AllowOption = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of failures.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Log what cantata does (DEBUG) to stderr.")
+    ] = False,
 ) -> None:
     """Run an agent, team or workflow spec on a task, its steps streamed
     (`cantata serve spec.yaml` serves the same spec over HTTP)."""
@@ -57,7 +65,7 @@ def run_command(
                       settings=parse_settings(setting or []), allow=allow or [])
             )  # fmt: skip
 
-    run_body(work, debug=debug)
+    run_body(work, debug=debug, verbose=verbose, flags=RUN_FLAGS)
 
 
 async def _main(
@@ -188,13 +196,35 @@ async def _show_workflow(events: AsyncIterator[Any], out: _Output) -> None:
 
 
 async def _show_team(events: AsyncIterator[Any], out: _Output) -> None:
+    from ..core import FunctionCallContent, FunctionResultContent
     from ..teams import RoutingEvent, TaskResult, TeamMessageEvent, TeamStoppedEvent
+    from ..workflows import AgentUpdateEvent
 
+    tools = (FunctionCallContent, FunctionResultContent)
+    # The transcript hides a turn's tool traffic unless it ends the turn, so tool calls and
+    # results are shown from the agents' chunks as they happen, and text from the transcript.
+    shown: set[tuple[type, str]] = set()
+    speaking: str | None = None
     async for event in events:
-        if isinstance(event, TeamMessageEvent):
+        if isinstance(event, AgentUpdateEvent):
+            calls = [c for c in event.data.contents if isinstance(c, tools)]
+            if calls:
+                if speaking != event.executor_id:
+                    speaking = event.executor_id
+                    out.speaker(speaking)
+                out.contents(speaking, calls, streamed=False)
+                shown.update((type(c), c.call_id) for c in calls)
+        elif isinstance(event, TeamMessageEvent):
             if event.source != "user":
-                out.speaker(event.source)
-                out.contents(event.source, event.message.contents, streamed=False)
+                rest = [
+                    c
+                    for c in event.message.contents
+                    if not (isinstance(c, tools) and (type(c), c.call_id) in shown)
+                ]
+                if speaking != event.source:
+                    out.speaker(event.source)
+                speaking = None
+                out.contents(event.source, rest, streamed=False)
                 out.end_text()
         elif isinstance(event, RoutingEvent):
             out.routing(event.choice, event.reason, event.fallback_used, event.candidates)

@@ -173,7 +173,8 @@ def serve_command(
             grace=grace,
         )
     except (CantataError, OSError, ImportError) as exc:
-        report(exc, debug=debug, console=err())  # no model flags: a spec names its model
+        # no model flags (a spec names its model); a tool the spec may not import is --allow
+        report(exc, debug=debug, console=err(), flags={"--allow", "--setting"})
         raise typer.Exit(1) from None
 
 

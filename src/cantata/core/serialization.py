@@ -173,10 +173,7 @@ class TypeRegistry:
         try:
             return self._names[name]
         except KeyError:
-            raise UnknownTypeError(
-                f"unknown type tag {short_repr(name)}: register the type before loading this data",
-                type_name=name,
-            ) from None
+            raise _unknown_tag(name) from None
 
     # -- conversion ------------------------------------------------------------------
 
@@ -266,11 +263,7 @@ class TypeRegistry:
                 raise SerializationError(f"{TYPE_KEY} must be a string, got {type(tag).__name__}")
             decode = self._decoders.get(tag)
             if decode is None:
-                raise UnknownTypeError(
-                    f"unknown type tag {short_repr(tag)}: register the type before loading "
-                    "this data",
-                    type_name=tag,
-                )
+                raise _unknown_tag(tag)
             try:
                 return decode(data)
             except (SerializationError, RecursionError):
@@ -420,3 +413,15 @@ def dumps(value: Any) -> str:
 def loads(text: str | bytes) -> Any:
     """Load a JSON string written by `dumps`; raises `SerializationError` on bad input."""
     return registry.loads(text)
+
+
+def _unknown_tag(tag: str) -> UnknownTypeError:
+    hint = "register the type before loading this data"
+    if tag.startswith("__main__."):
+        # Another process (a Ray worker, a served app) imports modules, never the script
+        # that was run, so a type defined there cannot be registered on its side.
+        hint = (
+            "the type was defined in the script that was run (__main__), which other "
+            "processes such as Ray workers cannot import; move it into a module both import"
+        )
+    return UnknownTypeError(f"unknown type tag {short_repr(tag)}: {hint}", type_name=tag)

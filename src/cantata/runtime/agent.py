@@ -31,9 +31,17 @@ class BaseAgent:
     keeping across eviction, save/load or a restart. `close` runs when the runtime closes.
     """
 
-    __slots__ = ("_id", "_runtime")
+    __slots__ = ("_description", "_id", "_runtime")
 
-    description: ClassVar[str] = ""
+    def __init__(self, description: str = "") -> None:
+        # AutoGen's agents take their description here; subclasses that call
+        # super().__init__("...") port unchanged.
+        self._description = description
+
+    @property
+    def description(self) -> str:
+        """What this agent does, for people and for selectors; set by the constructor."""
+        return getattr(self, "_description", "")
 
     @property
     def id(self) -> AgentId:

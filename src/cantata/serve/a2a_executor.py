@@ -61,6 +61,7 @@ from .human_input import (
     read_answers,
     request_parts,
 )
+from .openai_messages import answer_text
 from .served import Served
 
 __all__ = ["CONTEXT_LOG_PREFIX", "MAX_WAITING", "ServedAgentExecutor", "context_thread"]
@@ -230,10 +231,10 @@ class ServedAgentExecutor(AgentExecutor):
         requests = input_requests(response.messages)
         if requests:
             self._waiting.hold(context_id, thread)
-            parts = _status_parts(requests, response.text)
+            parts = _status_parts(requests, answer_text(response))
             await updater.requires_input(updater.new_agent_message(parts))
             return
-        await updater.complete(updater.new_agent_message([new_text_part(response.text)]))
+        await updater.complete(updater.new_agent_message([new_text_part(answer_text(response))]))
 
     async def claim_answer(self, task_id: str) -> None:
         """Take the answer to waiting task `task_id` for this request before the SDK runs
@@ -305,10 +306,14 @@ class ServedAgentExecutor(AgentExecutor):
             return response
         stream = agent.run_stream(incoming, thread=thread)
         first = True
+        last_message: str | None = None
         try:
             async for update in stream:
                 piece = update.text
-                if piece:
+                if piece and update.role == "assistant":
+                    if not first and update.message_id != last_message:
+                        piece = "\n\n" + piece  # a new message, as Responses separates them
+                    last_message = update.message_id
                     await updater.add_artifact(
                         [new_text_part(piece)],
                         artifact_id=artifact,
