@@ -14,7 +14,16 @@ from pathlib import Path
 from cantata.agents import ChatAgent
 from cantata.core import Message
 from cantata.models import ChatOptions, ScriptedChatClient, ScriptedTurn, tool_call
+from cantata.teams import GroupChat
 from cantata.tools import tool
+from cantata.workflows import (
+    Executor,
+    Workflow,
+    WorkflowBuilder,
+    WorkflowContext,
+    handler,
+    response_handler,
+)
 
 
 def _record(what: str) -> None:
@@ -46,3 +55,36 @@ def make_support() -> ChatAgent:
 
 
 support = make_support()
+
+
+def _checker(messages: list[Message], options: ChatOptions) -> str:
+    return f"checker saw: {messages[-1].text}"
+
+
+def make_team() -> GroupChat:
+    checker = ChatAgent(ScriptedChatClient(_checker), name="checker", description="checks")
+    return GroupChat([make_support(), checker], name="desk", max_turns=2)
+
+
+class _Payout(Executor):
+    """Asks a person before it pays out; the payout is the side effect."""
+
+    @handler
+    async def start(self, text: str, ctx: WorkflowContext[None, str]) -> None:
+        await ctx.request_info(f"pay out for {text}?", response_type=str)
+
+    @response_handler
+    async def got(self, request: str, answer: str, ctx: WorkflowContext[None, str]) -> None:
+        if answer.strip().lower() == "yes":
+            _record("payout")
+            await ctx.yield_output("paid out")
+        else:
+            await ctx.yield_output("not paid")
+
+
+def make_workflow() -> Workflow:
+    return WorkflowBuilder(_Payout("payout"), name="payout").build()
+
+
+served = {"support": support, "desk": make_team(), "payout": make_workflow()}
+"""A lone agent, a team and a workflow, each waiting for a person before its side effect."""

@@ -6,6 +6,10 @@ line in a file, counted across every server process."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +20,14 @@ from openai import AsyncOpenAI
 from ._servers import cli_server
 
 SUPPORT = "tests/serve/_refunds.py:support"
+SERVED = "tests/serve/_refunds.py:served"
 DONE = "Done: refunded order 1001"
+KINDS = {
+    # served name: what to ask, the side effect once answered, what the answer says
+    "support": ("refund order 1001", "refund 1001", DONE),
+    "desk": ("refund order 1001", "refund 1001", DONE),
+    "payout": ("order 7", "payout", "paid out"),
+}
 
 
 def _client(url: str) -> AsyncOpenAI:
@@ -50,7 +61,7 @@ async def _answer(url: str, model: str, previous: str, answer: Any) -> Any:
 async def _at_once(urls: list[str], model: str, asked: Any, count: int) -> tuple[Any, list[Any]]:
     """`count` copies of the approval of `asked`, sent together (spread over `urls`): the
     one answer that went on, and the errors of the others."""
-    answer = _approval(asked)
+    answer = _answer_items(asked)
     results = await asyncio.gather(
         *(_answer(urls[i % len(urls)], model, asked.id, answer) for i in range(count)),
         return_exceptions=True,
@@ -59,6 +70,16 @@ async def _at_once(urls: list[str], model: str, asked: Any, count: int) -> tuple
     refused = [r for r in results if isinstance(r, BaseException)]
     assert len(went_on) == 1, results
     return went_on[0], refused
+
+
+def _answer_items(response: Any) -> list[dict[str, Any]]:
+    """The answer that says yes to what `response` waits for: an approval, or the output of
+    a workflow's ``request_info`` call."""
+    calls = [o for o in response.output if o.type == "function_call"]
+    if calls:
+        (call,) = calls
+        return [{"type": "function_call_output", "call_id": call.call_id, "output": "yes"}]
+    return _approval(response)
 
 
 def _already_answered(error: BaseException) -> None:
@@ -117,3 +138,90 @@ async def test_yes_or_no_typed_as_text_answers_the_one_pending_approval(tmp_path
         denied = await _answer(url, "support", denied_ask.id, "no")
         assert denied.output_text.startswith("Not done:")
         assert _effects(log) == ["refund 1001"]
+
+
+@contextmanager
+def _deployment(kind: str, tmp_path: Path, log: Path, dsn: str | None) -> Iterator[list[str]]:
+    """The base URLs of one way of serving `SERVED` over one store: one process, `--workers
+    2`, or two `cantata serve` processes on one SQLite file or one PostgreSQL database."""
+    store = dsn or f"sqlite:///{tmp_path / 'serve.db'}"
+    env = {"REFUND_LOG": str(log)}
+    with ExitStack() as stack:
+        if kind == "workers-2":
+            url, _ = stack.enter_context(
+                cli_server(SERVED, "--store", store, "--workers", "2", env=env)
+            )
+            yield [url]
+            return
+        count = 1 if kind == "one" else 2
+        yield [
+            stack.enter_context(cli_server(SERVED, "--store", store, env=env))[0]
+            for _ in range(count)
+        ]
+
+
+async def _answered_once(urls: list[str], log: Path, before: list[str]) -> list[str]:
+    """For each served kind: ask, send 4 answers at once over `urls`, check one went on and
+    the others are 409 `already_answered`, and that a later answer is one too. The side
+    effects after, `before` plus one per kind."""
+    effects = list(before)
+    for name, (ask, effect, said) in KINDS.items():
+        asked = await _ask(urls[0], name, ask)
+        done, refused = await _at_once(urls, name, asked, 4)
+        assert said in done.output_text, (name, done.output_text)
+        assert len(refused) == 3
+        for error in refused:
+            _already_answered(error)
+        with pytest.raises(openai.ConflictError) as later:
+            await _answer(urls[-1], name, asked.id, _answer_items(asked))
+        _already_answered(later.value)
+        effects.append(effect)
+        assert _effects(log) == effects, name
+    return effects
+
+
+@pytest.mark.parametrize("kind", ["one", "workers-2", "two-sqlite", "two-postgres"])
+async def test_an_answer_runs_once_for_an_agent_a_team_and_a_workflow(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
+    dsn = request.getfixturevalue("postgres_dsn") if kind == "two-postgres" else None
+    log = tmp_path / "effects.log"
+    with _deployment(kind, tmp_path, log, dsn) as urls:
+        await _answered_once(urls, log, await _answered_once(urls, log, []))
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_after_kill_9_a_pending_answer_runs_once_and_an_answered_one_never_again(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    store = (
+        request.getfixturevalue("postgres_dsn")
+        if backend == "postgres"
+        else f"sqlite:///{tmp_path / 'serve.db'}"
+    )
+    log = tmp_path / "effects.log"
+    env = {"REFUND_LOG": str(log)}
+    with cli_server(SERVED, "--store", store, env=env) as (url, proc):
+        pending = {name: await _ask(url, name, ask) for name, (ask, _, _) in KINDS.items()}
+        answered = {name: await _ask(url, name, ask) for name, (ask, _, _) in KINDS.items()}
+        for name, asked in answered.items():
+            await _answer(url, name, asked.id, _answer_items(asked))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    first = [KINDS[name][1] for name in answered]
+    assert _effects(log) == first
+    with (
+        cli_server(SERVED, "--store", store, env=env) as (one, _),
+        cli_server(SERVED, "--store", store, env=env) as (two, _),
+    ):
+        for name, asked in answered.items():  # answered before the kill: never again
+            with pytest.raises(openai.ConflictError) as again:
+                await _answer(two, name, asked.id, _answer_items(asked))
+            _already_answered(again.value)
+        assert _effects(log) == first
+        for name, asked in pending.items():  # pending at the kill: once, after it
+            done, refused = await _at_once([one, two], name, asked, 4)
+            assert KINDS[name][2] in done.output_text
+            for error in refused:
+                _already_answered(error)
+        assert _effects(log) == first + [KINDS[n][1] for n in pending]
