@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from cantata.agents import ChatAgent
 from cantata.core import (
     ConfigurationError,
+    DataContent,
     FunctionApprovalRequestContent,
     Message,
     ToolError,
@@ -338,7 +339,7 @@ def test_tools_left_open_let_the_interpreter_exit_and_stop_the_server(tmp_path: 
     raise AssertionError(f"the MCP server process {pid} outlived its client")
 
 
-def test_contents_other_than_text_are_described_for_the_model() -> None:
+def test_contents_other_than_text_and_images_are_described_for_the_model() -> None:
     result = types.CallToolResult(
         content=[
             types.TextContent(text="see:"),
@@ -352,14 +353,14 @@ def test_contents_other_than_text_are_described_for_the_model() -> None:
             ),
         ]
     )
-    assert _result_value("t", "srv", result) == (
-        "see:\n[image image/png, 8 base64 characters]\n[resource file:///tmp/a.txt]\n"
-        "inside b\n[resource file:///tmp/c.bin]"
-    )
+    assert _result_value("t", "srv", result, declared=False) == [
+        "see:\n[resource file:///tmp/a.txt]\ninside b\n[resource file:///tmp/c.bin]",
+        DataContent("image/png", data=b"hello"),
+    ]
     with pytest.raises(
         ToolError, match=r"MCP tool 't' of server 'srv' reported an error: \(no text\)"
     ):
-        _result_value("t", "srv", types.CallToolResult(content=[], is_error=True))
+        _result_value("t", "srv", types.CallToolResult(content=[], is_error=True), declared=False)
 
 
 async def test_cantatas_own_stdio_server_is_a_tool_of_another_agent(errlog: TextIO) -> None:

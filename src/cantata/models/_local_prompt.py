@@ -161,6 +161,8 @@ def render_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             elif type(c) is FunctionResultContent:
                 name = names.get(c.call_id, "the tool")
                 parts.append(f"Result of {name} (call {c.call_id}): {result_text(c)}")
+            elif type(c) is DataContent and m.role == "tool":  # its result names it
+                continue
             elif type(c) is DataContent:
                 raise ConfigurationError(
                     f"message {m.message_id!r} holds {c.media_type!r} data, but LocalChatClient "

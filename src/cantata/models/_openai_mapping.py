@@ -34,17 +34,32 @@ def to_openai_messages(
     messages: Sequence[Message], *, author_names: bool = True
 ) -> list[dict[str, Any]]:
     """Wire messages for a request: tool results become one ``role: tool`` message each, and
-    author names go in ``name`` (so a model in a group chat can tell the speakers apart)."""
+    author names go in ``name`` (so a model in a group chat can tell the speakers apart).
+    Data a tool returned beside its result (an image) follows the tool messages as a user
+    message, since a ``role: tool`` message carries text only."""
     out: list[dict[str, Any]] = []
+    attached: list[dict[str, Any]] = []
     for message in messages:
+        if attached and message.role != "tool":
+            out.append(_attachments_message(attached))
+            attached = []
         start = len(out)
         _append_message(out, message)
+        if message.role == "tool":
+            attached.extend(_part(c, message) for c in message.contents if type(c) is DataContent)
         if author_names and message.author_name:
             name = _NAME_PATTERN.sub("_", message.author_name)[:64]
             for wire in out[start:]:
                 if wire["role"] != "tool":
                     wire["name"] = name
+    if attached:
+        out.append(_attachments_message(attached))
     return out
+
+
+def _attachments_message(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    said = {"type": "text", "text": "What the tool calls above returned besides their results:"}
+    return {"role": "user", "content": [said, *parts]}
 
 
 def _append_message(out: list[dict[str, Any]], message: Message) -> None:

@@ -18,6 +18,7 @@ from ..core import (
     ApprovalRequired,
     CancellationToken,
     CancelledError,
+    DataContent,
     FunctionCallContent,
     FunctionResultContent,
     InvalidMessageError,
@@ -26,7 +27,7 @@ from ..core import (
 from ..core.durable import EffectScope, current_effects
 from ..core.retry import NeedsPerson
 from ._depth import TOO_DEEP_TEXT, TOOL_JSON_DEPTH, too_deep
-from ._results import error_text, jsonable, unknown_tool_text
+from ._results import error_text, jsonable, split_attachments, unknown_tool_text
 from .context import ToolContext
 from .middleware import FunctionInvocationContext, FunctionMiddleware, compose
 from .tool import FunctionTool
@@ -41,6 +42,8 @@ class CallOutcome:
     call: FunctionCallContent
     result: FunctionResultContent | None
     terminate: bool = False
+    attachments: tuple[DataContent, ...] = ()
+    """Data the tool returned for the model to see (images): they follow the results."""
 
     @property
     def needs_approval(self) -> bool:
@@ -159,17 +162,20 @@ class CallRunner:
             error = ApprovalRequired(
                 f"tool {call.name!r} asked for approval again after it was approved: {error}"
             )
+        attached: tuple[DataContent, ...] = ()
         if error is not None:
             _log.debug("tool %r failed", call.name, exc_info=error)
             result = FunctionResultContent(call.call_id, error=error_text(error, call.name))
         else:
-            value = jsonable(context.result)
+            returned, attached = split_attachments(context.result)
+            value = jsonable(returned)
             if too_deep(value):  # it could not be stored with the conversation
                 _log.debug("tool %r returned a value nested too deep", call.name)
                 result = FunctionResultContent(call.call_id, error=_too_deep_result(call.name))
+                attached = ()
             else:
                 result = FunctionResultContent(call.call_id, value)
-        return CallOutcome(call, result, context.terminate)
+        return CallOutcome(call, result, context.terminate, attached)
 
     async def _invoke(self, context: FunctionInvocationContext) -> None:
         tool_context = ToolContext(

@@ -8,10 +8,30 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..core import RetryTool, SerializationError, ToolError, to_json
+from ..core import DataContent, RetryTool, SerializationError, ToolError, to_json
 
 _PRIMITIVES = (str, int, float, bool, type(None))
 _KEY_TEXT = {True: "true", False: "false", None: "null"}
+
+
+def split_attachments(value: Any) -> tuple[Any, tuple[DataContent, ...]]:
+    """A returned `DataContent` (an image), alone or as items of a returned list, goes in
+    the tool message beside the result, for the model to see; the result is the rest (the
+    one other item, or the list of them), or names the attachments when nothing else is
+    left. Any other value is the result as it is."""
+    if type(value) is DataContent:
+        return _attached_text((value,)), (value,)
+    if type(value) is not list or not any(type(v) is DataContent for v in value):
+        return value, ()
+    attached = tuple(v for v in value if type(v) is DataContent)
+    rest = [v for v in value if type(v) is not DataContent]
+    if not rest:
+        return _attached_text(attached), attached
+    return (rest[0] if len(rest) == 1 else rest), attached
+
+
+def _attached_text(attached: tuple[DataContent, ...]) -> str:
+    return f"[attached: {', '.join(d.media_type for d in attached)}]"
 
 
 def jsonable(value: Any) -> Any:

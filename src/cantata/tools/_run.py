@@ -315,7 +315,8 @@ class FunctionLoopRun:
         updates: list[ChatResponseUpdate] = []
         results = [o.result for o in outcomes if o.result is not None]
         if results:
-            message = Message("tool", list(results))
+            attached = [d for o in outcomes for d in o.attachments]
+            message = Message("tool", [*results, *attached])
             insert_results(self._conversation, message)
             updates.extend(_updates_of(message))
             await self._emit(message)

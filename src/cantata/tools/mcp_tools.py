@@ -11,6 +11,15 @@ call, stops in the middle of it, or does not answer in time) raises `ToolError`,
 function loop hands to the model as the call's result: the run goes on. Once the
 connection is gone, later calls fail at once with the same clear error.
 
+What the model reads of a result is its content, chosen for a model: text as text, images
+(and embedded image resources) as `DataContent` the model sees beside the result (the
+function loop sends them as images), other kinds described in a line. The
+``structuredContent`` is the result instead when the tool declares an ``outputSchema`` and
+its content is text only (that text is then the same data serialized), or when the result
+has no content: never an image's base64 turned into JSON text. Tools that run only as MCP
+tasks (``execution.taskSupport`` ``"required"``) are left out, with a log line: MCPTools
+calls tools directly.
+
 The `mcp` package is imported when the tools are opened, so `cantata.tools` imports
 without it.
 """
@@ -18,6 +27,9 @@ without it.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import logging
 import math
 import re
 import sys
@@ -26,7 +38,7 @@ from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..core import ConfigurationError, ToolError, UsageError, short_repr
+from ..core import ConfigurationError, DataContent, ToolError, UsageError, short_repr
 from .context import ToolContext
 from .mcp_connection import MCPConnection
 from .tool import FunctionTool
@@ -44,6 +56,7 @@ DEFAULT_MCP_TOOL_TIMEOUT = 60.0
 """Seconds one tool call may take before the model is told it did not answer."""
 
 _INVALID = re.compile(r"[^A-Za-z0-9_-]")
+_log = logging.getLogger("cantata.tools.mcp")
 
 
 class MCPTools:
@@ -225,6 +238,20 @@ class MCPTools:
         for remote in listed:
             if self._allow is not None and remote.name not in self._allow:
                 continue
+            if _task_only(remote):
+                if self._allow is not None:
+                    raise ConfigurationError(
+                        f"MCPTools allow names {remote.name!r}, which MCP server "
+                        f"{self.server!r} runs only as a task (taskSupport 'required'); "
+                        "MCPTools calls tools directly, so it cannot be offered"
+                    )
+                _log.info(
+                    "MCP server %r: tool %r left out: it runs only as a task "
+                    "(taskSupport 'required'), and MCPTools calls tools directly",
+                    self.server,
+                    remote.name,
+                )
+                continue
             made = self._make_tool(remote)
             if made.name in out:
                 raise ConfigurationError(
@@ -245,7 +272,7 @@ class MCPTools:
         approval = self._approval is True or (
             isinstance(self._approval, frozenset) and remote.name in self._approval
         )
-        call = self._caller(remote.name, name)
+        call = self._caller(remote.name, name, remote.output_schema is not None)
         try:
             return FunctionTool(
                 name,
@@ -260,7 +287,7 @@ class MCPTools:
                 f"{exc}; leave it out with allow="
             ) from exc
 
-    def _caller(self, remote_name: str, name: str) -> Any:
+    def _caller(self, remote_name: str, name: str, declared: bool) -> Any:
         async def call(_context: ToolContext, /, **arguments: Any) -> Any:
             client = self._connection.client if self._connection is not None else None
             if client is None or self._gone is not None:
@@ -268,9 +295,8 @@ class MCPTools:
                     f"MCP tool {name!r} cannot run: the connection to server {self.server!r} "
                     f"is gone ({self._gone or 'it was never opened'})"
                 )
-            return _result_value(
-                name, self.server, await self._call(client, remote_name, name, arguments)
-            )
+            result = await self._call(client, remote_name, name, arguments)
+            return _result_value(name, self.server, result, declared=declared)
 
         call.__name__ = name
         return call
@@ -320,17 +346,54 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def _result_value(name: str, server: str, result: CallToolResult) -> Any:
-    """What the model reads: the structured result when there is one, else the text (other
-    contents described by kind); an error result raises `ToolError` with its text."""
-    text = "\n".join(_content_text(c) for c in result.content)
+def _task_only(remote: Tool) -> bool:
+    execution = getattr(remote, "execution", None)
+    return getattr(execution, "task_support", None) == "required"
+
+
+def _result_value(name: str, server: str, result: CallToolResult, *, declared: bool) -> Any:
+    """What the model reads (see the module's docstring): the text of the content (other
+    kinds described by kind), with its images as `DataContent` after it; the structured
+    result when the tool `declared` an output schema and the content is text only, or when
+    there is no content. An error result raises `ToolError` with its text."""
+    images = [i for i in (_image(name, server, c) for c in result.content) if i is not None]
+    text = "\n".join(_content_text(c) for c in result.content if not _is_image(c))
     if result.is_error:
         raise ToolError(
             f"MCP tool {name!r} of server {server!r} reported an error: {text or '(no text)'}"
         )
-    if result.structured_content is not None:
+    if images:
+        return [text, *images] if text else images
+    if result.structured_content is not None and (declared or not result.content):
         return result.structured_content
     return text
+
+
+def _is_image(content: Any) -> bool:
+    kind = getattr(content, "type", None)
+    if kind == "image":
+        return True
+    inner = getattr(content, "resource", None) if kind == "resource" else None
+    mime = getattr(inner, "mime_type", None) or ""
+    return getattr(inner, "blob", None) is not None and mime.startswith("image/")
+
+
+def _image(name: str, server: str, content: Any) -> DataContent | None:
+    """An image content (or an embedded image resource) as `DataContent`, else None."""
+    if not _is_image(content):
+        return None
+    if content.type == "image":
+        mime, data = content.mime_type, content.data
+    else:
+        mime, data = content.resource.mime_type, content.resource.blob
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise ToolError(
+            f"MCP tool {name!r} of server {server!r} returned an image ({mime}) whose data "
+            "is not base64"
+        ) from None
+    return DataContent(mime, data=raw)
 
 
 def _content_text(content: Any) -> str:

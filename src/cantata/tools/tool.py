@@ -3,6 +3,10 @@
 The function's signature is the contract: its parameters become the JSON schema the model
 sees, and the same pydantic model validates what the model sends back, so a tool body
 only ever receives arguments of the declared types.
+
+A tool that returns a `DataContent` (an image), alone or among the items of a returned
+list, hands it to the model to see: it follows the call's result in the tool message, and
+the result reads the other items (or names the attachment).
 """
 
 from __future__ import annotations
