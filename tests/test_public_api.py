@@ -13,6 +13,7 @@ PACKAGES = [
     "cantata.stores",
     "cantata.runtime",
     "cantata.models",
+    "cantata.models.embeddings",
     "cantata.tools",
     "cantata.agents",
     "cantata.workflows",
@@ -22,7 +23,16 @@ PACKAGES = [
 # Names that other layers and the README rely on: removing one is a breaking change.
 KEPT = {
     "cantata.core": {"Message", "CantataError", "CancellationToken", "dumps", "loads", "register"},
-    "cantata.stores": {"StateStore", "MemoryStore", "SQLiteStore", "open_store"},
+    "cantata.stores": {
+        "StateStore",
+        "MemoryStore",
+        "SQLiteStore",
+        "open_store",
+        "ItemStore",
+        "InMemoryItemStore",
+        "SQLiteItemStore",
+        "open_item_store",
+    },
     "cantata.runtime": {
         "AgentId",
         "TopicId",
@@ -43,6 +53,12 @@ KEPT = {
         "ScriptedChatClient",
         "RecordingChatClient",
         "ReplayChatClient",
+    },
+    "cantata.models.embeddings": {
+        "EmbeddingClient",
+        "OpenAIEmbeddingClient",
+        "LocalEmbeddingClient",
+        "HashEmbeddingClient",
     },
     "cantata.tools": {"tool", "FunctionTool", "FunctionInvokingChatClient"},
     "cantata.agents": {"Agent", "ChatAgent", "AgentThread", "AgentResponse", "LocalThread"},

@@ -1,7 +1,9 @@
-"""cantata.stores: one durable-state abstraction (logs and keyed values) and its backends.
+"""cantata.stores: one durable-state abstraction (logs and keyed values) and its backends,
+and item stores (namespaced items with vector, full-text and hybrid search) on the same URLs.
 
 `PostgresStore` and `RedisStore` are imported on first access, so that the package works
-without their optional dependencies (``cantata[postgres]``, ``cantata[redis]``).
+without their optional dependencies (``cantata[postgres]``, ``cantata[redis]``); so are the
+item store backends, which need numpy.
 """
 
 from __future__ import annotations
@@ -13,25 +15,41 @@ from .claims import held_claim, settle_claim, take_claim
 from .errors import StoreClosedError, StoreCorruptionError, StoreSchemaError, StoreTimeoutError
 from .integrity import checksum, seal, unseal
 from .memory import MemoryStore
+from .memory_errors import FilterError, NamespaceError, VectorSizeError
+from .memory_items import Item, ItemStore, ItemWrite, Namespace, SearchHit
+from .memory_url import open_item_store
 from .sqlite import SQLiteStore
 from .url import open_store
 
 if TYPE_CHECKING:
+    from .memory_local import InMemoryItemStore
+    from .memory_sqlite import SQLiteItemStore
     from .postgres import PostgresStore
     from .redis import RedisStore
 
 __all__ = [
+    "FilterError",
+    "InMemoryItemStore",
+    "Item",
+    "ItemStore",
+    "ItemWrite",
     "MemoryStore",
+    "Namespace",
+    "NamespaceError",
     "PostgresStore",
     "RedisStore",
+    "SQLiteItemStore",
     "SQLiteStore",
+    "SearchHit",
     "StateStore",
     "StoreClosedError",
     "StoreCorruptionError",
     "StoreSchemaError",
     "StoreTimeoutError",
+    "VectorSizeError",
     "checksum",
     "held_claim",
+    "open_item_store",
     "open_store",
     "seal",
     "settle_claim",
@@ -40,9 +58,16 @@ __all__ = [
 ]
 
 _LAZY = {"PostgresStore": "postgres", "RedisStore": "redis"}
+# The item stores need numpy, imported on first use so that `import cantata` stays light.
+_LAZY_LOCAL = {"InMemoryItemStore": "memory_local", "SQLiteItemStore": "memory_sqlite"}
 
 
 def __getattr__(name: str) -> Any:
+    local = _LAZY_LOCAL.get(name)
+    if local is not None:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{local}"), name)
     extra = _LAZY.get(name)
     if extra is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
