@@ -58,8 +58,9 @@ async def test_timeout_kills_the_whole_process_group(executor: LocalCodeExecutor
     assert "timed out" in result.as_text()
 
 
-async def test_no_socket_can_be_created(executor: LocalCodeExecutor) -> None:
-    # A real listener on 127.0.0.1: the child must not reach it.
+async def test_no_connection_can_be_made(executor: LocalCodeExecutor) -> None:
+    # A real listener on 127.0.0.1: the child, in a network namespace of its own with no
+    # interface up, must not reach it.
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(1)
@@ -83,26 +84,35 @@ async def test_no_socket_can_be_created(executor: LocalCodeExecutor) -> None:
         waiter.join()
         server.close()
     assert not accepted
-    assert result.exit_code != 0 and "refuses socket" in result.stderr
-    assert urllib.exit_code != 0 and "refuses socket" in urllib.stderr
+    assert result.exit_code != 0 and "Network is unreachable" in result.stderr
+    assert urllib.exit_code != 0 and "Network is unreachable" in urllib.stderr
+
+
+async def test_asyncio_and_threads_work_inside(executor: LocalCodeExecutor) -> None:
+    # asyncio's loop needs a socket pair (local, allowed) and threads are allowed
+    code = (
+        "import asyncio, threading\n"
+        "t = threading.Thread(target=print, args=('thread',)); t.start(); t.join()\n"
+        "print(asyncio.run(asyncio.sleep(0, 'loop')))"
+    )
+    result = await executor.run(code)
+    assert result.ok, result.as_text()
+    assert result.stdout.split() == ["thread", "loop"]
 
 
 @pytest.mark.parametrize(
-    ("code", "event"),
+    "code",
     [
-        ("import subprocess\nsubprocess.run(['true'])", "subprocess.Popen"),
-        ("import os\nos.system('true')", "os.system"),
-        ("import os\nos.fork()", "os.fork"),
-        ("import ctypes", "ctypes.dlopen"),
-        ("import asyncio\nasyncio.run(asyncio.sleep(0))", "socket"),
+        "import subprocess\nsubprocess.run(['touch', 'marker'])",
+        "import os\nprint(os.system('touch marker'))",
+        "import os\nif os.fork() == 0:\n    open('marker', 'w')",
+        "import os\nos.execv('/usr/bin/touch', ['touch', 'marker'])",
     ],
 )
-async def test_new_processes_and_native_libraries_are_refused(
-    executor: LocalCodeExecutor, code: str, event: str
-) -> None:
+async def test_new_processes_are_refused(executor: LocalCodeExecutor, code: str) -> None:
     result = await executor.run(code)
-    assert result.exit_code != 0
-    assert f"refuses {event}" in result.stderr
+    assert not (executor.work_dir / "marker").exists(), result.as_text()
+    assert "PermissionError" in result.stderr or result.stdout.strip() not in ("", "0")
 
 
 async def test_environment_has_no_proxies_or_secrets(

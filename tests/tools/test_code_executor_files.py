@@ -1,7 +1,8 @@
 """The code executor keeps model-written code in its scratch directory: every usual way to
 read or change a file elsewhere (open, io, os, pathlib, shutil, glob, symbolic links, ``..``,
-rebinding the path functions, changing the guard) is refused with a clear error in the
-code's output, while the scratch directory and the Python library stay usable."""
+rebinding the path functions, ctypes, subprocess) reads nothing, lists nothing and changes
+nothing outside (the rest of the machine does not exist in the code's mount namespace), while
+the scratch directory and the Python library stay usable."""
 
 from __future__ import annotations
 
@@ -66,7 +67,9 @@ ESCAPES = {
     "changing the hook": "import gc\n"
     "fs = [f for f in gc.get_objects() if getattr(f, '__name__', '') == '_guard']\n"
     "fs[0].__code__ = (lambda e, a: None).__code__\nprint(open({secret!r}).read())",
-    "ctypes": "import ctypes\nprint(ctypes.CDLL(None))",
+    "ctypes": "import ctypes\nlibc = ctypes.CDLL(None)\nbuf = ctypes.create_string_buffer(100)\n"
+    "fd = libc.open({secret!r}.encode(), 0)\nprint(fd, libc.read(fd, buf, 100), buf.value)\n"
+    "print(libc.open({out!r}.encode(), 0o101, 0o644))",
     "subprocess": "import subprocess\nprint(subprocess.run(['cat', {secret!r}]))",
 }
 
@@ -79,17 +82,18 @@ def _untouched(room: Path) -> bool:
 
 
 @pytest.mark.parametrize("name", sorted(ESCAPES))
-async def test_a_way_out_is_refused_with_a_clear_error(
+async def test_a_way_out_reads_and_changes_nothing_outside(
     name: str, executor: LocalCodeExecutor, outside: Path
 ) -> None:
     code = ESCAPES[name].format(
         secret=str(outside / "secret.txt"), out=str(outside / "out"), room=str(outside)
     )
     result = await executor.run(code)
-    assert not result.ok, result.as_text()
-    assert SECRET not in result.stdout + result.stderr
-    assert "PermissionError" in result.stderr and "refuses" in result.stderr, result.stderr
+    output = result.stdout + result.stderr
+    assert SECRET not in output, result.as_text()
+    assert "secret.txt'" not in result.stdout, result.as_text()  # not listed either
     assert _untouched(outside)
+    assert not (executor.work_dir / "stolen.txt").exists()
 
 
 async def test_the_scratch_directory_and_the_library_stay_usable(
@@ -114,9 +118,17 @@ shutil.rmtree("d")
     assert not (executor.work_dir / "d").exists()
 
 
-async def test_the_error_names_the_path_and_the_scratch_directory(
+async def test_the_rest_of_the_machine_does_not_exist_for_the_code(
     executor: LocalCodeExecutor, outside: Path
 ) -> None:
-    result = await executor.run(f"open({str(outside / 'secret.txt')!r})")
-    assert f"refuses open of '{outside / 'secret.txt'}'" in result.stderr
-    assert str(executor.work_dir) in result.stderr
+    result = await executor.run(
+        "import os\n"
+        f"print(os.path.exists({str(outside)!r}), os.path.exists('/etc/passwd'))\n"
+        "print(sorted(os.listdir('/dev')))\n"
+        f"open({str(outside / 'secret.txt')!r})"
+    )
+    assert result.stdout.split("\n")[:2] == [
+        "False False",
+        "['null', 'random', 'urandom', 'zero']",
+    ]
+    assert "FileNotFoundError" in result.stderr

@@ -30,6 +30,7 @@ EXPECTED = {
     "LimitName",
     "LocalCodeExecutor",
     "OnMessage",
+    "SandboxUnavailableError",
     "ToolArgumentsError",
     "ToolContext",
     "ToolMethod",

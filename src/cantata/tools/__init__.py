@@ -1,13 +1,13 @@
 """cantata.tools: tools from typed Python functions, the function-invocation loop,
-middleware around model calls and tool calls, and ready-made tools (a guarded Python
-executor, a container executor for
-untrusted code, file reading under one root)."""
+middleware around model calls and tool calls, and ready-made tools (a Python executor
+confined by the kernel, a container executor, file reading under one root)."""
 
 from .code_executor import (
     CodeExecutionError,
     CodeResult,
     CodeRunner,
     LocalCodeExecutor,
+    SandboxUnavailableError,
     extract_code,
     python_tool,
 )
@@ -51,6 +51,7 @@ __all__ = [
     "LocalCodeExecutor",
     "MCPTools",
     "OnMessage",
+    "SandboxUnavailableError",
     "ToolArgumentsError",
     "ToolContext",
     "ToolMethod",

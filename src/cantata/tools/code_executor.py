@@ -1,58 +1,57 @@
-"""`LocalCodeExecutor`: run model-written Python in a child process, with a timeout, a
-scratch directory it may not leave, and no network.
+"""`LocalCodeExecutor`: run model-written Python in a child process the kernel confines,
+with a timeout, a scratch directory, and no network.
 
-No container: the child is ``python -I`` (isolated mode: no user site, no ``PYTHON*``
-environment variables, no script directory on ``sys.path``) started in the scratch
-directory with an environment of its own (no proxies, ``HOME`` and ``TMPDIR`` in the
-scratch directory) and an audit hook installed before the code runs.
+Each snippet runs in a new process (``python -I``, a clean environment: ``HOME`` and
+``TMPDIR`` in the scratch directory, no proxies, no keys, nothing of the parent's) that
+first puts itself, with Linux namespaces, rlimits and seccomp, where it can harm nothing
+(``_sandbox_child.py`` builds it; the standard library only, through ``ctypes``):
 
-What is guaranteed, for code that only uses Python (the standard library and pure-Python
-packages):
-
-- files: the code opens, lists, creates, changes, moves, links and removes files only in
-  its scratch directory, and reads the Python library (the directories on the child's
-  ``sys.path``); anything else is refused with `PermissionError` (its message says why, in
-  the code's output). Every path is resolved first (``..`` and symbolic links, by a
-  resolver bound before the code runs, so rebinding ``os.path`` changes nothing), whether it
-  comes through ``open``, ``io``, ``os``, ``pathlib``, ``shutil`` or ``glob``;
-- no socket is created: the audit events ``socket.__new__``, ``socket.connect``,
-  ``socket.bind``, ``socket.getaddrinfo``, ``socket.gethostbyname`` ... raise
-  `PermissionError`, so ``urllib``, ``http.client`` and ``asyncio`` (whose event loop
-  needs a socket pair) all fail;
-- no other program is started (``subprocess``, ``os.system``, ``os.exec*``,
-  ``os.posix_spawn``, ``os.fork``, ``pty.spawn`` are refused) and no native library is
-  loaded through ``ctypes`` (``ctypes.dlopen``; importing ``ctypes`` itself fails), since
-  either would run code the hook does not see; audit hooks cannot be removed from Python,
-  and the hook's own functions refuse a new ``__code__`` or new defaults;
-- the run ends within ``timeout`` seconds: the child gets its own process group, and the
-  whole group is killed at the deadline;
+- files: its own mount namespace whose root is an empty read-only directory holding,
+  read-only, the interpreter's library directories (its ``sys.path``: standard library,
+  site-packages) and the system libraries (``/lib``, ``/usr/lib`` ...), ``/dev/null``,
+  ``/dev/zero``, ``/dev/random``, ``/dev/urandom``, and the scratch directory, the one
+  writable place (no setuid, no devices, nothing mapped executable from it). Nothing else
+  of the machine exists for it: no ``/proc``, ``/etc``, ``/home``, no other ``/tmp``;
+- network: its own network namespace, with no interface up (not even loopback): a
+  connection to anything, the machine's own ``127.0.0.1`` included, fails;
+- processes: its own PID namespace (it sees and signals no other process) and a seccomp
+  filter that refuses ``execve`` and any new process (``fork``, ``subprocess``,
+  ``os.system``, ``multiprocessing``: threads only), and the calls that would change
+  mounts, namespaces or the kernel (``mount``, ``unshare``, ``setns``, ``ptrace``,
+  ``bpf``, ``io_uring`` ...); its user namespace maps only the caller's user, and it holds
+  no capability;
+- resources: its address space (``memory``), every file it writes (``file_size``), its CPU
+  seconds (the time limit, rounded up, plus one) and its open files are bounded by rlimits,
+  its threads by the address space (each has a stack) and, for a user other than root
+  (whom the kernel exempts), by RLIMIT_NPROC; at ``timeout`` seconds the whole process
+  group is killed, and with its PID 1 the whole namespace;
 - at most ``max_output`` characters of stdout and of stderr are kept (the rest is read and
   dropped, so a chatty program can neither block nor exhaust memory).
 
-What is not guaranteed: this guards the machine against model-written code that strays, not
-against code written to break out. A compiled extension module already installed that calls
-the C library itself bypasses audit hooks; ``os.stat`` and ``os.path.exists`` are not
-audited, so the code can learn whether a path outside exists (not read it); a symbolic link
-swapped between the check and the open (by code racing itself in two threads) is not
-caught; files already open when the code starts (its stdout and stderr) stay usable; the
-library directories include whatever the interpreter's ``.pth`` files add; memory and CPU
-are bounded only by the timeout. For hostile code use a container or a VM.
+Since the confinement is the kernel's, nothing the code does in Python (patching builtins,
+``ctypes``, loading a C extension) changes it. Where it cannot be built (not Linux, no user
+namespaces, no seccomp), `run` raises `SandboxUnavailableError` naming what is missing, and
+runs nothing. What it leaves to you: the scratch directory's disk use (put ``work_dir`` on a
+filesystem with a quota if that matters), CPU and memory shares between snippets run at
+once, and the kernel itself (a kernel bug is an escape; for code from strangers, a VM).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import math
 import os
 import re
 import signal
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Self
 
 from ..core import ConfigurationError, RunError, new_id
+from ._sandbox_scratch import make_private_scratch, remove_private_scratch
 from .tool import FunctionTool
 
 __all__ = [
@@ -61,169 +60,19 @@ __all__ = [
     "CodeResult",
     "CodeRunner",
     "LocalCodeExecutor",
+    "SandboxUnavailableError",
     "extract_code",
     "python_tool",
 ]
 
-_BLOCKED_EVENTS = (
-    "socket.__new__",
-    "socket.bind",
-    "socket.connect",
-    "socket.getaddrinfo",
-    "socket.gethostbyname",
-    "socket.gethostbyaddr",
-    "socket.sendto",
-    "subprocess.Popen",
-    "os.system",
-    "os.exec",
-    "os.posix_spawn",
-    "os.spawn",
-    "os.fork",
-    "os.forkpty",
-    "pty.spawn",
-    "ctypes.dlopen",
-    "ctypes.dlsym",
-    "ctypes.cdata",
-)
-
-# Runs in the child before the user's code: install the hook, then run the file as
-# __main__. Everything the hook uses is bound now, as default arguments (C functions of the
-# posix module, frozensets, strings), so user code that rebinds a module attribute
-# (``os.path.realpath``, ``posixpath.os``) changes nothing the hook sees; the path resolver is
-# written here for the same reason, rather than borrowed from ``posixpath``.
-_BOOTSTRAP = r"""
-import sys, posix
-from stat import S_ISLNK
-sys.dont_write_bytecode = True
-_scratch = posix.getcwd()
-def _resolve(path, _getcwd=posix.getcwd, _lstat=posix.lstat, _readlink=posix.readlink,
-             _fspath=posix.fspath, _islink=S_ISLNK):
-    if isinstance(path, int):
-        return None
-    path = _fspath(path)
-    if isinstance(path, bytes):
-        path = path.decode("utf-8", "surrogateescape")
-    if not path.startswith("/"):
-        path = _getcwd() + "/" + path
-    parts = [p for p in path.split("/") if p not in ("", ".")]
-    done = []
-    hops = 0
-    while parts:
-        part = parts.pop(0)
-        if part == "..":
-            if done:
-                done.pop()
-            continue
-        current = "/" + "/".join(done + [part])
-        try:
-            is_link = _islink(_lstat(current).st_mode)
-        except OSError:
-            is_link = False
-        if not is_link:
-            done.append(part)
-            continue
-        hops += 1
-        if hops > 40:
-            return current
-        target = _readlink(current)
-        if target.startswith("/"):
-            done = []
-        parts[:0] = [p for p in target.split("/") if p not in ("", ".")]
-    return "/" + "/".join(done)
-def _under(path, roots):
-    for root in roots:
-        if path == root or path.startswith(root if root.endswith("/") else root + "/"):
-            return True
-    return False
-_scratch_roots = (_resolve(_scratch),)
-_library_roots = tuple(sorted({{_resolve(p) for p in sys.path if p.startswith("/")}}))
-def _refuse(event, what):
-    raise PermissionError(
-        "the code executor refuses " + event + " of " + repr(what) + ": code may use only "
-        "the files of its scratch directory " + _scratch + " (and read the Python library)"
-    )
-def _guard(event, args, _blocked=frozenset({blocked!r}), _paths=frozenset({paths!r}),
-           _resolve=_resolve, _under=_under, _scratch=_scratch_roots, _library=_library_roots,
-           _refuse=_refuse, _writes=0o1 | 0o2 | 0o100 | 0o1000 | 0o2000,
-           _own=frozenset({{"_guard", "_resolve", "_under", "_refuse"}}),
-           _two=frozenset({{"os.rename", "os.link", "os.symlink", "shutil.copyfile",
-                           "shutil.copymode", "shutil.copystat", "shutil.copytree",
-                           "shutil.move"}})):
-    if event in _blocked:
-        raise PermissionError(
-            "the code executor refuses " + event + ": network access, new processes and "
-            "native libraries are disabled"
-        )
-    if event == "open":
-        path, mode, flags = args
-        target = _resolve(path)
-        if target is None or _under(target, _scratch):
-            return
-        writing = (mode is not None and any(c in mode for c in "wax+")) or (
-            mode is None and flags & _writes)
-        if writing or not _under(target, _library):
-            _refuse("open", path)
-        return
-    if event == "object.__setattr__" and getattr(args[0], "__name__", "") in _own:
-        _refuse("changing the guard", args[1])
-    if event in _paths:
-        for path in args[:2] if event in _two else args[:1]:
-            if path is None or isinstance(path, int):
-                continue
-            target = _resolve(path)
-            if target is None or _under(target, _scratch):
-                continue
-            if event in ("os.listdir", "os.scandir") and _under(target, _library):
-                continue
-            _refuse(event, path)
-sys.addaudithook(_guard)
-del _resolve, _under, _refuse, _guard
-_path = sys.argv[1]
-sys.argv = sys.argv[1:]
-with open(_path, encoding="utf-8") as _f:
-    _source = _f.read()
-exec(compile(_source, _path, "exec"), {{"__name__": "__main__", "__file__": _path}})
-"""
-
-# Audit events that name paths (the first one, or two for copies and moves) which must lie in
-# the scratch directory; "open" is checked apart (it may also read the library).
-_PATH_EVENTS = (
-    "os.chdir",
-    "os.chmod",
-    "os.chown",
-    "os.chflags",
-    "os.link",
-    "os.listdir",
-    "os.mkdir",
-    "os.mkfifo",
-    "os.mknod",
-    "os.remove",
-    "os.removexattr",
-    "os.rename",
-    "os.rmdir",
-    "os.scandir",
-    "os.setxattr",
-    "os.symlink",
-    "os.truncate",
-    "os.utime",
-    "os.listxattr",
-    "os.getxattr",
-    "shutil.chown",
-    "shutil.copyfile",
-    "shutil.copymode",
-    "shutil.copystat",
-    "shutil.copytree",
-    "shutil.make_archive",
-    "shutil.move",
-    "shutil.rmtree",
-    "shutil.unpack_archive",
-    "glob.glob",
-    "glob.glob/2",
-)
-
 
 class CodeExecutionError(RunError):
     """The executor could not run the code at all (not: the code failed; see `CodeResult`)."""
+
+
+class SandboxUnavailableError(CodeExecutionError):
+    """This machine cannot confine code the way `LocalCodeExecutor` promises (no user
+    namespaces, no seccomp, not Linux ...): the message says what is missing. No code ran."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -264,7 +113,7 @@ class CodeRunner(Protocol):
 
 class _ScratchExecutor:
     """What every code executor shares: its checked bounds and a scratch directory (a
-    private one it removes on `close`, or the caller's, left alone)."""
+    private one it removes on `close`, at exit or on SIGTERM, or the caller's, left alone)."""
 
     def __init__(
         self,
@@ -285,10 +134,9 @@ class _ScratchExecutor:
             )
         self.timeout = float(timeout)
         self.max_output = max_output
-        self._owned: tempfile.TemporaryDirectory[str] | None = None
+        self._owned: Path | None = None
         if work_dir is None:
-            self._owned = tempfile.TemporaryDirectory(prefix=prefix)
-            self._dir = Path(self._owned.name)
+            self._owned = self._dir = make_private_scratch(prefix)
         else:
             self._dir = Path(work_dir).resolve()
             if not self._dir.is_dir():
@@ -307,7 +155,7 @@ class _ScratchExecutor:
         """Remove the private scratch directory (a `work_dir` you gave is left alone)."""
         self._closed = True
         if self._owned is not None:
-            self._owned.cleanup()
+            remove_private_scratch(self._owned)
             self._owned = None
 
     async def __aenter__(self) -> Self:
@@ -317,13 +165,34 @@ class _ScratchExecutor:
         self.close()
 
 
+_CHILD = str(Path(__file__).with_name("_sandbox_child.py"))
+"""The program that confines itself, then runs the snippet (see its docstring)."""
+
+_SIZE = re.compile(r"(\d+)([kmg]?)b?", re.IGNORECASE)
+
+
+def _bytes(kind: str, name: str, value: int | str) -> int:
+    """A size given as bytes (an int) or as ``"512m"``, ``"1g"``, ``"64k"``."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    found = _SIZE.fullmatch(value.strip()) if isinstance(value, str) else None
+    if found is None or int(found.group(1)) == 0:
+        raise ConfigurationError(
+            f"{kind} {name} must be a positive number of bytes or a size like '512m', got {value!r}"
+        )
+    return int(found.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[found.group(2).lower()]
+
+
 class LocalCodeExecutor(_ScratchExecutor):
-    """Runs Python source in a guarded child process (see the module docstring for what
-    the guard does and does not promise).
+    """Runs Python source in a process the kernel confines (see the module docstring for
+    what is isolated from what).
 
     ``LocalCodeExecutor(timeout=10)`` makes a private scratch directory, removed by
-    `close()` (or ``async with``); ``work_dir=`` uses a directory you own and leaves it.
-    Files written by one run are there for the next, as in a notebook.
+    `close()` (or ``async with``, or when the process ends); ``work_dir=`` uses a directory
+    you own and leaves it. Files written by one run are there for the next, as in a
+    notebook. `memory` bounds the code's address space and `file_size` any file it writes
+    (bytes, or ``"512m"``); `python` is the interpreter to run (default: this one). Where
+    the kernel cannot confine the code, `run` raises `SandboxUnavailableError`.
     """
 
     def __init__(
@@ -333,6 +202,8 @@ class LocalCodeExecutor(_ScratchExecutor):
         work_dir: str | os.PathLike[str] | None = None,
         max_output: int = 20_000,
         python: str | None = None,
+        memory: int | str = "1g",
+        file_size: int | str = "64m",
     ) -> None:
         super().__init__(
             "LocalCodeExecutor",
@@ -342,6 +213,8 @@ class LocalCodeExecutor(_ScratchExecutor):
             prefix="cantata-code-",
         )
         self.python = python or sys.executable
+        self.memory = _bytes("LocalCodeExecutor", "memory", memory)
+        self.file_size = _bytes("LocalCodeExecutor", "file_size", file_size)
 
     def _environment(self) -> dict[str, str]:
         scratch = str(self._dir)
@@ -355,39 +228,72 @@ class LocalCodeExecutor(_ScratchExecutor):
 
     async def run(self, code: str, *, time_limit: float | None = None) -> CodeResult:
         """Run `code` as a script and wait for it, at most `time_limit` seconds (default:
-        the executor's timeout); raises `CodeExecutionError` only when it cannot start."""
+        the executor's timeout); raises `CodeExecutionError` only when it cannot start
+        (`SandboxUnavailableError` when the machine cannot confine it)."""
         if not isinstance(code, str):
             raise ConfigurationError(f"code to run must be a str, got {type(code).__name__}")
         if self._closed:
             raise CodeExecutionError(
                 "this LocalCodeExecutor was closed (its scratch directory is gone); make a new one"
             )
+        if sys.platform != "linux":
+            raise SandboxUnavailableError(
+                f"LocalCodeExecutor confines code with Linux namespaces and seccomp; this is "
+                f"{sys.platform}: use ContainerCodeExecutor"
+            )
         limit = self.timeout if time_limit is None else time_limit
+        if not isinstance(limit, int | float) or isinstance(limit, bool) or not limit > 0:
+            raise ConfigurationError(f"time_limit must be a positive number, got {limit!r}")
         script = self._dir / f"snippet_{new_id()[:12]}.py"
         script.write_text(code, encoding="utf-8")
-        bootstrap = _BOOTSTRAP.format(blocked=tuple(_BLOCKED_EVENTS), paths=_PATH_EVENTS)
+        report, report_w = os.pipe()
+        config = {
+            "report_fd": report_w,
+            "scratch": str(self._dir),
+            "script": str(script),
+            "memory_bytes": self.memory,
+            "file_bytes": self.file_size,
+            "cpu_seconds": math.ceil(limit) + 1,
+            "open_files": _OPEN_FILES,
+            "processes": _PROCESSES,
+        }
         try:
-            process = await asyncio.create_subprocess_exec(
-                self.python,
-                "-I",
-                "-c",
-                bootstrap,
-                str(script),
-                cwd=self._dir,
-                env=self._environment(),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise CodeExecutionError(
-                f"could not start {self.python!r} to run code in {str(self._dir)!r}: {exc}"
-            ) from exc
-        try:
-            return await self._collect(process, limit)
+            try:
+                process = await asyncio.create_subprocess_exec(
+                    self.python,
+                    "-I",
+                    _CHILD,
+                    json.dumps(config),
+                    cwd=self._dir,
+                    env=self._environment(),
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    start_new_session=True,
+                    pass_fds=(report_w,),
+                )
+            except OSError as exc:
+                raise CodeExecutionError(
+                    f"could not start {self.python!r} to run code in {str(self._dir)!r}: {exc}"
+                ) from exc
+            finally:
+                os.close(report_w)
+            result = await self._collect(process, limit)
+            said = _read_report(report)
         finally:
+            os.close(report)
             script.unlink(missing_ok=True)
+        if said.startswith("missing:"):
+            raise SandboxUnavailableError(
+                "LocalCodeExecutor cannot confine code on this machine, so it runs none; "
+                f"{said} (run as root or enable user namespaces; or use ContainerCodeExecutor)"
+            )
+        if said != "ok" and not result.timed_out:
+            raise CodeExecutionError(
+                f"the sandbox ended before the code ran (exit code {result.exit_code}): "
+                f"{result.stderr.strip()[-500:]}"
+            )
+        return result
 
     async def _collect(self, process: asyncio.subprocess.Process, limit: float) -> CodeResult:
         assert process.stdout is not None and process.stderr is not None  # PIPE above
@@ -404,7 +310,8 @@ class LocalCodeExecutor(_ScratchExecutor):
             _kill_group(process)
             raise
         finally:
-            # The group is dead or done: pipes reach EOF soon (bounded all the same).
+            # The group is dead or done (and with its PID 1 the whole PID namespace): the
+            # pipes reach EOF soon (bounded all the same).
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(process.wait(), 5.0)
             try:
@@ -418,6 +325,23 @@ class LocalCodeExecutor(_ScratchExecutor):
             timed_out=timed_out,
             truncated=out.truncated or err.truncated,
         )
+
+
+_OPEN_FILES = 256
+"""RLIMIT_NOFILE of the code's process."""
+_PROCESSES = 64
+"""RLIMIT_NPROC of the code's process (its threads count; new processes are refused anyway)."""
+
+
+def _read_report(fd: int) -> str:
+    """What the sandbox said on its report pipe: ``ok`` once the code was about to run, or
+    ``missing: ...`` (every writer is gone by now, so this does not wait)."""
+    os.set_blocking(fd, False)
+    data = b""
+    with contextlib.suppress(BlockingIOError):
+        while (chunk := os.read(fd, 4096)) and len(data) < 65536:
+            data += chunk
+    return data.decode("utf-8", errors="replace").strip()
 
 
 class _Capped:

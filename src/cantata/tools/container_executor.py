@@ -1,9 +1,9 @@
 """`ContainerCodeExecutor`: model-written Python in a container, for code you do not trust.
 
-`LocalCodeExecutor` guards a child process with an audit hook, which keeps honest code in
-its room but is no wall against code written to get out. This executor runs each snippet in
-a fresh container of a local engine (Docker, through its ``docker`` client library) that
-sees only what it is given:
+`LocalCodeExecutor` confines a child process with Linux namespaces and seccomp itself; this
+executor does the same through a container engine, for hosts where that is the tool at hand
+(or where user namespaces are off). It runs each snippet in a fresh container of a local
+engine (Docker, through its ``docker`` client library) that sees only what it is given:
 
 - no network (``--network none``: no interface but loopback inside the container),
 - a read-only root made of an empty image, the host's Python installation and the system
