@@ -309,3 +309,21 @@ async def test_team_sessions_of_every_ending_leave_no_actor(copying: bool) -> No
         gc.collect()
         assert [r for r in refs if r() is not None] == []
         assert await _actors() == before
+
+
+# -- a scripted model that answers for a long time -------------------------------------------
+
+
+async def test_a_scripted_model_keeps_the_last_max_calls_and_by_default_all() -> None:
+    everything = ScriptedChatClient(lambda messages, options: "ok")
+    bounded = ScriptedChatClient(lambda messages, options: "ok", max_calls=10)
+    none = ScriptedChatClient(lambda messages, options: "ok", max_calls=0)
+    for i in range(100):
+        for client in (everything, bounded, none):
+            await client.get_response([Message("user", f"question {i}")])
+    assert len(everything.calls) == 100
+    assert 10 <= len(bounded.calls) <= 15
+    assert bounded.calls[-1].messages[0].text == "question 99"
+    assert none.calls == []
+    with pytest.raises(ConfigurationError, match="max_calls"):
+        ScriptedChatClient(["x"], max_calls=-1)

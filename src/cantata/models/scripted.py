@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeAlias
 
 from ..core import (
     CancellationToken,
+    ConfigurationError,
     Content,
     FunctionCallContent,
     Message,
@@ -157,6 +158,10 @@ class ScriptedChatClient:
     requests in order, then raises `ModelError`. ``ScriptedChatClient(fn)`` asks
     ``fn(messages, options)`` (sync or async) for each answer. Streamed answers split text
     into ``chunk_size``-character pieces.
+
+    Every request is recorded in `calls` by default, which is what a test reads; a client
+    that answers for a long time (a served spec, a soak test) passes `max_calls` to keep
+    only the last that many (0 keeps none).
     """
 
     def __init__(
@@ -167,7 +172,13 @@ class ScriptedChatClient:
         usage: Usage | None = None,
         model: str = "scripted",
         latency: float = 0.0,
+        max_calls: int | None = None,
     ) -> None:
+        if max_calls is not None and (type(max_calls) is not int or max_calls < 0):
+            raise ConfigurationError(
+                f"max_calls must be a whole number, 0 or more (None keeps every call), not "
+                f"{max_calls!r}"
+            )
         if callable(script):
             self._function: ScriptFunction | None = script
             self._turns: list[ScriptedTurn] = []
@@ -180,7 +191,9 @@ class ScriptedChatClient:
         self.model = model
         self.latency = latency
         self.calls: list[ScriptedCall] = []
-        """Every request, in order (see `ScriptedCall`)."""
+        """Every request, in order (see `ScriptedCall`); with `max_calls`, the last that
+        many (up to half as many more between two trims)."""
+        self.max_calls = max_calls
         self._closes = 0
         # the last request of recent conversations, for `ScriptedCall` to share
         self._recent: dict[int, tuple[ScriptedCall, list[Message]]] = {}
@@ -263,6 +276,16 @@ class ScriptedChatClient:
         if token is not None:
             token.raise_if_cancelled()
         self.calls.append(ScriptedCall._record(self._recent, messages, options, stream))
+        if self.max_calls is not None:
+            self._trim()
+
+    def _trim(self) -> None:
+        """Keep the last `max_calls` calls, trimming once half as many more piled up (one
+        list copy every `max_calls // 2` calls, not a shift of the list on each)."""
+        bound = self.max_calls
+        calls = self.calls
+        if bound is not None and len(calls) > bound + (bound >> 1):
+            del calls[: len(calls) - bound]
 
     def _take(self, messages: Sequence[Message], options: ChatOptions) -> Any:
         """The next turn: the function's answer (maybe awaitable) or the script's next."""
@@ -319,6 +342,8 @@ class ScriptedChatClient:
         if cancellation_token is not None:  # `_note`, inline
             cancellation_token.raise_if_cancelled()
         self.calls.append(ScriptedCall._record(self._recent, messages, options, False))
+        if self.max_calls is not None:
+            self._trim()
         function = self._function
         turn = (
             function(list(messages), options)
