@@ -29,8 +29,13 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from cantata.agents import AgentResponse, AgentResponseUpdate, ChatAgent
-from cantata.agents.remote_a2a import A2AAgent, A2AThread
-from cantata.core import FunctionApprovalRequestContent, Message
+from cantata.agents.remote_a2a import A2AAgent, A2AThread, a2a_parts
+from cantata.core import (
+    DataContent,
+    FunctionApprovalRequestContent,
+    FunctionResultContent,
+    Message,
+)
 from cantata.models import ScriptedChatClient, tool_call
 from cantata.serve.human_input import INPUT_KEY
 from cantata.stores import MemoryStore
@@ -297,3 +302,46 @@ async def test_a_waiting_tasks_arguments_keep_their_integers() -> None:
             assert type(arguments["cents"]) is int
             done = await remote.run(Message("user", [request.create_response(True)]), thread=thread)
             assert done.text == f"done: paid 1250 to {account}"
+
+
+def _photographer() -> ChatAgent:
+    @tool
+    def photo() -> list[Any]:
+        """Take a photo."""
+        return ["a dark room", DataContent("image/png", data=b"\x89PNG\r\n\x1a\n")]
+
+    def answer(messages: list[Any], options: Any) -> Any:
+        if any(m.role == "tool" for m in messages):
+            return "it is dark"
+        return [tool_call("photo")]
+
+    return ChatAgent(ScriptedChatClient(answer), name="photographer", tools=[photo])
+
+
+async def test_an_image_a_served_tool_returned_stays_with_the_run() -> None:
+    async with (
+        MemoryStore() as store,
+        serving(_photographer(), store=store) as url,
+        httpx.AsyncClient(timeout=30) as http,
+    ):
+        sent = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {
+                "message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "look"}]}
+            },
+        }
+        reply = await http.post(
+            f"{url}/a2a/photographer", json=sent, headers={"A2A-Version": "1.0"}
+        )
+        task = reply.json()["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        parts = [p for a in task["artifacts"] for p in a["parts"]]
+        assert parts == [{"text": "it is dark"}]  # the answer, not the tool's image
+
+
+def test_a_tool_message_stays_local() -> None:
+    image = DataContent("image/png", data=b"\x89PNG")
+    assert a2a_parts(Message("tool", [FunctionResultContent("c1", "x"), image])) == []
+    assert len(a2a_parts(Message("user", [image]))) == 1

@@ -98,9 +98,12 @@ _LOCAL_ONLY = (FunctionCallContent, FunctionResultContent, UsageContent)
 
 def a2a_parts(message: Message, *, index: int | None = None) -> list[Part]:
     """The A2A parts of a cantata message (text, raw data, URLs); tool traffic stays
-    local, any other content is refused."""
+    local (a tool message whole, with the images a tool returned), any other content is
+    refused."""
     from a2a.types.a2a_pb2 import Part
 
+    if message.role == "tool":
+        return []
     meta: dict[str, Any] | None = None
     if index is not None:
         meta = {_META: {"message": index, "author": message.author_name or ""}}
