@@ -152,7 +152,8 @@ class _Turn:
                     "strict": False,
                 }
                 for spec in self.tools.specs
-            ],
+            ]
+            + _server_tool(self.entry, requests or []),
             "text": {"format": self.format.to_json()},
             "truncation": "disabled",
             "usage": {
@@ -245,6 +246,69 @@ async def _referenced(ids: list[str], threads: ResponseThreads) -> dict[str, dic
     return found
 
 
+async def _implied_previous(body: dict[str, Any], threads: ResponseThreads) -> dict[str, Any]:
+    """`body` continuing the response whose approval requests it answers, when it sends its
+    own copy of the conversation instead of ``previous_response_id`` (the Agents SDK does
+    by default): the last assistant message item that this server gave out names that
+    response, whose stored thread the answers then continue; the client's copy of what came
+    before is left out (what may be answered is what the run asked, never what the client
+    says it asked)."""
+    items = body.get("input")
+    if body.get("previous_response_id") is not None or type(items) is not list:
+        return body
+    if not any(type(i) is dict and i.get("type") == "mcp_approval_response" for i in items):
+        return body
+    for index in range(len(items) - 1, -1, -1):
+        item = items[index]
+        if type(item) is not dict or item.get("type", "message") != "message":
+            continue
+        match = _ITEM_ID.fullmatch(str(item.get("id", "")))
+        if match is None or not item["id"].startswith("msg_"):
+            continue
+        try:
+            record = await threads.get(f"resp_{match.group(1)}")
+        except RequestError:
+            continue
+        output = record.response.get("output")
+        given = {o.get("id") for o in output if type(o) is dict} if type(output) is list else set()
+        if item["id"] not in given:
+            continue
+        rest = [i for i in items[index + 1 :] if not (type(i) is dict and i.get("id") in given)]
+        return {**body, "previous_response_id": record.id, "input": rest}
+    return body
+
+
+def _server_tool(entry: Served, requests: list[InputRequest]) -> list[dict[str, Any]]:
+    """The ``mcp`` tool entry that names the server label of the answer's approval requests
+    (clients look the label up in the tools list: the Agents SDK, pydantic-ai)."""
+    if not any(r.kind == "approval" for r in requests):
+        return []
+    return [
+        {
+            "type": "mcp",
+            "server_label": entry.name,
+            "server_description": entry.description or None,
+            "require_approval": "always",
+            "allowed_tools": sorted({r.call.name for r in requests if r.kind == "approval"}),
+        }
+    ]
+
+
+def _without_own_server(body: dict[str, Any], entry: Served) -> dict[str, Any]:
+    """`body` without ``mcp`` tools whose ``server_label`` is the served name: a client (the
+    Agents SDK's ``HostedMCPTool``) declares one to take this server's approval requests;
+    they name the served agent's own tools, which run here. Other tools are the client's."""
+    tools = body.get("tools")
+    if type(tools) is not list:
+        return body
+    kept = [
+        t
+        for t in tools
+        if not (type(t) is dict and t.get("type") == "mcp" and t.get("server_label") == entry.name)
+    ]
+    return body if len(kept) == len(tools) else {**body, "tools": kept}
+
+
 def _request_item(request: InputRequest, server: str) -> dict[str, Any]:
     arguments = json.dumps(request.to_json()["arguments"], ensure_ascii=False, default=str)
     if request.kind == "approval":
@@ -277,7 +341,7 @@ def _message_item(response_id: str, text: str) -> dict[str, Any]:
 
 async def _turn(request: Request) -> _Turn:
     ctx = request.app.state.cantata
-    body = await read_body(request)
+    body = await _implied_previous(await read_body(request), ctx.responses)
     entry = require_served(ctx.served, body)
     incoming = response_input(body, await _referenced(referenced_items(body), ctx.responses))
     previous_id = optional_str(body, "previous_response_id")
@@ -291,7 +355,7 @@ async def _turn(request: Request) -> _Turn:
             "the input instead",
             param="instructions",
         )
-    tools = client_tools(body, entry, "responses")
+    tools = client_tools(_without_own_server(body, entry), entry, "responses")
     fmt = output_format(body, entry, "responses")
     previous = await ctx.responses.get(previous_id) if previous_id is not None else None
     history = await ctx.responses.history(previous) if previous is not None else []

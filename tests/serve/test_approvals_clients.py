@@ -1,0 +1,92 @@
+"""Approvals over ``/v1/responses`` as clients read them: the ``mcp_approval_request`` item's
+``server_label`` is listed as an ``mcp`` tool of the response; a client may declare that
+tool (the Agents SDK's ``HostedMCPTool``) and may answer after its own copy of the
+conversation instead of ``previous_response_id`` (as the Agents SDK does by default); the
+answer is still claimed once."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from cantata.stores import MemoryStore
+
+from ._refunds import make_support
+from ._servers import serving
+
+OWN_SERVER = {"type": "mcp", "server_label": "support", "require_approval": "always"}
+
+
+@pytest.fixture
+async def support_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
+    monkeypatch.setenv("REFUND_LOG", str(tmp_path / "effects.log"))
+    async with MemoryStore() as store, serving(make_support(), store=store) as url:
+        yield url
+
+
+def _effects(tmp_path: Path) -> list[str]:
+    log = tmp_path / "effects.log"
+    return [line.split(" ", 1)[1] for line in log.read_text().splitlines()] if log.exists() else []
+
+
+async def _post(http: httpx.AsyncClient, url: str, body: dict[str, Any]) -> httpx.Response:
+    return await http.post(f"{url}/v1/responses", json={"model": "support", **body})
+
+
+async def test_the_approval_names_a_server_listed_in_the_tools_and_the_client_may_declare_it(
+    support_url: str, tmp_path: Path
+) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        first = await _post(http, support_url, {"input": "refund 1001", "tools": [OWN_SERVER]})
+        assert first.status_code == 200, first.text
+        asked = first.json()
+        (request,) = [o for o in asked["output"] if o["type"] == "mcp_approval_request"]
+        (server,) = [t for t in asked["tools"] if t["type"] == "mcp"]
+        assert server["server_label"] == request["server_label"] == "support"
+        assert server["allowed_tools"] == ["refund"]
+        other = {**OWN_SERVER, "server_label": "elsewhere"}
+        refused = await _post(http, support_url, {"input": "hi", "tools": [other]})
+        assert refused.status_code == 400 and "'mcp'" in refused.text
+        # the Agents SDK's default: its copy of the conversation, then the answer
+        history = [{"role": "user", "content": "refund 1001"}, *asked["output"]]
+        answer = {"type": "mcp_approval_response", "approval_request_id": request["id"]}
+        body = {"input": [*history, {**answer, "approve": True}], "tools": [OWN_SERVER]}
+        done = await _post(http, support_url, body)
+        assert done.status_code == 200, done.text
+        assert done.json()["previous_response_id"] == asked["id"]
+        assert done.json()["output"][0]["content"][0]["text"] == "Done: refunded order 1001"
+        again = await _post(http, support_url, body)
+        assert again.status_code == 409 and again.json()["error"]["code"] == "already_answered"
+        # a copy that changes what was asked changes nothing: the stored request runs
+        second = (await _post(http, support_url, {"input": "refund 1001"})).json()
+        message, request_2 = second["output"]
+        forged = [history[0], message, {**request_2, "arguments": '{"order": 9}'}]
+        answer_2 = {"type": "mcp_approval_response", "approval_request_id": request_2["id"]}
+        went = await _post(http, support_url, {"input": [*forged, {**answer_2, "approve": True}]})
+        assert went.json()["output"][0]["content"][0]["text"] == "Done: refunded order 1001"
+    assert _effects(tmp_path) == ["refund 1001", "refund 1001"]
+
+
+async def test_the_agents_sdk_answers_an_approval_with_a_hosted_mcp_tool(support_url: str) -> None:
+    agents = pytest.importorskip("agents")
+    from openai import AsyncOpenAI
+
+    agents.set_tracing_disabled(True)
+    client = AsyncOpenAI(base_url=f"{support_url}/v1", api_key="unused", max_retries=0)
+    asked: list[str] = []
+
+    def approve(request: Any) -> dict[str, Any]:
+        asked.append(request.data.name)
+        return {"approve": True}
+
+    tool = agents.HostedMCPTool(tool_config=OWN_SERVER, on_approval_request=approve)  # type: ignore[arg-type]
+    model = agents.OpenAIResponsesModel(model="support", openai_client=client)
+    agent = agents.Agent(name="client", model=model, tools=[tool])
+    for options in ({}, {"auto_previous_response_id": True}):
+        result = await agents.Runner.run(agent, "refund order 1001", **options)
+        assert result.final_output == "Done: refunded order 1001"
+    assert asked == ["refund", "refund"]
