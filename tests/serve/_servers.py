@@ -48,11 +48,12 @@ echo = echo_agent()
 
 
 @asynccontextmanager
-async def running(app: object) -> AsyncIterator[str]:
-    """Serve `app` with uvicorn on a free port of 127.0.0.1; yields its base URL."""
+async def running(app: object, *, host: str = "127.0.0.1") -> AsyncIterator[str]:
+    """Serve `app` with uvicorn on a free port of `host` (a loopback address); yields its
+    base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind((host, 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", lifespan="on")  # type: ignore[arg-type]
     server = uvicorn.Server(config)
@@ -64,7 +65,7 @@ async def running(app: object) -> AsyncIterator[str]:
                     task.result()  # raises the start-up failure
                     raise RuntimeError("uvicorn stopped before it started")
                 await asyncio.sleep(0.01)
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://{host}:{port}"
     finally:
         server.should_exit = True
         async with asyncio.timeout(STOP_TIMEOUT):

@@ -136,7 +136,9 @@ async def test_deeply_nested_bodies_are_parse_errors(echo_url: str, depth: int) 
 async def test_bytes_that_are_not_utf8_are_a_parse_error(echo_url: str) -> None:
     # found by the fuzz above: the SDK answered an internal error (-32603)
     async with httpx.AsyncClient(timeout=30) as http:
-        reply = await http.post(f"{echo_url}/a2a/echo", content=b"\x80")
+        reply = await http.post(
+            f"{echo_url}/a2a/echo", content=b"\x80", headers={"Content-Type": "application/json"}
+        )
     assert reply.json()["error"]["code"] == -32700
 
 

@@ -112,7 +112,11 @@ async def test_a_body_past_the_size_limit_is_a_413() -> None:
             for _ in range(5):
                 yield b" " * 400
 
-        streamed = await http.post(f"{url}/v1/chat/completions", content=chunks())
+        streamed = await http.post(
+            f"{url}/v1/chat/completions",
+            content=chunks(),
+            headers={"Content-Type": "application/json"},
+        )
         assert streamed.status_code == 413
         small = await http.post(
             f"{url}/v1/chat/completions",
@@ -154,7 +158,8 @@ async def test_with_a_token_the_page_loads_but_its_api_needs_the_token() -> None
         asset = await http.get(f"{url}/devui/static/app.js")
         assert asset.status_code == 200
         assert (await http.get(f"{url}/devui/api/entries")).status_code == 401
-        assert (await http.post(f"{url}/", content=b"x")).status_code == 401
+        json_type = {"Content-Type": "application/json"}
+        assert (await http.post(f"{url}/", content=b"x", headers=json_type)).status_code == 401
         assert (await http.get(f"{url}/devui/static/../api/served")).status_code != 200
         assert (await http.get(f"{url}/v1/models")).status_code == 401
         with_cookie = await http.get(

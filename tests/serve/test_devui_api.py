@@ -251,7 +251,11 @@ async def test_unknown_answer_and_checkpoint_are_refused(url: str) -> None:
         assert res.status_code == 409 and "zz" in res.json()["error"]["message"]
         res = await client.post(f"/devui/api/run/{run['id']}/resume", json={"checkpoint_id": "zz"})
         assert res.status_code == 404 and "zz" in res.json()["error"]["message"]
-        res = await client.post("/devui/api/runs/review", content=b"{not json")
+        res = await client.post(
+            "/devui/api/runs/review",
+            content=b"{not json",
+            headers={"Content-Type": "application/json"},
+        )
         assert res.status_code == 400
 
 

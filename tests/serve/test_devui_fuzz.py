@@ -17,6 +17,8 @@ from cantata.stores import MemoryStore
 from ._servers import serving
 from .test_devui_api import TIMEOUT, run_to_stop, served
 
+JSON = {"Content-Type": "application/json"}
+
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
     lambda kids: (
@@ -53,11 +55,11 @@ def _check(res: httpx.Response) -> None:
 async def test_start_bodies(waiting_run: tuple[str, str], body: bytes, path: str) -> None:
     url, _ = waiting_run
     async with httpx.AsyncClient(base_url=url, timeout=TIMEOUT) as client:
-        _check(await client.post(f"/devui/api/{path}", content=body))
+        _check(await client.post(f"/devui/api/{path}", content=body, headers=JSON))
 
 
 @given(body=_bodies, action=st.sampled_from(["answers", "resume"]))
 async def test_run_bodies(waiting_run: tuple[str, str], body: bytes, action: str) -> None:
     url, run_id = waiting_run
     async with httpx.AsyncClient(base_url=url, timeout=TIMEOUT) as client:
-        _check(await client.post(f"/devui/api/run/{run_id}/{action}", content=body))
+        _check(await client.post(f"/devui/api/run/{run_id}/{action}", content=body, headers=JSON))

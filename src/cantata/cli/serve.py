@@ -103,10 +103,35 @@ def serve_command(
         typer.Option(
             "--allow-remote-code-execution",
             help="Serve agents that run model-written Python (a coder agent, a code runner) "
-            "on a non-loopback address: anyone who can send a prompt can have code run on "
-            "this machine. Refused without this flag.",
+            "outside a sandbox (ContainerCodeExecutor is one): anyone who can send a prompt "
+            "can have code run on this machine, on loopback too (a proxy, a tunnel, another "
+            "user). Refused without this flag.",
         ),
     ] = False,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="A name clients reach the server by, beyond its address and localhost "
+            "(repeatable; '*' for any, behind a proxy that checks it). Other Host headers: 403.",
+        ),
+    ] = None,
+    cors_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--cors-origin",
+            help="A web origin (https://app.example.com) whose pages may call the server "
+            "(repeatable). None by default: no page elsewhere can.",
+        ),
+    ] = None,
+    public_url: Annotated[
+        str | None,
+        typer.Option(
+            "--public-url",
+            help="The URL clients reach the server at (https://agents.example.com), named in "
+            "its A2A agent cards; its host is allowed. Default: the address a request came in on.",
+        ),
+    ] = None,
     setting: SettingOption = None,
     allow: AllowOption = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of failures.")] = False,
@@ -125,7 +150,9 @@ def serve_command(
             raise UsageError(f"--log-level {log_level!r} is not one of {', '.join(_LEVELS)}")
         loaded = load_served(target, parse_settings(setting or []), allow or [])
         served = ServedSet(loaded)
-        check_local_code(host, served, allow=allow_remote_code_execution)
+        check_local_code(served, allow=allow_remote_code_execution)
+        hosts, origins = list(allowed_host or []), list(cors_origin or [])
+        _check_exposure(token, allowed_hosts=hosts, cors_origins=origins, public_url=public_url)
         names = ", ".join(f"{n} ({e.kind})" for n, e in served.items())
         limits = Limits(
             max_body_bytes=max_body,
@@ -155,6 +182,9 @@ def serve_command(
                     limits=asdict(limits),
                     log_level=log_level,
                     parent=os.getpid(),
+                    allowed_hosts=hosts,
+                    cors_origins=origins,
+                    public_url=public_url,
                 ),
                 host=host,
                 port=port,
@@ -171,11 +201,30 @@ def serve_command(
             limits=limits,
             log_level=log_level,
             grace=grace,
+            allow_remote_code_execution=allow_remote_code_execution,
+            allowed_hosts=hosts,
+            cors_origins=origins,
+            public_url=public_url,
         )
     except (CantataError, OSError, ImportError) as exc:
         # no model flags (a spec names its model); a tool the spec may not import is --allow
         report(exc, debug=debug, console=err(), flags={"--allow", "--setting"})
         raise typer.Exit(1) from None
+
+
+def _check_exposure(
+    token: str | None, *, allowed_hosts: list[str], cors_origins: list[str], public_url: str | None
+) -> None:
+    """The --allowed-host, --cors-origin and --public-url values, checked before the server
+    starts (each worker checks them again as it builds its app)."""
+    from ..serve.guard import check_allowed_host, check_cors_origin, check_public_url
+
+    for name in allowed_hosts:
+        check_allowed_host(name)
+    for origin in cors_origins:
+        check_cors_origin(origin, token=token)
+    if public_url is not None:
+        check_public_url(public_url)
 
 
 def _serve_workers(

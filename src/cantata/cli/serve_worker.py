@@ -44,6 +44,9 @@ class WorkerConfig:
     log_level: str = "info"
     parent: int = 0
     """The pid of the `cantata serve` process the worker ends with (0: none to watch)."""
+    allowed_hosts: list[str] = field(default_factory=list)
+    cors_origins: list[str] = field(default_factory=list)
+    public_url: str | None = None
 
     def to_env(self) -> str:
         """The config as the environment variable's value."""
@@ -115,5 +118,12 @@ def create_app() -> Any:
     limits = Limits(**config.limits)
     prepare_process(config.log_level)
     return build_app(
-        served, store=config.store, token=config.token, limits=limits, drain=process_drain()
+        served,
+        store=config.store,
+        token=config.token,
+        limits=limits,
+        drain=process_drain(),
+        allowed_hosts=config.allowed_hosts,
+        cors_origins=config.cors_origins,
+        public_url=config.public_url,
     )

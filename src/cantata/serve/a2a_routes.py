@@ -2,9 +2,9 @@
 
 For a served entry named ``echo``:
 
-- ``GET /a2a/echo/.well-known/agent-card.json``: its agent card (the URL inside is built
-  from the request's host, so the card is right behind any address the server is
-  reached at);
+- ``GET /a2a/echo/.well-known/agent-card.json``: its agent card (the URL inside is the
+  server's public URL, ``--public-url``, when given; otherwise the address the request
+  came in on; never what the request's ``Host`` header says);
 - ``POST /a2a/echo``: JSON-RPC, protocol 1.0 (``SendMessage``, ``SendStreamingMessage``,
   ``GetTask``, ``ListTasks``, ``CancelTask``) and 0.3 (``message/send``,
   ``message/stream``, ``tasks/get``, ``tasks/cancel``), on the a2a-sdk's request handler.
@@ -119,7 +119,9 @@ def contribute(ctx: ServeContext) -> Contribution:
         handlers.append(handler)
         dispatcher = JsonRpcDispatcher(handler, enable_v0_3_compat=True)
         routes.append(Route(path, _json_checked(dispatcher.handle_requests), methods=["POST"]))
-        routes.append(Route(path + CARD_PATH, _card_endpoint(entry, path), methods=["GET"]))
+        routes.append(
+            Route(path + CARD_PATH, _card_endpoint(entry, path, ctx.public_url), methods=["GET"])
+        )
     routes.append(Route(CARD_PATH, _root_card(ctx), methods=["GET"]))
 
     @asynccontextmanager
@@ -165,9 +167,23 @@ def _rpc_error(request_id: str | int | None, code: int, message: str) -> Respons
     return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error})
 
 
-def _card_endpoint(entry: Served, path: str) -> _Endpoint:
+def _base_url(request: Request, public_url: str | None) -> str:
+    """Where clients reach this server: the configured public URL, else the address and
+    port the connection came in on (not the ``Host`` header, which the client writes)."""
+    if public_url is not None:
+        return public_url
+    scheme = request.url.scheme
+    server = request.scope.get("server") or ("127.0.0.1", None)
+    host, port = str(server[0]), server[1]
+    if ":" in host:
+        host = f"[{host}]"
+    default = {"http": 80, "https": 443}.get(scheme)
+    return f"{scheme}://{host}" if port in (None, default) else f"{scheme}://{host}:{port}"
+
+
+def _card_endpoint(entry: Served, path: str, public_url: str | None) -> _Endpoint:
     async def card(request: Request) -> Response:
-        base = str(request.base_url).rstrip("/")
+        base = _base_url(request, public_url)
         return JSONResponse(agent_card_to_dict(agent_card(entry, base + path)))
 
     return card
@@ -177,7 +193,7 @@ def _root_card(ctx: ServeContext) -> _Endpoint:
     async def card(request: Request) -> Response:
         if len(ctx.served) == 1:
             (entry,) = ctx.served.values()
-            base = str(request.base_url).rstrip("/")
+            base = _base_url(request, ctx.public_url)
             return JSONResponse(
                 agent_card_to_dict(agent_card(entry, f"{base}{A2A_PATH}/{entry.name}"))
             )

@@ -7,8 +7,10 @@ routes are one provider; A2A, MCP and the dev UI are others, found by module nam
 `OPTIONAL_PROVIDERS` (each module defines ``contribute(ctx) -> Contribution``), so a part
 of the server is added by writing its module, not by editing this one.
 
-Middleware, outermost first: the token check (when a token is set), then the limits (body
-size, admission, request timeout, write timeout, cancel on disconnect), then the routes.
+Middleware, outermost first: CORS (only for the origins given), the guard against web pages
+(`guard`: the ``Host`` and content-type checks, default security headers), the token check
+(when a token is set), then the limits (body size, admission, request timeout, write
+timeout, cancel on disconnect), then the routes.
 ``GET /metrics`` answers with the app's metrics (Prometheus text format).
 
 When the app stops (the ASGI lifespan's shutdown, after the server's drain), the callbacks
@@ -38,6 +40,7 @@ from ..workflows import StateStoreCheckpointStore
 from .auth import TokenAuthMiddleware
 from .drain import Drain
 from .errors import RequestError, error_body, error_headers, status_for
+from .guard import check_allowed_host, check_cors_origin, check_public_url, guarded
 from .limits import Limits, LimitsMiddleware
 from .metrics import METRICS_PATH, ServeMetrics
 from .served import ServedSet
@@ -67,7 +70,9 @@ class ServeContext:
     (namespace your keys and logs, e.g. ``a2a:``), the limits, the rolling-id threads
     of the Responses API, the app's drain (wrap a run in ``drain.stoppable()`` so that
     shutdown ends it cleanly) and metrics, and `on_shutdown`: async callbacks run when the
-    app stops, before the store closes (each bounded to 10 s; a failure is logged)."""
+    app stops, before the store closes (each bounded to 10 s; a failure is logged).
+    `public_url` is where clients reach the server, when configured (a route that names its
+    own URL, like an A2A card, uses it rather than anything a request says)."""
 
     served: ServedSet
     store: StateStore
@@ -76,6 +81,7 @@ class ServeContext:
     drain: Drain = field(default_factory=Drain)
     metrics: ServeMetrics = field(default_factory=ServeMetrics)
     on_shutdown: list[ShutdownCallback] = field(default_factory=list)
+    public_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +128,9 @@ def build_app(
     limits: Limits | None = None,
     providers: Sequence[RouteProvider] | None = None,
     drain: Drain | None = None,
+    allowed_hosts: Sequence[str] = (),
+    cors_origins: Sequence[str] = (),
+    public_url: str | None = None,
 ) -> ASGIApp:
     """One ASGI app serving `served` (an agent, workflow or team, a dict or list of them, or
     a `ServedSet`).
@@ -131,7 +140,18 @@ def build_app(
     SQLite). With `token`, every request must carry it. `providers` default to
     `default_providers()`. `drain` is what the server calls to stop the app gracefully
     (`serve` passes its own; by default one the app keeps).
+
+    A request must name the server in its ``Host`` header: its own address, ``localhost``
+    on loopback, `public_url`'s host, or one of `allowed_hosts` (``"*"`` for any); and a
+    POST must be JSON (see `guard`). `cors_origins` are the web origins whose pages may call
+    the server (none by default). `public_url` (``https://agents.example.com``) is the URL
+    clients reach the server at, for what names it (the A2A cards).
     """
+    public = check_public_url(public_url) if public_url is not None else None
+    hosts = [check_allowed_host(h) for h in allowed_hosts]
+    if public is not None:
+        hosts.append(check_allowed_host(_host_of_url(public)))
+    origins = [check_cors_origin(o, token=token) for o in cors_origins]
     owned = store is None or isinstance(store, str)
     state = open_store(store) if isinstance(store, str) else (store or MemoryStore())
     if not isinstance(state, StateStore):
@@ -144,7 +164,14 @@ def build_app(
     lease = limits.request_timeout + _CLAIM_SLACK
     checkpoints = StateStoreCheckpointStore(state, claim_lease=lease)
     entries = ServedSet(served, checkpoint_store=checkpoints)
-    ctx = ServeContext(entries, state, limits, ResponseThreads(state), drain=drain or Drain())
+    ctx = ServeContext(
+        entries,
+        state,
+        limits,
+        ResponseThreads(state),
+        drain=drain or Drain(),
+        public_url=public,
+    )
     contributions = [p(ctx) for p in (default_providers() if providers is None else providers)]
 
     @asynccontextmanager
@@ -168,7 +195,13 @@ def build_app(
     wrapped: ASGIApp = LimitsMiddleware(app, ctx.limits, metrics=ctx.metrics, drain=ctx.drain)
     if token is not None:
         wrapped = TokenAuthMiddleware(wrapped, token)
-    return wrapped
+    return guarded(wrapped, allowed_hosts=hosts, cors_origins=origins)
+
+
+def _host_of_url(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).hostname or ""
 
 
 async def _run_shutdown_callbacks(callbacks: list[ShutdownCallback]) -> None:

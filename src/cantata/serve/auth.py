@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-from http.cookies import CookieError, SimpleCookie
+from urllib.parse import unquote_to_bytes
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -100,11 +100,24 @@ def _offered(scope: Scope) -> list[bytes]:
         elif name == b"x-api-key":
             out.append(value.strip())
         elif name == b"cookie":
-            try:
-                jar = SimpleCookie(value.decode("latin-1"))
-            except CookieError:  # a malformed cookie header offers no token
-                continue
-            morsel = jar.get(TOKEN_COOKIE)
-            if morsel is not None:
-                out.append(morsel.value.encode("latin-1", "replace"))
+            out.extend(_cookie_tokens(value))
+    return out
+
+
+_COOKIE_NAME = TOKEN_COOKIE.encode()
+
+
+def _cookie_tokens(header: bytes) -> list[bytes]:
+    """The values of every `TOKEN_COOKIE` in a ``Cookie`` header, percent-decoded (the dev
+    UI's login sets the token percent-encoded, so any token's characters survive). Each
+    ``name=value`` pair stands alone: a malformed one elsewhere in the header is skipped,
+    never the reason the token is not seen."""
+    out = []
+    for pair in header.split(b";"):
+        name, eq, value = pair.partition(b"=")
+        if eq and name.strip() == _COOKIE_NAME:
+            value = value.strip()
+            if len(value) >= 2 and value[:1] == value[-1:] == b'"':
+                value = value[1:-1]
+            out.append(unquote_to_bytes(value))
     return out

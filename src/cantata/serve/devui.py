@@ -8,7 +8,18 @@ and the run's checkpoints to resume from.
 
 API (all under ``/devui/api``): ``GET entries``; ``POST chat/{name}`` (SSE); ``POST
 runs/{name}``; ``GET runs``; ``GET run/{id}``; ``GET run/{id}/events`` (SSE);
-``POST run/{id}/answers``; ``GET run/{id}/checkpoints``; ``POST run/{id}/resume``.
+``POST run/{id}/answers``; ``GET run/{id}/checkpoints``; ``POST run/{id}/resume``;
+``POST login`` and ``POST logout``.
+
+On a server with a token the page asks for it once and sends it to ``login`` as a bearer
+token; the server (whose token check has just passed it) answers with the token cookie
+(`TOKEN_COOKIE`): ``HttpOnly`` (no script reads it, not even one on another port of this
+host), ``SameSite=Strict``, ``Path=/devui/api`` (only the page's API calls carry it), and
+``Secure`` when the page came over HTTPS. Its value is the token percent-encoded, so a
+token of any characters survives. Writes carry no CSRF token: they are JSON POSTs, which
+a page on another origin cannot send (see `guard`). The page's own policy
+(`PAGE_CSP`) lets it load only its own script and style, connect only here, and be
+framed nowhere.
 
 Chats and runs live in the server's store (``--store``), so on a durable store they are
 still there after a restart: a chat goes on, and a past run shows its events and
@@ -23,6 +34,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
@@ -30,18 +42,28 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..agents import LocalThread, StateStoreMessageStore
-from ..core import new_id
+from ..core import SerializationError, loads_json, new_id
 from ..workflows import CheckpointStore, StateStoreCheckpointStore
 from .app import Contribution, ServeContext
+from .auth import TOKEN_COOKIE
 from .devui_graph import graph_of
 from .devui_runs import DevRun, RunRegistry, parse_answer
 from .errors import RequestError, error_response
 from .served import Served
 
-__all__ = ["STATIC_DIR", "contribute"]
+__all__ = ["COOKIE_PATH", "PAGE_CSP", "STATIC_DIR", "contribute"]
 
 STATIC_DIR = Path(__file__).parent / "static" / "devui"
 """The page's files, shipped in the package."""
+
+PAGE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+"""The dev UI page's Content-Security-Policy: its own files only, and never in a frame."""
+COOKIE_PATH = "/devui/api"
+"""Where the browser sends the token cookie: the page's API, nothing else."""
+_PAGE_HEADERS = {"Cache-Control": "no-store", "Content-Security-Policy": PAGE_CSP}
 
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _KEEPALIVE = 10.0
@@ -63,6 +85,8 @@ def contribute(ctx: ServeContext) -> Contribution:
     routes = [
         Route("/", ui.page, methods=["GET"]),
         Mount("/devui/static", app=StaticFiles(directory=STATIC_DIR), name="devui-static"),
+        Route("/devui/api/login", _login, methods=["POST"]),
+        Route("/devui/api/logout", _logout, methods=["POST"]),
         Route("/devui/api/entries", ui.entries, methods=["GET"]),
         Route("/devui/api/chat/{name}", ui.chat, methods=["POST"]),
         Route("/devui/api/runs", ui.list_runs, methods=["GET"]),
@@ -76,6 +100,48 @@ def contribute(ctx: ServeContext) -> Contribution:
     return Contribution(routes=routes, lifespan=lifespan)
 
 
+def _bearer(request: Request) -> bytes | None:
+    for name, value in request.scope.get("headers", ()):
+        if name == b"authorization":
+            scheme, _, rest = value.partition(b" ")
+            token = bytes(rest).strip()
+            if bytes(scheme).lower() == b"bearer" and token:
+                return token
+    return None
+
+
+async def _login(request: Request) -> Response:
+    """Set the token cookie to the bearer token this request passed the token check with
+    (on a server without a token, nothing is checked and the cookie changes nothing)."""
+    token = _bearer(request)
+    if token is None:
+        err = RequestError("send the token as 'Authorization: Bearer <token>'", status=400)
+        return error_response(err)
+    response = Response(status_code=204, headers={"Cache-Control": "no-store"})
+    response.set_cookie(
+        TOKEN_COOKIE,
+        quote(token, safe=""),
+        path=COOKIE_PATH,
+        secure=request.url.scheme == "https",
+        httponly=True,
+        samesite="strict",
+    )
+    return response
+
+
+async def _logout(request: Request) -> Response:
+    """Clear the token cookie."""
+    response = Response(status_code=204, headers={"Cache-Control": "no-store"})
+    response.delete_cookie(
+        TOKEN_COOKIE,
+        path=COOKIE_PATH,
+        secure=request.url.scheme == "https",
+        httponly=True,
+        samesite="strict",
+    )
+    return response
+
+
 def _sse(data: Mapping[str, Any], event_id: int | None = None) -> str:
     head = "" if event_id is None else f"id: {event_id}\n"
     return f"{head}data: {json.dumps(data)}\n\n"
@@ -83,9 +149,9 @@ def _sse(data: Mapping[str, Any], event_id: int | None = None) -> str:
 
 async def _body(request: Request) -> dict[str, Any]:
     try:
-        body = json.loads(await request.body() or b"{}")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RequestError(f"the request body is not JSON: {exc}") from exc
+        body = loads_json(await request.body() or b"{}")
+    except SerializationError as exc:
+        raise RequestError(f"the request body is not JSON this server reads: {exc}") from exc
     if not isinstance(body, dict):
         raise RequestError(f"the request body must be a JSON object, not {type(body).__name__}")
     return body
@@ -149,7 +215,7 @@ class _DevUI:
 
     async def page(self, request: Request) -> Response:
         """The page."""
-        return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-store"})
+        return FileResponse(STATIC_DIR / "index.html", headers=_PAGE_HEADERS)
 
     @_guarded
     async def entries(self, request: Request) -> Response:

@@ -1,14 +1,14 @@
 """Which served entries run model-written code on this machine, so that `cantata serve`
-can refuse to offer them on a network address unless the user says they accept the risk.
+can refuse to offer them unless the user says they accept the risk.
 
 An entry runs local code when an agent in it (the agent itself, a team's participants, a
 workflow's agent executors, an agent used as a tool, at any depth of nesting) is a
-`CodeRunnerAgent` or has a tool made by `python_tool`, over a `LocalCodeExecutor` (code in
-a `ContainerCodeExecutor` runs in a container, without the network or the host's files).
-A tool of your own that runs code some other way is not recognised: serve such an app on
-loopback. Anyone who can send such an entry a prompt can have the model write code that
-runs here; `LocalCodeExecutor` keeps it in its scratch directory and off the network, which
-is a guard against accidents, not against an attacker.
+`CodeRunnerAgent` or has a tool made by `python_tool`, over an executor that does not say
+the kernel confines it (``isolated``: a `ContainerCodeExecutor` runs each snippet in a
+container, without the network or the host's files). A tool of your own that runs code
+some other way is not recognised. Anyone who can send such an entry a prompt can have the
+model write code that runs here, and loopback is no exception: a proxy, a tunnel or another
+user of the machine reaches it too.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any
 
 from ..core import ConfigurationError
-from .auth import is_loopback
 from .served import ServedSet
 
 __all__ = ["ALLOW_FLAG", "check_local_code", "local_code_entries"]
@@ -28,14 +27,13 @@ ALLOW_FLAG = "--allow-remote-code-execution"
 def _runs_code(obj: Any, seen: set[int]) -> bool:
     from ..agents import Agent
     from ..teams import CodeRunnerAgent, Team, TeamAgent
-    from ..tools import LocalCodeExecutor
     from ..workflows import Workflow, WorkflowAgent
 
     if id(obj) in seen:
         return False
     seen.add(id(obj))
     if isinstance(obj, CodeRunnerAgent):
-        return isinstance(obj.executor, LocalCodeExecutor)
+        return not getattr(obj.executor, "isolated", False)
     if isinstance(obj, TeamAgent):
         return _runs_code(obj.team, seen)
     if isinstance(obj, WorkflowAgent):
@@ -66,16 +64,17 @@ def local_code_entries(served: ServedSet) -> list[str]:
     return [name for name, entry in served.items() if _runs_code(entry.target, set())]
 
 
-def check_local_code(host: str, served: ServedSet, *, allow: bool) -> None:
-    """Refuse to serve entries that run local code on a non-loopback `host`, unless `allow`."""
-    if allow or is_loopback(host):
+def check_local_code(served: ServedSet, *, allow: bool) -> None:
+    """Refuse to serve entries that run model-written code outside the kernel's confinement,
+    on any address, unless `allow`."""
+    if allow:
         return
     names = local_code_entries(served)
     if names:
         raise ConfigurationError(
             f"{', '.join(repr(n) for n in names)} run model-written Python on this machine "
-            f"(a coder agent or a code runner), and {host} is reachable from the network: "
-            "anyone who can send a prompt could have code run here. Serve on 127.0.0.1, or "
-            f"pass {ALLOW_FLAG} if you accept that risk (the code stays in its scratch "
-            "directory and off the network, which does not stop a determined attacker)"
+            "(a coder agent or a code runner) outside a sandbox: anyone who can send a "
+            "prompt (through a proxy, a tunnel, or another user of this machine, on loopback "
+            f"too) could have code run here. Pass {ALLOW_FLAG} if you accept that risk, or "
+            "give the agent an executor the kernel confines (ContainerCodeExecutor)"
         )

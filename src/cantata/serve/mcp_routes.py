@@ -2,10 +2,11 @@
 
 The endpoint is stateless and answers in JSON: each POST is a whole exchange, so the
 server's limits hold as for any other route (the body limit, the request timeout, a
-client that disconnects cancelling its call) and no session outlives its request. The
-token check of the app covers it like every route. The SDK's DNS-rebinding check is left
-off: it would refuse every Host but loopback names, and a server bound elsewhere is
-guarded by the app's token instead.
+client that disconnects cancelling its call) and no session outlives its request. A GET
+(the stream a server would push its own messages on) is 405, which the protocol allows
+for a server with nothing to push: no stream is ever held open idle. The token check of
+the app covers it like every route. The SDK's DNS-rebinding check is left off: the app's
+guard (`guard`) checks the ``Host`` of every route, ``--allowed-host`` names included.
 """
 
 from __future__ import annotations
@@ -46,5 +47,6 @@ def contribute(ctx: ServeContext) -> Contribution:
             yield
 
     return Contribution(
-        routes=[Route(MCP_PATH, endpoint=StreamableHTTPASGIApp(manager))], lifespan=lifespan
+        routes=[Route(MCP_PATH, endpoint=StreamableHTTPASGIApp(manager), methods=["POST"])],
+        lifespan=lifespan,
     )

@@ -20,6 +20,7 @@ import socket
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,9 @@ from .app import build_app
 from .auth import check_bind
 from .drain import Drain, process_drain
 from .limits import Limits, ended_on_purpose
+from .local_code import check_local_code
 from .metrics import MULTIPROCESS_ENV, multiprocess_dir
+from .served import ServedSet
 
 __all__ = [
     "DECODE_NICENESS",
@@ -107,21 +110,38 @@ def serve(
     limits: Limits | None = None,
     log_level: str = "info",
     grace: float = DEFAULT_GRACE,
+    allowed_hosts: Sequence[str] = (),
+    cors_origins: Sequence[str] = (),
+    public_url: str | None = None,
+    allow_remote_code_execution: bool = False,
 ) -> None:
     """Serve `served` until interrupted (Ctrl-C, SIGTERM). Refuses a non-loopback `host`
-    without a `token`; the store keeps the Responses API's conversations across restarts.
-    When told to stop, requests under way get `grace` seconds to finish.
+    without a `token`, and agents that run model-written code outside a sandbox unless
+    `allow_remote_code_execution` (see `local_code`); the store keeps the Responses API's
+    conversations across restarts. When told to stop, requests under way get `grace`
+    seconds to finish. `allowed_hosts`, `cors_origins` and `public_url` are `build_app`'s.
 
     Once the app has started, what is alive in the process is put out of the garbage
     collector's reach (`gc.freeze`), and the embedded model decodes `DECODE_NICENESS` nicer
     than the event loop: the process is the server's."""
     check_bind(host, token)
+    entries = served if isinstance(served, ServedSet) else ServedSet(served)
+    check_local_code(entries, allow=allow_remote_code_execution)
     if type(port) is not int or not 0 <= port <= 65535:
         raise ConfigurationError(f"port must be a whole number from 0 to 65535, got {port!r}")
     if store == DEFAULT_STORE_URL:
         os.makedirs(Path(".cantata"), exist_ok=True)
     drain = Drain()
-    app = build_app(served, store=store, token=token, limits=limits, drain=drain)
+    app = build_app(
+        entries,
+        store=store,
+        token=token,
+        limits=limits,
+        drain=drain,
+        allowed_hosts=allowed_hosts,
+        cors_origins=cors_origins,
+        public_url=public_url,
+    )
     config = _config(app, host=host, port=port, log_level=log_level, grace=grace)
     sock = listen_socket(host, port)
     try:

@@ -48,7 +48,7 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, Self
+from typing import ClassVar, Protocol, Self
 
 from ..core import ConfigurationError, RunError, new_id
 from ._sandbox_scratch import make_private_scratch, remove_private_scratch
@@ -114,6 +114,10 @@ class CodeRunner(Protocol):
 class _ScratchExecutor:
     """What every code executor shares: its checked bounds and a scratch directory (a
     private one it removes on `close`, at exit or on SIGTERM, or the caller's, left alone)."""
+
+    isolated: ClassVar[bool] = False
+    """Whether the code runs confined by the kernel (a container, namespaces), so that
+    `cantata serve` may offer it to clients without ``--allow-remote-code-execution``."""
 
     def __init__(
         self,
@@ -402,9 +406,9 @@ def python_tool(
     async def run_python(code: str) -> str:
         return (await executor.run(code)).as_text()
 
-    # read by `cantata serve`, which refuses to offer code run on this machine to a network
-    # address unless told to (an executor in a container is not that)
-    run_python.runs_local_code = isinstance(executor, LocalCodeExecutor)  # type: ignore[attr-defined]
+    # read by `cantata serve`, which refuses to offer code run on this machine unless told
+    # to (an executor that the kernel confines, in a container, is not that)
+    run_python.runs_local_code = not getattr(executor, "isolated", False)  # type: ignore[attr-defined]
 
     return FunctionTool(
         name,

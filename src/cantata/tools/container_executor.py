@@ -28,7 +28,7 @@ import os
 import sys
 import tarfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..core import ConfigurationError, new_id
 from .code_executor import CodeExecutionError, CodeResult, _ScratchExecutor
@@ -57,6 +57,8 @@ class ContainerCodeExecutor(_ScratchExecutor):
     there for the next. `python` is a host interpreter (default: this one), mounted
     read-only with its installation. `CodeExecutionError` when the engine cannot be
     reached or the container cannot start."""
+
+    isolated: ClassVar[bool] = True
 
     def __init__(
         self,

@@ -22,8 +22,8 @@
 
   async function call(method, path, body) {
     const res = await fetch(api + path, {
-      method, headers: body ? { "Content-Type": "application/json" } : {},
-      body: body ? JSON.stringify(body) : undefined, credentials: "same-origin",
+      method, headers: method === "GET" ? {} : { "Content-Type": "application/json" },
+      body: method === "GET" ? undefined : JSON.stringify(body || {}), credentials: "same-origin",
     });
     const data = await res.json().catch(() => ({}));
     if (res.status === 401) $("token-form").hidden = false;
@@ -332,10 +332,18 @@
   $("chat-new").addEventListener("click", () => { state.chatId = null; $("chat-log").textContent = ""; });
   $("tab-chat").addEventListener("click", () => tab("chat"));
   $("tab-run").addEventListener("click", () => tab("run"));
-  $("token-form").addEventListener("submit", (ev) => {
+  $("token-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
-    document.cookie = "cantata_token=" + encodeURIComponent($("token").value) + "; path=/; SameSite=Strict";
-    location.reload();
+    // the server checks the token and sets its cookie (HttpOnly: this page never holds it);
+    // a header carries bytes, so the token goes as its UTF-8 bytes, whatever its characters
+    const bytes = String.fromCharCode(...new TextEncoder().encode($("token").value));
+    $("token").value = "";
+    const res = await fetch(api + "/login", {
+      method: "POST", credentials: "same-origin", body: "{}",
+      headers: { "Content-Type": "application/json", "Authorization": "Bearer " + bytes },
+    });
+    if (res.ok) location.reload();
+    else showError(res.status === 401 ? "that token is not this server's" : "login failed: " + res.status);
   });
   window.addEventListener("error", (ev) => showError("page error: " + ev.message));
   loadEntries();
