@@ -13,8 +13,10 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
+from a2a.helpers import get_message_text
 from openai import AsyncOpenAI
 
 from ._servers import cli_server
@@ -225,3 +227,46 @@ async def test_after_kill_9_a_pending_answer_runs_once_and_an_answered_one_never
             for error in refused:
                 _already_answered(error)
         assert _effects(log) == first + [KINDS[n][1] for n in pending]
+
+
+A2A_ANSWERS = {"support": True, "desk": True, "payout": "yes"}
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_a2a_answers_at_once_to_two_processes_run_once_for_every_kind(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    dsn = request.getfixturevalue("postgres_dsn") if backend == "postgres" else None
+    log = tmp_path / "effects.log"
+    with _deployment("two-" + backend, tmp_path, log, dsn) as urls:
+        async with httpx.AsyncClient(timeout=60) as http:
+            await _a2a_once(http, urls, log)
+
+
+async def _a2a_once(http: httpx.AsyncClient, urls: list[str], log: Path) -> None:
+    """For each served kind over A2A: a task waits, 4 answers at once over `urls` (1 goes
+    on, the others are errors) and one later, the side effect once."""
+    from a2a.types.a2a_pb2 import Task, TaskState
+    from a2a.utils.errors import A2AError
+
+    from .test_stored_sessions import _a2a, _data, _requests, _task, _text
+
+    effects: list[str] = []
+    for name, (ask, effect, said) in KINDS.items():
+        clients = [await _a2a(http, f"{url}/a2a/{name}") for url in urls]
+        task = await _task(clients[0], _text(ask))
+        assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        (asked,) = _requests(task)
+        answer = {"answers": {asked["request_id"]: A2A_ANSWERS[name]}}
+        results = await asyncio.gather(
+            *(_task(clients[i % 2], _data(answer, task)) for i in range(4)),
+            return_exceptions=True,
+        )
+        done = [r for r in results if isinstance(r, Task)]
+        assert len(done) == 1, results
+        assert said in get_message_text(done[0].status.message)
+        assert all(isinstance(r, A2AError) for r in results if r not in done), results
+        with pytest.raises(A2AError):
+            await _task(clients[1], _data(answer, task))
+        effects.append(effect)
+        assert _effects(log) == effects, name

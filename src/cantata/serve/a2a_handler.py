@@ -30,7 +30,7 @@ from a2a.server.request_handlers import DefaultRequestHandlerV2
 from a2a.server.tasks import TaskStore
 from a2a.types.a2a_pb2 import AgentCard, CancelTaskRequest, SendMessageRequest, TaskState
 from a2a.types.a2a_pb2 import Message as A2AMessage
-from a2a.utils.errors import A2AError, InvalidParamsError
+from a2a.utils.errors import A2AError, InvalidParamsError, InvalidRequestError
 
 from .a2a_executor import ServedAgentExecutor
 from .errors import RequestError
@@ -43,6 +43,7 @@ IDLE_RELEASE = 60.0
 """Seconds a task waiting for input keeps its in-memory machinery; it stays in the store,
 and its answer starts the machinery again."""
 
+_RUNNING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
 _ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _log = logging.getLogger("cantata.serve.a2a")
 
@@ -97,6 +98,13 @@ class ServedRequestHandler(DefaultRequestHandlerV2):
         if not task_id or not _ID.fullmatch(task_id):
             return None  # a new task, or an id the context builder refuses
         task = await self._tasks.get(task_id, context)
+        if task is not None and task.status.state in _RUNNING:
+            # another request answered it (or gave it work) and its run goes on: the SDK
+            # would start this message as a new run of the task
+            raise InvalidRequestError(
+                message=f"task {task_id} is running: it was answered by another request; get "
+                "the task for where it stands"
+            )
         if task is None or task.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
             return None  # the SDK says what is wrong with it, or runs it
         if params.message.context_id and params.message.context_id != task.context_id:
