@@ -7,7 +7,9 @@ message and as an artifact) or failed with the error. For ``message/stream`` the
 answer's text goes out in artifact chunks as the agent produces it.
 
 A run that stops for a person (a tool needing approval, a workflow's request) leaves the
-task ``input-required`` with the requests in its status message; the next message on the
+task ``input-required`` with the requests in its status message, and so does a team that
+asks the user (a handoff's agent answered: its answer is the question, and the next
+message on the task, any text, is the user's next turn); the next message on the
 task answers them and the run goes on (see `human_input`). Each listed request carries its
 arguments twice: ``arguments`` (an object, whose numbers a data part carries as doubles,
 so ``3`` reads ``3.0``) and ``arguments_json``, the same as exact JSON text (integers stay
@@ -48,6 +50,7 @@ from ..agents import AgentResponse, LocalThread, StateStoreMessageStore
 from ..agents.remote_a2a import a2a_parts, cantata_messages
 from ..core import AlreadyAnsweredError, CantataError, DataContent, Message, TextContent, new_id
 from ..stores import StateStore
+from ..teams import waits_for_user
 from .drain import Drain
 from .errors import RequestError
 from .human_input import (
@@ -145,13 +148,18 @@ class ServedAgentExecutor(AgentExecutor):
     ) -> tuple[list[InputRequest], dict[str, Any]]:
         """What `context_id` waits for and `message`'s answers to it, or a `RequestError`
         saying why they do not fit (the handler asks before the task runs)."""
-        requests = await self.waiting(context_id)
+        messages = await context_thread(self._store, context_id).get_messages()
+        requests = input_requests(messages)
+        if not requests and waits_for_user(messages):
+            return [], {}  # a team asked the user: any message is the next turn
         texts = "\n".join(get_text_parts(message.parts))
         return requests, read_answers(requests, texts, get_data_parts(message.parts))
 
     async def answers(self, context_id: str, message: A2AMessage) -> list[Message]:
         """The messages answering what `context_id` waits for, or a `RequestError`."""
         requests, answers = await self.check_answers(context_id, message)
+        if not requests:
+            return cantata_messages(message)
         if needs_held_run(requests) and context_id not in self._waiting:
             raise CantataError(
                 f"the run of `{self._served.name}` that asked on context {context_id!r} is no "
@@ -234,7 +242,11 @@ class ServedAgentExecutor(AgentExecutor):
             parts = _status_parts(requests, answer_text(response))
             await updater.requires_input(updater.new_agent_message(parts))
             return
-        await updater.complete(updater.new_agent_message([new_text_part(answer_text(response))]))
+        text = answer_text(response)
+        if waits_for_user(response.messages):  # a team asks the user: the task stays open
+            await updater.requires_input(updater.new_agent_message([new_text_part(text)]))
+            return
+        await updater.complete(updater.new_agent_message([new_text_part(text)]))
 
     async def claim_answer(self, task_id: str) -> None:
         """Take the answer to waiting task `task_id` for this request before the SDK runs

@@ -16,7 +16,7 @@ from ._fresh_turn import FreshTurnParticipant
 from ._moved import MOVED_TO_TOOLS as _MOVED_TO_TOOLS
 from ._moved import moved_getattr as _moved_getattr
 from .actor import AgentActor, AgentReply, AgentTask, register_agent
-from .as_agent import TeamAgent
+from .as_agent import STATE_KEY, TeamAgent, waits_for_user
 from .channels import (
     AgentChannel,
     ChannelFactory,
@@ -83,6 +83,7 @@ __all__ = [
     "MANAGER_ID",
     "NEXT_IN_ORDER",
     "PREVIOUS_SPEAKER",
+    "STATE_KEY",
     "STATE_SCHEMA_VERSION",
     "AgentActor",
     "AgentChannel",
@@ -163,6 +164,7 @@ __all__ = [
     "file_reader_agent",
     "handoff_of",
     "register_agent",
+    "waits_for_user",
 ]
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import weakref
-from collections.abc import Iterable, Mapping
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..agents import Agent, AgentInput, AgentResponse, AgentThread, IntermediateCallback
@@ -23,11 +26,21 @@ if TYPE_CHECKING:
     from .session import TeamSession
     from .team import Team
 
-__all__ = ["SESSION_KEY", "TeamAgent"]
+__all__ = ["CARRIES_KEPT", "SESSION_KEY", "STATE_KEY", "TeamAgent", "waits_for_user"]
 
 SESSION_KEY = "cantata_team_checkpoint"
 """Metadata key of the message that ends a waiting answer: the checkpoint of the waiting
 session (with a `checkpoint_store`), so any process holding the thread can answer it."""
+STATE_KEY = "cantata_team_state"
+"""Metadata key of the message that ends an answer: the team's name, what its manager
+keeps between runs (``carry``: the active agent of a handoff, the last speaker of a group
+chat, magentic's ledger) and whether the team waits for the user (``waits_for_user``)."""
+CARRY_PREFIX = "team-carry:"
+CARRIES_KEPT = 4096
+"""How many conversations' carried state a `TeamAgent` keeps in memory for clients that
+hold the history themselves (a checkpoint store keeps them all)."""
+USER_INPUT = "user_input"
+"""The stop source of a team run that asks the user (a handoff's agent answered)."""
 
 
 class TeamAgent(Agent):
@@ -68,6 +81,7 @@ class TeamAgent(Agent):
         self._waiting: weakref.WeakKeyDictionary[AgentThread, TeamSession] = (
             weakref.WeakKeyDictionary()
         )
+        self._carries: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
     async def run(
         self,
@@ -98,14 +112,23 @@ class TeamAgent(Agent):
                 await claimed[0].release(claimed[1])
             raise
         answers = _answers(session.pending_requests, incoming) if session is not None else {}
+        before = Usage()
         if session is None or not answers:
             if claimed is not None:
                 await claimed[0].release(claimed[1])
             if session is not None:
                 await self._end(session)  # not answered: the new task starts over
             session = self.team.create_session(checkpoint_store=self.checkpoint_store)
-            run = session.run([*history, *incoming], cancellation_token=cancellation_token)
+            context, task = _split([*history, *incoming])
+            carry = await self._carried(context) if task else None
+            if not task:  # nothing new after an answer: the whole conversation is the task
+                context, task = _split_system([*history, *incoming])
+            run = session._run_held(
+                task, context=context, carry=carry, cancellation_token=cancellation_token
+            )
         else:
+            state = session._manager_state()
+            before = state.usage if state is not None else Usage()
             run = session.send_responses(answers, cancellation_token=cancellation_token)
         keep = False
         try:
@@ -113,6 +136,9 @@ class TeamAgent(Agent):
             waiting = session.pending_requests
             asked = _asked(waiting)
             keep = bool(asked)
+            state = session._manager_state()
+            usage = _minus(state.usage, before) if state is not None else Usage()
+            carry = None if keep else session._carry()
         finally:
             if keep:
                 self._waiting[thread] = session
@@ -127,14 +153,64 @@ class TeamAgent(Agent):
             replies += asked
             approvals = any(type(r.data) is FunctionApprovalRequestContent for r in waiting)
             finish = "approval_required" if approvals else "tool_calls"
+        elif carry is not None:
+            stop = result.stop_message
+            said = {
+                "team": self.team.name,
+                "carry": carry,
+                "waits_for_user": stop is not None and stop.source == USER_INPUT,
+            }
+            if replies:
+                last = replies[-1]
+                replies[-1] = last.copy(metadata={**last.metadata, STATE_KEY: said})
+            await self._keep_carry([*history, *incoming, *replies], carry)
         await thread.on_new_message([*incoming, *replies])
         return AgentResponse(
             replies,
             thread=thread,
-            usage=Usage(),
+            usage=usage,
             agent_id=self.id,
             finish_reason=finish,
         )
+
+    async def _carried(self, context: list[Message]) -> dict[str, Any] | None:
+        """The manager state this team's last answer in `context` left (None when the
+        conversation does not end with one): read from the answer's metadata (a thread kept
+        by cantata), else looked up by the conversation's text (a client that sends the
+        history back as plain role and content)."""
+        last = next((m for m in reversed(context) if m.role == "assistant"), None)
+        if last is None:
+            return None
+        said = last.metadata.get(STATE_KEY)
+        if isinstance(said, dict) and said.get("team") == self.team.name:
+            carry = said.get("carry")
+            return carry if isinstance(carry, dict) else None
+        key = self._carry_key(context)
+        carry = self._carries.get(key)
+        if carry is not None:
+            self._carries.move_to_end(key)
+            return carry
+        store = self.checkpoint_store
+        if isinstance(store, StateStoreCheckpointStore):
+            found = await store.store.get(key)
+            return found if isinstance(found, dict) else None
+        return None
+
+    async def _keep_carry(self, conversation: list[Message], carry: dict[str, Any]) -> None:
+        """Keep `carry` under the conversation's text, for the next turn of a client that
+        holds the history itself: in this agent's memory (the last `CARRIES_KEPT`), and in
+        the checkpoint store's state store when it has one (any process over it reads it)."""
+        key = self._carry_key(conversation)
+        self._carries[key] = carry
+        self._carries.move_to_end(key)
+        while len(self._carries) > CARRIES_KEPT:
+            self._carries.popitem(last=False)
+        store = self.checkpoint_store
+        if isinstance(store, StateStoreCheckpointStore):
+            await store.store.put(key, carry)
+
+    def _carry_key(self, conversation: list[Message]) -> str:
+        return CARRY_PREFIX + _digest(self.team.name, conversation)
 
     async def _end(self, session: TeamSession) -> None:
         """Close an ended session; its checkpoints leave the store (only a waiting session
@@ -208,3 +284,61 @@ def _answers(waiting: list[RequestInfoEvent], incoming: list[Message]) -> dict[s
             if request_id is not None:
                 out.setdefault(request_id, c)
     return out
+
+
+def waits_for_user(messages: Sequence[Message]) -> bool:
+    """Whether a team's answer (its messages) ends with the team waiting for the user: a
+    handoff's agent answered, and the user's next message goes back to it. A server keeps
+    such a conversation open (an A2A task stays ``input-required``)."""
+    for m in reversed(messages):
+        said = m.metadata.get(STATE_KEY)
+        if isinstance(said, dict):
+            return said.get("waits_for_user") is True
+        if m.role == "assistant":
+            return False
+    return False
+
+
+def _split(conversation: list[Message]) -> tuple[list[Message], list[Message]]:
+    """The conversation as a team run's context and task: the task is what came after the
+    last assistant message (the user's new turn), the rest is context; system messages
+    (a client's system prompt) are context wherever they are, never a turn."""
+    last = max((i for i, m in enumerate(conversation) if m.role == "assistant"), default=-1)
+    context = conversation[: last + 1]
+    rest = conversation[last + 1 :]
+    return [*context, *(m for m in rest if m.role == "system")], [
+        m for m in rest if m.role != "system"
+    ]
+
+
+def _split_system(conversation: list[Message]) -> tuple[list[Message], list[Message]]:
+    """System messages as context, everything else the task."""
+    return [m for m in conversation if m.role == "system"], [
+        m for m in conversation if m.role != "system"
+    ]
+
+
+def _digest(team: str, conversation: Sequence[Message]) -> str:
+    """A conversation's text as a client sends it back (user and assistant turns, one
+    team answer as one message of its speakers' texts; whitespace folded), hashed with
+    the team's name."""
+    turns: list[list[str]] = []
+    for m in conversation:
+        if m.role not in ("user", "assistant"):
+            continue
+        text = " ".join(m.text.split())
+        if not text:
+            continue
+        if turns and turns[-1][0] == m.role:
+            turns[-1].append(text)
+        else:
+            turns.append([m.role, text])
+    data = json.dumps([team, [[t[0], " ".join(t[1:])] for t in turns]], ensure_ascii=False)
+    return hashlib.sha256(data.encode()).hexdigest()
+
+
+def _minus(usage: Usage, before: Usage) -> Usage:
+    return Usage(
+        max(0, usage.input_tokens - before.input_tokens),
+        max(0, usage.output_tokens - before.output_tokens),
+    )

@@ -18,7 +18,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core import ConfigurationError, DataContent, Message, Usage, new_id, register, tracing
+from ..core import (
+    ConfigurationError,
+    DataContent,
+    Message,
+    SerializationError,
+    Usage,
+    from_json,
+    new_id,
+    register,
+    to_json,
+    tracing,
+)
 from ..workflows import Executor, WorkflowContext, handler, response_handler
 from ._control import CONTROL_KEY, RunControl
 from .channels import REDUCED_LOG, ChannelSet, Reduction, channels_for
@@ -78,6 +89,8 @@ class ManagerState:
     routing_start: int = -1
     """Index in the routing log where the current team run began (-1: the run keeps no
     routing log)."""
+    usage: Usage = field(default_factory=Usage)
+    """The token usage of the current team run: the sum of its turns' (its agents')."""
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ManagerState:
         # A run hands each handler its own copy of the state: copy only what can change
@@ -93,6 +106,7 @@ class ManagerState:
             copy.deepcopy(self.extra, memo) if self.extra else {},
             self.transcript_start,
             self.routing_start,
+            self.usage,  # replaced, never changed in place
         )
 
     def _private(self) -> ManagerState:
@@ -346,8 +360,14 @@ class TeamManager(Executor):
         if control is None or control.due():
             await self._boundary(control, ctx)
         state = self._state(ctx)
+        if task.carry is not None:
+            self.take_carry(state, task.carry)
+        if task.context:
+            # a conversation held elsewhere (a served team's thread): history, not this run
+            self.publish(state, _authored_users(task.context), ctx)
         state.correlation_id = new_id()
         state.turn = 0
+        state.usage = Usage()
         state.run_start = len(ctx.log(HISTORY_LOG, shared=True))
         state.transcript_start = len(ctx.log(TRANSCRIPT_LOG, shared=True))
         state.routing_start = len(ctx.log(ROUTING_LOG, shared=True)) if task.include_routing else -1
@@ -372,12 +392,38 @@ class TeamManager(Executor):
         if state.stopped:
             return  # a turn that ended after the run stopped (a fan-out's other replies)
         self.publish(state, done.messages, ctx, source=done.speaker, channel=done.channel)
+        state.usage = state.usage + done.usage
         if self._settles:
             self.settle(state, done, ctx)
         ctx.set_executor_state(state)
         if await self._should_stop(state, done.messages, done.usage, ctx, control):
             return
         await self.on_turn(state, done, ctx)
+
+    def carry(self, state: ManagerState) -> dict[str, Any]:
+        """What of `state` outlives a team run (who spoke last and how often in a row,
+        the team type's bookkeeping: a handoff's active agent, magentic's ledger), as
+        JSON: a served team keeps it with its conversation, and the next run there takes
+        it up with `take_carry`, so it goes on as the next `run()` of one session would.
+        What is per run (turn count, termination, usage) starts afresh either way."""
+        return {
+            "last_speaker": state.last_speaker,
+            "streak": state.streak,
+            "extra": to_json(state.extra),
+        }
+
+    def take_carry(self, state: ManagerState, carry: dict[str, Any]) -> None:
+        """Take up what `carry` wrote (a carry this team cannot read is a
+        `SerializationError`; a speaker who is no participant here is left out)."""
+        speaker = carry.get("last_speaker")
+        streak = carry.get("streak")
+        extra = from_json(carry.get("extra") or {})
+        if not isinstance(extra, dict):
+            raise SerializationError(f"a team's carried state must be an object, got {extra!r}")
+        if isinstance(speaker, str) and speaker in self.participants:
+            state.last_speaker = speaker
+            state.streak = streak if type(streak) is int and streak > 0 else 1
+        state.extra = extra
 
     def settle(self, state: ManagerState, done: TurnDone, ctx: WorkflowContext[Any, Any]) -> None:
         """Carry out what the turn did that must hold even if the run stops on it, before
@@ -425,3 +471,12 @@ class TeamManager(Executor):
             self.stop(state, StopMessage("stopped by stop()", STOP_SOURCE), ctx)
             return True
         return False
+
+
+def _authored_users(messages: Sequence[Message]) -> list[Message]:
+    """A held conversation's messages as the history keeps them: a user's without an
+    author shown as ``"user"``'s, the others as they are."""
+    return [
+        m.copy(author_name="user") if m.role == "user" and not m.author_name else m
+        for m in messages
+    ]

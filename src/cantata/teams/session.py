@@ -44,7 +44,7 @@ from ..workflows.placement import _copies_messages
 from ._control import CONTROL_KEY, RunControl
 from .channels import ChannelSet, register_channels
 from .events import TeamEvent
-from .manager import CHANNELS_KEY, TEAM_KEY
+from .manager import CHANNELS_KEY, TEAM_KEY, ManagerState, TeamManager
 from .result import StopMessage, TaskResult
 from .turns import AwaitingTask, TeamTask
 
@@ -170,6 +170,51 @@ class TeamSession:
         `TaskResult`. Leaving the loop early cancels the run."""
         return self._events(task, cancellation_token, streaming=True, routing=include_routing)
 
+    async def _run_held(
+        self,
+        task: list[Message],
+        *,
+        context: list[Message],
+        carry: dict[str, Any] | None,
+        cancellation_token: CancellationToken | None,
+    ) -> TaskResult:
+        """The first run of a session that takes up a conversation held elsewhere (a
+        served team's thread): `context` joins the history before `task` without counting
+        toward termination, and the manager takes up `carry` (see `TeamTask`)."""
+        if self._run is not None:
+            raise UsageError(f"team {self.team.name!r}: a held conversation starts a session")
+        result: TaskResult | None = None
+        items = self._events(
+            list[str | Message](task),
+            cancellation_token,
+            streaming=False,
+            routing=False,
+            context=context,
+            carry=carry,
+        )
+        async for item in items:
+            if isinstance(item, TaskResult):
+                result = item
+        if result is None:  # pragma: no cover - _events always ends with a result
+            raise WorkflowError(f"team {self.team.name!r} ended without a result")
+        return result
+
+    def _manager_state(self) -> ManagerState | None:
+        """The manager's state as the last run left it (None before the first)."""
+        run = self._run
+        if run is None:
+            return None
+        state = run._state.executor_states.get(self._workflow.start_id)
+        return state if isinstance(state, ManagerState) else None
+
+    def _carry(self) -> dict[str, Any] | None:
+        """What the manager keeps between runs, as JSON (see `TeamManager.carry`)."""
+        state = self._manager_state()
+        manager = self._workflow.executors.get(self._workflow.start_id)
+        if state is None or not isinstance(manager, TeamManager):
+            return None
+        return manager.carry(state)
+
     async def _events(
         self,
         task: TaskInput,
@@ -177,10 +222,12 @@ class TeamSession:
         *,
         streaming: bool,
         routing: bool,
+        context: list[Message] | None = None,
+        carry: dict[str, Any] | None = None,
     ) -> AsyncIterator[StreamItem]:
         self._enter()
         try:
-            start = TeamTask(Message.coerce(task), routing)
+            start = TeamTask(Message.coerce(task), routing, context or [], carry)
             before = 0 if self._run is None else len(self._run.outputs)
             if streaming:
                 stream = self._drive_stream(start, cancellation_token)

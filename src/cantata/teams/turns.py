@@ -30,10 +30,17 @@ HISTORY_LOG = "team.history"
 @dataclass(slots=True)
 class TeamTask:
     """A team run's input: the task's messages (empty to continue the previous run), and
-    whether its `TaskResult` carries the run's routing decisions."""
+    whether its `TaskResult` carries the run's routing decisions.
+
+    A session's first run may also bring a conversation held elsewhere (a served team's
+    thread): `context`, messages that join the history before the task without counting
+    toward termination or showing in the run's transcript, and `carry`, the manager's
+    state between runs as that conversation's last run left it (`TeamManager.carry`)."""
 
     messages: list[Message] = field(default_factory=list)
     include_routing: bool = False
+    context: list[Message] = field(default_factory=list)
+    carry: dict[str, Any] | None = None
 
 
 @register(name="cantata.teams.AwaitingTask")
