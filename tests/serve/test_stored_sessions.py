@@ -186,7 +186,7 @@ async def test_kill_9_with_a_pending_approval_then_restart_and_approve(tmp_path:
             (request,) = _requests(task)
             finished = await _task(a2a, _data({"answers": {request["request_id"]: True}}, task))
         assert finished.status.state == TaskState.TASK_STATE_COMPLETED
-        assert get_message_text(finished.status.message) == "".join(expected_done)
+        assert get_message_text(finished.status.message) == "\n\n".join(expected_done)
         restarted = proc.pid
     assert [line.split()[1] for line in _paid(log)] == ["5", "5"]
     assert {int(line.split()[0]) for line in _paid(log)} == {restarted}
@@ -229,7 +229,7 @@ async def test_two_server_processes_on_one_store_share_responses_and_a2a_tasks(
             assert seen.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
             (request,) = _requests(seen)
             finished = await _task(b, _data({"answers": {request["request_id"]: True}}, task))
-            assert get_message_text(finished.status.message) == "".join(expected_done)
+            assert get_message_text(finished.status.message) == "\n\n".join(expected_done)
             again = await a.get_task(GetTaskRequest(id=task.id))
             assert again.status.state == TaskState.TASK_STATE_COMPLETED
 
@@ -314,7 +314,7 @@ async def test_cantata_serve_workers_2_answers_from_both_processes_over_one_stor
                     await _a2a(http, f"{url}/a2a/payers"),
                     _data({"answers": {request["request_id"]: True}}, task),
                 )
-            assert get_message_text(answer_task.status.message) == "".join(expected_done)
+            assert get_message_text(answer_task.status.message) == "\n\n".join(expected_done)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
@@ -379,7 +379,7 @@ async def test_two_answers_at_once_to_two_server_processes_one_goes_on(
                 done_ = [t for t in tasks if isinstance(t, Task)]
                 errors = [t for t in tasks if not isinstance(t, Task)]
                 assert len(done_) == 1 and len(errors) == 1, tasks
-                assert get_message_text(done_[0].status.message) == "".join(expected_done)
+                assert get_message_text(done_[0].status.message) == "\n\n".join(expected_done)
                 # refused by the claim, or (the other ahead) by the check that the task waits
                 assert isinstance(errors[0], A2AError), errors
                 assert re.search("answered by another request|nothing waits", str(errors[0]))
@@ -478,5 +478,5 @@ async def test_an_answer_another_request_holds_is_refused_before_the_task_is_tou
             await store.delete(f"a2a:answering:{task.id}")
             done = await _task(client, answer)
             assert done.status.state == TaskState.TASK_STATE_COMPLETED
-            assert get_message_text(done.status.message) == "".join(expected_done)
+            assert get_message_text(done.status.message) == "\n\n".join(expected_done)
             assert await store.get(f"a2a:answering:{task.id}") is None
