@@ -4,7 +4,8 @@ goes to billing over A2A (the a2a-sdk client, on the waiting task and as a new t
 context), over Responses with ``previous_response_id``, and over chat completions with the
 history the client sends back; the A2A task of a team that asks the user stays
 ``input-required``. A round robin answers every turn (its termination counts the turn, not
-the history) with its agents' usage summed. Against a real `cantata serve`."""
+the history) with its agents' usage summed, and takes ``temperature`` and ``instructions``
+for its participants. Against a real `cantata serve`."""
 
 from __future__ import annotations
 
@@ -169,16 +170,20 @@ async def test_a_round_robin_answers_both_turns_with_usage_summed(
         said = []
         for turn in turns:
             messages.append({"role": "user", "content": turn})
-            answer = await client.chat.completions.create(model="trio", messages=messages)  # type: ignore[arg-type]
+            answer = await client.chat.completions.create(
+                model="trio",
+                messages=messages,  # type: ignore[arg-type]
+                temperature=0.2,  # passed to every participant
+            )
             text = answer.choices[0].message.content or ""
             said.append(text)
             messages.append({"role": "assistant", "content": text})
             assert answer.usage is not None
             assert (answer.usage.prompt_tokens, answer.usage.completion_tokens) == (20, 6)
         assert said == expected["trio"]
-        first = await client.responses.create(model="trio", input="one")
+        first = await client.responses.create(model="trio", input="one", instructions="Be brief.")
         second = await client.responses.create(
-            model="trio", input="two", previous_response_id=first.id
+            model="trio", input="two", previous_response_id=first.id, temperature=0.5
         )
         assert [first.output_text, second.output_text] == expected["trio"]
         assert second.usage is not None and second.usage.total_tokens == 26

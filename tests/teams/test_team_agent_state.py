@@ -6,7 +6,9 @@ run, not the history; a system prompt is context, never a turn; usage adds up th
 
 from __future__ import annotations
 
-from cantata.agents import AgentResponse, LocalThread
+import pytest
+
+from cantata.agents import AgentResponse, LocalThread, UnknownOptionError
 from cantata.core import Message, Usage
 from cantata.stores import MemoryStore
 from cantata.teams import STATE_KEY, GroupChat, MaxMessage, TaskResult, waits_for_user
@@ -133,3 +135,28 @@ async def test_a_round_robin_is_not_waiting_for_the_user() -> None:
     response = await make_trio().as_agent().run("hello")
     assert not waits_for_user(response.messages)
     assert response.messages[-1].metadata[STATE_KEY]["carry"]["last_speaker"] == "b"
+
+
+async def test_chat_options_and_instructions_reach_every_participant() -> None:
+    desk = make_desk()
+    agent = desk.as_agent()
+    response = await agent.run(
+        "Is INV-7 paid?", temperature=0.25, seed=7, instructions_override="Answer in French."
+    )
+    assert said(response.messages)[-1][0] == "billing"
+    for participant in desk.participants:
+        (call,) = participant.client.calls  # type: ignore[attr-defined]
+        assert (call.options.temperature, call.options.seed) == (0.25, 7)
+        assert any(m.role == "system" and m.text == "Answer in French." for m in call.messages)
+    # the team's own options of a participant stay: triage is still offered its handoff
+    triage = desk.participants[0].client.calls[0].options  # type: ignore[attr-defined]
+    assert [t.name for t in triage.tools or ()] == ["transfer_to_billing"]
+    # the next call without them runs on the agents' own settings
+    again = await agent.run("And INV-8?", thread=response.thread)
+    (_, later) = desk.participants[1].client.calls  # type: ignore[attr-defined]
+    assert later.options.temperature is None and said(again.messages)[0][0] == "billing"
+
+
+async def test_an_unknown_keyword_is_refused() -> None:
+    with pytest.raises(UnknownOptionError, match="temprature"):
+        await make_trio().as_agent().run("hi", temprature=0.2)

@@ -99,7 +99,8 @@ _RANGES = {"temperature": 2.0, "top_p": 1.0}
 
 def sampling_options(body: dict[str, Any], entry: Served) -> dict[str, Any]:
     """The request's sampling fields as an agent's chat option keywords (they override the
-    agent's own for this request). Workflows and teams take none: their agents decide."""
+        agent's own for this request; a team's participants take them for every turn). Workflows
+    take none: their agents decide."""
     out: dict[str, Any] = {}
     for name, top in _RANGES.items():
         value = body.get(name)
@@ -130,10 +131,10 @@ def sampling_options(body: dict[str, Any], entry: Served) -> dict[str, Any]:
         if type(seed) is not int or abs(seed) >= 2**63:
             raise RequestError("'seed' must be a whole number", param="seed")
         out["seed"] = seed
-    if out and entry.kind != "agent":
+    if out and entry.kind == "workflow":
         raise RequestError(
-            f"{', '.join(sorted(out))} apply to agents; {entry.name!r} is a {entry.kind}, whose "
-            "agents use their own settings: leave them out",
+            f"{', '.join(sorted(out))} apply to agents; {entry.name!r} is a workflow, whose "
+            "agents use their own settings (a team's participants take them): leave them out",
             param=sorted(out)[0],
         )
     return out

@@ -349,10 +349,10 @@ async def _turn(request: Request) -> _Turn:
     instructions = optional_str(body, "instructions")
     stream = optional_bool(body, "stream", False)
     sampling = sampling_options(body, entry)
-    if instructions is not None and entry.kind != "agent":
+    if instructions is not None and entry.kind == "workflow":
         raise RequestError(
-            f"'instructions' apply to agents; {entry.name!r} is a {entry.kind}: put them in "
-            "the input instead",
+            f"'instructions' apply to agents and teams; {entry.name!r} is a workflow: put "
+            "them in the input instead",
             param="instructions",
         )
     tools = client_tools(_without_own_server(body, entry), entry, "responses")

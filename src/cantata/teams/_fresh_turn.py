@@ -25,7 +25,7 @@ from ..models import ChatOptions
 from ..workflows import AgentUpdateEvent, WorkflowContext, handler
 from ._paused import ASKING, PausingParticipant, WentOn, requests_of, team_tools_of
 from .channels import LocalChannel
-from .manager import sourced, turn_span
+from .manager import sourced, turn_options, turn_span
 from .turns import HISTORY_LOG, PausedTurn, SpeakTurn, TurnDone, _authored
 
 __all__ = ["FreshTurnParticipant", "HistorySelector", "OptionsFor", "view_for"]
@@ -66,6 +66,7 @@ class FreshTurnParticipant(PausingParticipant):
         history: list[Message] = list(ctx.log(HISTORY_LOG, shared=True).entries)
         shown = self._select(history) if self._select is not None else history
         options = self._options_for(history) if self._options_for is not None else None
+        options = turn_options(ctx, options)
         view = await view_for(self.agent, shown)
         if tracing.enabled():
             with turn_span(ctx, turn, self.agent.name):
@@ -90,6 +91,7 @@ class FreshTurnParticipant(PausingParticipant):
         history: list[Message] = list(ctx.log(HISTORY_LOG, shared=True).entries[: paused.start])
         shown = self._select(history) if self._select is not None else history
         options = self._options_for(history) if self._options_for is not None else None
+        options = turn_options(ctx, options)
         view = await view_for(self.agent, shown)
         response = await self._run([*view, *paused.messages, *inputs], options, ctx)
         return WentOn(response, team_tools_of(options))

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..agents import Agent, AgentInput, AgentResponse, AgentThread, IntermediateCallback
+from ..agents.run_options import call_options, chat_keywords
 from ..core import (
     CancellationToken,
     FunctionApprovalRequestContent,
@@ -44,9 +45,22 @@ USER_INPUT = "user_input"
 
 
 class TeamAgent(Agent):
-    """Runs its team once per call, on a fresh session, with the thread's conversation and
-    the new messages as the task; answers with what the participants said (each message
+    """Runs its team once per call, on a fresh session: the thread's conversation up to its
+    last answer is the context, what came after it (the user's new turn) the task, so the
+    run's termination counts this turn only, and system messages are context wherever they
+    are; answers with what the participants said (each message
     keeps its author) and records it on the thread.
+
+    The team's state between runs (a handoff's active agent, a group chat's last speaker,
+    magentic's ledger) goes with the conversation: on the answer's last message (metadata
+    `STATE_KEY`) and, for a client that sends the history back as plain role and text,
+    kept under the conversation's text (in memory, and in the checkpoint store when it is a
+    `StateStoreCheckpointStore`), so the next call goes on as the next `team.run()` of one
+    session would. Chat options given to a call (``temperature=...``) reach every
+    participant's turns, laid under the participant's own team options; an
+    ``instructions_override`` reaches them as a system message at the head of the
+    conversation (each agent keeps its own instructions). The answer's usage is the sum of
+    its agents'.
 
     A participant that stops to wait for a person (a tool's approval, a declared tool's
     result) stops the run: the answer ends with those requests, as an agent's own would
@@ -97,6 +111,8 @@ class TeamAgent(Agent):
     ) -> AgentResponse:
         """One team run on the conversation so far plus `messages` (or, on a thread whose
         team waits for answers that `messages` bring, the rest of that run)."""
+        chat = call_options(self.name, options, chat_keywords(kwargs))
+        instructions = kwargs.get("instructions_override")
         thread = self._thread_for_run(thread)
         incoming = self._incoming(messages)
         history = await thread.get_messages()
@@ -123,8 +139,14 @@ class TeamAgent(Agent):
             carry = await self._carried(context) if task else None
             if not task:  # nothing new after an answer: the whole conversation is the task
                 context, task = _split_system([*history, *incoming])
+            if isinstance(instructions, str) and instructions:
+                context = [Message("system", instructions), *context]
             run = session._run_held(
-                task, context=context, carry=carry, cancellation_token=cancellation_token
+                task,
+                context=context,
+                carry=carry,
+                cancellation_token=cancellation_token,
+                options=chat,
             )
         else:
             state = session._manager_state()

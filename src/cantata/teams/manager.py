@@ -30,6 +30,7 @@ from ..core import (
     to_json,
     tracing,
 )
+from ..models import ChatOptions
 from ..workflows import Executor, WorkflowContext, handler, response_handler
 from ._control import CONTROL_KEY, RunControl
 from .channels import REDUCED_LOG, ChannelSet, Reduction, channels_for
@@ -41,11 +42,13 @@ from .turns import HISTORY_LOG, AwaitingTask, SpeakTurn, TeamTask, TurnDone, _au
 __all__ = [
     "CHANNELS_KEY",
     "MANAGER_ID",
+    "OPTIONS_KEY",
     "TEAM_KEY",
     "ManagerState",
     "TeamManager",
     "channels_of",
     "team_name_of",
+    "turn_options",
     "turn_span",
     "visible",
 ]
@@ -65,6 +68,18 @@ STOP_SOURCE = "stop"
 """The source of the stop message of a run ended by `TeamSession.stop()`."""
 TEAM_KEY = "cantata.teams.team"
 """The run keyword argument that carries the team's name (for its spans)."""
+OPTIONS_KEY = "cantata.teams.options"
+"""The run keyword argument that carries chat options for every participant's turns (a
+served request's ``temperature``, say), laid over the agents' own."""
+
+
+def turn_options(ctx: WorkflowContext[Any, Any], own: ChatOptions | None) -> ChatOptions | None:
+    """A participant's options for a turn: the session's (`OPTIONS_KEY`), with the
+    participant's own in the team (a handoff's transfer tools) laid over them."""
+    given = ctx.kwargs.get(OPTIONS_KEY)
+    if not isinstance(given, ChatOptions):
+        return own
+    return given.merge(own)
 
 
 @register(name="cantata.teams.ManagerState")

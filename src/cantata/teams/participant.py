@@ -22,7 +22,7 @@ from ..models import ChatOptions
 from ..workflows import AgentUpdateEvent, WorkflowContext, handler
 from ._paused import ASKING, PausingParticipant, WentOn, requests_of, team_tools_of
 from .channels import REDUCED_LOG, AgentChannel, ChannelFactory, ChannelSet, channel_key
-from .manager import CHANNELS_KEY, channels_of, sourced, turn_span
+from .manager import CHANNELS_KEY, channels_of, sourced, turn_options, turn_span
 from .turns import HISTORY_LOG, PausedTurn, SpeakTurn, TurnDone, _authored
 
 __all__ = ["ParticipantExecutor"]
@@ -116,7 +116,7 @@ class ParticipantExecutor(PausingParticipant):
             paused.messages,
             inputs,
             saved=paused.channel_state,
-            options=self.options,
+            options=turn_options(ctx, self.options),
             on_update=on_update,
             cancellation_token=ctx.cancellation_token,
         )
@@ -134,13 +134,14 @@ class ParticipantExecutor(PausingParticipant):
         ctx: WorkflowContext[Any, Any],
     ) -> Awaitable[AgentResponse]:
         """The channel's run of the agent (a plain function: no coroutine of its own)."""
-        if self.options is None:  # a channel written before options= still serves
+        options = turn_options(ctx, self.options)
+        if options is None:  # a channel written before options= still serves
             return channel.invoke(
                 self.agent, on_update=on_update, cancellation_token=ctx.cancellation_token
             )
         return channel.invoke(
             self.agent,
-            options=self.options,
+            options=options,
             on_update=on_update,
             cancellation_token=ctx.cancellation_token,
         )

@@ -29,6 +29,7 @@ from ..core import (
     WorkflowError,
     new_id,
 )
+from ..models import ChatOptions
 from ..workflows import (
     AgentUpdateEvent,
     CheckpointStore,
@@ -44,7 +45,7 @@ from ..workflows.placement import _copies_messages
 from ._control import CONTROL_KEY, RunControl
 from .channels import ChannelSet, register_channels
 from .events import TeamEvent
-from .manager import CHANNELS_KEY, TEAM_KEY, ManagerState, TeamManager
+from .manager import CHANNELS_KEY, OPTIONS_KEY, TEAM_KEY, ManagerState, TeamManager
 from .result import StopMessage, TaskResult
 from .turns import AwaitingTask, TeamTask
 
@@ -96,6 +97,8 @@ class TeamSession:
         self._channels = self._new_channels()
         self._busy = False
         self._control = RunControl()
+        self._options: ChatOptions | None = None
+        """Chat options for every participant's turns (a served request's), in process."""
         self._snapshots: InMemoryCheckpointStore | None = None
         """Where a session without a store saves its state when asked (`save_state`): it
         writes no checkpoint as it runs, so a run costs nothing for a state nobody saves."""
@@ -177,12 +180,14 @@ class TeamSession:
         context: list[Message],
         carry: dict[str, Any] | None,
         cancellation_token: CancellationToken | None,
+        options: ChatOptions | None = None,
     ) -> TaskResult:
         """The first run of a session that takes up a conversation held elsewhere (a
         served team's thread): `context` joins the history before `task` without counting
         toward termination, and the manager takes up `carry` (see `TeamTask`)."""
         if self._run is not None:
             raise UsageError(f"team {self.team.name!r}: a held conversation starts a session")
+        self._options = options
         result: TaskResult | None = None
         items = self._events(
             list[str | Message](task),
@@ -317,7 +322,14 @@ class TeamSession:
     def _kwargs(self) -> dict[str, Any]:
         if self._copying:
             return {CHANNELS_KEY: self._key, TEAM_KEY: self.team.name}
-        return {CHANNELS_KEY: self._channels, TEAM_KEY: self.team.name, CONTROL_KEY: self._control}
+        kwargs = {
+            CHANNELS_KEY: self._channels,
+            TEAM_KEY: self.team.name,
+            CONTROL_KEY: self._control,
+        }
+        if self._options is not None:
+            kwargs[OPTIONS_KEY] = self._options
+        return kwargs
 
     @property
     def _workflow(self) -> Workflow:
