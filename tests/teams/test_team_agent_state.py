@@ -6,15 +6,27 @@ run, not the history; a system prompt is context, never a turn; usage adds up th
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from cantata.agents import AgentResponse, LocalThread, UnknownOptionError
-from cantata.core import Message, Usage
+from cantata.agents import AgentResponse, ChatAgent, LocalThread, UnknownOptionError
+from cantata.core import Message, Usage, from_json
+from cantata.models import ChatOptions, ScriptedChatClient
 from cantata.stores import MemoryStore
-from cantata.teams import STATE_KEY, GroupChat, MaxMessage, TaskResult, waits_for_user
+from cantata.teams import (
+    STATE_KEY,
+    GroupChat,
+    Magentic,
+    MaxMessage,
+    TaskLedger,
+    TaskResult,
+    waits_for_user,
+)
 from cantata.workflows import StateStoreCheckpointStore
 
 from ._desk import CALL_USAGE, make_desk, make_trio
+from ._magentic_script import ManagerScript, progress
 
 
 def said(messages: list[Message]) -> list[tuple[str | None, str]]:
@@ -160,3 +172,37 @@ async def test_chat_options_and_instructions_reach_every_participant() -> None:
 async def test_an_unknown_keyword_is_refused() -> None:
     with pytest.raises(UnknownOptionError, match="temprature"):
         await make_trio().as_agent().run("hi", temprature=0.2)
+
+
+def _magentic() -> Magentic:
+    def worker(name: str) -> ChatAgent:
+        def answer(messages: list[Message], options: ChatOptions) -> str:
+            return f"{name} did: {messages[-1].text}"
+
+        return ChatAgent(ScriptedChatClient(answer), name=name, description=f"the {name}")
+
+    script = ManagerScript(
+        [progress("a", "read"), progress("b", satisfied=True)] * 2,
+        plan=[("a", "read"), ("b", "check")],
+        final="done",
+    )
+    return Magentic(script.client, [worker("a"), worker("b")])
+
+
+async def test_magentic_keeps_its_ledger_through_a_thread_saved_as_json() -> None:
+    team = _magentic()
+    in_process = [answers(await team.run(t)) for t in ("first task", "second task")]
+
+    agent = _magentic().as_agent()
+    one = await agent.run("first task")
+    assert one.thread is not None
+    carry = one.messages[-1].metadata[STATE_KEY]["carry"]
+    ledger = from_json(json.loads(json.dumps(carry["extra"])))["magentic"]["ledger"]
+    assert isinstance(ledger, TaskLedger) and ledger.task == "first task"
+    saved = json.dumps(await one.thread.serialize())
+    other = _magentic().as_agent()
+    # its manager's script is one run ahead, as the process that ran the first turn was
+    warm = await other.run("first task", thread=LocalThread())
+    assert said(warm.messages) == in_process[0]
+    two = await other.run("second task", thread=await other.deserialize_thread(saved))
+    assert [said(one.messages), said(two.messages)] == in_process
