@@ -78,6 +78,15 @@ def serve_command(
         float,
         typer.Option("--write-timeout", min=0.001, help="Seconds a stream waits for its reader."),
     ] = 30.0,
+    abandon_after: Annotated[
+        float,
+        typer.Option(
+            "--abandon-after",
+            min=0.001,
+            help="Seconds a run waiting for a person's answer is held in memory, unanswered, "
+            "before it is released (counted in /metrics as cantata_serve_abandoned_runs).",
+        ),
+    ] = 3600.0,
     grace: Annotated[
         float,
         typer.Option("--grace", min=0.1, max=3600.0, help="Seconds runs get to finish on stop."),
@@ -161,6 +170,7 @@ def serve_command(
             max_queued=max_queued,
             queue_timeout=queue_timeout,
             write_timeout=write_timeout,
+            abandon_after=abandon_after,
         )
         store = store or DEFAULT_STORE_URL
         if workers > 1 and store.startswith("memory:"):

@@ -22,6 +22,7 @@ from .auth import TOKEN_COOKIE, TOKEN_ENV, check_bind, is_loopback
 from .drain import Drain
 from .errors import OverloadedError, RequestError, ServerStoppingError
 from .limits import (
+    DEFAULT_ABANDON_AFTER,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_QUEUED,
     DEFAULT_MAX_RUNNING,
@@ -38,6 +39,7 @@ from .server import DEFAULT_GRACE, DEFAULT_STORE_URL, serve
 from .threads import RESPONSE_SCHEMA_VERSION, ResponseRecord, ResponseThreads
 
 __all__ = [
+    "DEFAULT_ABANDON_AFTER",
     "DEFAULT_GRACE",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_QUEUED",

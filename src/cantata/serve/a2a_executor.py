@@ -117,7 +117,13 @@ class ServedAgentExecutor(AgentExecutor):
     """The a2a-sdk `AgentExecutor` for one served entry."""
 
     def __init__(
-        self, served: Served, store: StateStore, *, timeout: float, drain: Drain | None = None
+        self,
+        served: Served,
+        store: StateStore,
+        *,
+        timeout: float,
+        drain: Drain | None = None,
+        waiting: WaitingThreads | None = None,
     ) -> None:
         self._served = served
         self._store = store
@@ -126,7 +132,7 @@ class ServedAgentExecutor(AgentExecutor):
         self._turns: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         # a workflow agent keeps its waiting run with the thread object, so the object of a
         # context whose run waits is kept until the answer comes
-        self._waiting = WaitingThreads()
+        self._waiting = waiting or WaitingThreads()
         # answers whose claim the request handler took, for `execute` to take over
         self._claimed: set[str] = set()
 

@@ -42,6 +42,7 @@ from .a2a_handler import ServedRequestHandler
 from .a2a_tasks import StoreTaskStore
 from .app import Contribution, ServeContext
 from .errors import RequestError, error_body
+from .human_input import WaitingThreads
 from .served import Served
 
 __all__ = ["A2A_PATH", "CARD_PATH", "agent_card", "contribute"]
@@ -111,7 +112,13 @@ def contribute(ctx: ServeContext) -> Contribution:
         path = f"{A2A_PATH}/{name}"
         handler = ServedRequestHandler(
             ServedAgentExecutor(
-                entry, ctx.store, timeout=ctx.limits.request_timeout, drain=ctx.drain
+                entry,
+                ctx.store,
+                timeout=ctx.limits.request_timeout,
+                drain=ctx.drain,
+                waiting=WaitingThreads(
+                    abandon_after=ctx.limits.abandon_after, abandoned=ctx.metrics.abandoned
+                ),
             ),
             tasks,
             agent_card(entry, path),

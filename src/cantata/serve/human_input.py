@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -55,9 +56,11 @@ from ..core import (
 from ..stores import StateStore, held_claim, settle_claim, take_claim
 from ..workflows.as_agent import RUN_KEY
 from .errors import RequestError
+from .limits import DEFAULT_ABANDON_AFTER
 
 if TYPE_CHECKING:
     from a2a.types.a2a_pb2 import Part
+    from prometheus_client import Counter
 
 __all__ = [
     "CLAIM_SLACK",
@@ -381,25 +384,60 @@ def request_parts(requests: Sequence[InputRequest], said: str, why: str = "") ->
 class WaitingThreads:
     """Thread objects whose run waits for a person, by the id the answer will name (an A2A
     context id, a response id). An agent view keeps a waiting run with its thread object, so
-    the process that asked answers without restoring it; at most `limit` of them (the oldest
-    dropped: its answer then restores the run from the store, when it was checkpointed
-    there, else is refused)."""
+    the process that asked answers without restoring it; at most `limit` of them, each for
+    at most `abandon_after` seconds (looked at whenever a run starts waiting or an answer
+    comes). One dropped, the oldest past the limit or one past its time, is abandoned: the
+    log says so, `abandoned` (a counter, labelled ``limit`` or ``timeout``) counts it, and
+    its answer then restores the run from the store, when it was checkpointed there, else
+    is refused."""
 
-    def __init__(self, limit: int = MAX_WAITING) -> None:
-        self._threads: OrderedDict[str, LocalThread] = OrderedDict()
+    def __init__(
+        self,
+        limit: int = MAX_WAITING,
+        *,
+        abandon_after: float = DEFAULT_ABANDON_AFTER,
+        abandoned: Counter | None = None,
+    ) -> None:
+        self._threads: OrderedDict[str, tuple[LocalThread, float]] = OrderedDict()
         self._limit = limit
+        self._abandon_after = abandon_after
+        self._abandoned = abandoned
 
     def hold(self, key: str, thread: LocalThread) -> None:
-        """Keep `thread` until `take(key)`."""
-        self._threads[key] = thread
+        """Keep `thread` until `take(key)`, or until it is abandoned."""
+        self._expire()
+        self._threads[key] = (thread, time.monotonic())
         self._threads.move_to_end(key)
         while len(self._threads) > self._limit:
             dropped, _ = self._threads.popitem(last=False)
             _log.warning("dropped the waiting run of %s (over %s waiting)", dropped, self._limit)
+            self._count("limit")
 
     def take(self, key: str) -> LocalThread | None:
         """The thread held for `key`, no longer held."""
-        return self._threads.pop(key, None)
+        self._expire()
+        held = self._threads.pop(key, None)
+        return None if held is None else held[0]
+
+    def _expire(self) -> None:
+        """Release the runs that waited longer than `abandon_after` (the oldest come first)."""
+        threads = self._threads
+        cutoff = time.monotonic() - self._abandon_after
+        while threads:
+            key, (_, since) = next(iter(threads.items()))
+            if since > cutoff:
+                return
+            del threads[key]
+            _log.warning(
+                "released the waiting run of %s: not answered within %gs (abandon_after)",
+                key,
+                self._abandon_after,
+            )
+            self._count("timeout")
+
+    def _count(self, reason: str) -> None:
+        if self._abandoned is not None:
+            self._abandoned.labels(reason).inc()
 
     def __contains__(self, key: object) -> bool:
         return key in self._threads

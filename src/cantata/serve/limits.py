@@ -37,6 +37,7 @@ from .errors import RequestError, ServerStoppingError, error_body
 from .metrics import ServeMetrics
 
 __all__ = [
+    "DEFAULT_ABANDON_AFTER",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_QUEUED",
     "DEFAULT_MAX_RUNNING",
@@ -58,6 +59,9 @@ queued request waits for one run to finish, not for several in turn (a model tha
 40 s an answer, as the embedded one can on a busy machine, still fits the queue timeout)."""
 DEFAULT_QUEUE_TIMEOUT = 60.0
 DEFAULT_WRITE_TIMEOUT = 30.0
+DEFAULT_ABANDON_AFTER = 3600.0
+"""Seconds a run waiting for a person's answer is kept in the server's memory (its thread
+and run objects) before it counts as abandoned and is released."""
 
 _log = logging.getLogger("cantata.serve")
 _ended_on_purpose: contextvars.ContextVar[bool] = contextvars.ContextVar(
@@ -93,7 +97,10 @@ class Limits:
     answer included: a run longer than that is cancelled); `max_running` requests running
     model work at once, `max_queued` more waiting at most `queue_timeout` seconds for a turn
     (the rest are answered 429); `write_timeout` seconds a stream waits for a client that
-    does not read before it is ended."""
+    does not read before it is ended; `abandon_after` seconds a run waiting for a person
+    is held in memory unanswered before it is released (logged, and counted in /metrics
+    as ``cantata_serve_abandoned_runs``; one checkpointed in the store is still answered
+    from there)."""
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
@@ -101,6 +108,7 @@ class Limits:
     max_queued: int = DEFAULT_MAX_QUEUED
     queue_timeout: float = DEFAULT_QUEUE_TIMEOUT
     write_timeout: float = DEFAULT_WRITE_TIMEOUT
+    abandon_after: float = DEFAULT_ABANDON_AFTER
 
     def __post_init__(self) -> None:
         size = self.max_body_bytes
@@ -116,6 +124,7 @@ class Limits:
             )
         _positive("queue_timeout", self.queue_timeout)
         _positive("write_timeout", self.write_timeout)
+        _positive("abandon_after", self.abandon_after)
 
 
 async def send_error(send: Send, exc: BaseException) -> None:

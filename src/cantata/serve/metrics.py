@@ -48,6 +48,7 @@ class ServeMetrics:
     queue_wait: Histogram = field(init=False)
     stalled: Counter = field(init=False)
     stopped: Counter = field(init=False)
+    abandoned: Counter = field(init=False)
 
     def __post_init__(self) -> None:
         r = self.registry
@@ -86,6 +87,13 @@ class ServeMetrics:
         self.stopped = Counter(
             "cantata_serve_stopped_requests",
             "Requests ended with a terminal error event because the server was stopping.",
+            registry=r,
+        )
+        self.abandoned = Counter(
+            "cantata_serve_abandoned_runs",
+            "Waiting runs released unanswered: past abandon_after (timeout), or the oldest "
+            "beyond the waiting runs kept (limit).",
+            ["reason"],
             registry=r,
         )
 

@@ -403,7 +403,10 @@ def _waiting_threads(app: Starlette) -> WaitingThreads:
     """The app's threads whose workflow runs wait for an answer (made on first use)."""
     held: WaitingThreads | None = getattr(app.state, "cantata_responses_waiting", None)
     if held is None:
-        held = app.state.cantata_responses_waiting = WaitingThreads()
+        ctx = app.state.cantata
+        held = app.state.cantata_responses_waiting = WaitingThreads(
+            abandon_after=ctx.limits.abandon_after, abandoned=ctx.metrics.abandoned
+        )
     return held
 
 
