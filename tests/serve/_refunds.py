@@ -8,6 +8,7 @@ as the first would have."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -34,8 +35,9 @@ def _record(what: str) -> None:
 
 
 @tool(approval_mode="always_require")
-def refund(order: int) -> str:
-    """Refund an order."""
+async def refund(order: int) -> str:
+    """Refund an order (taking ``REFUND_SECONDS``, when set, so that runs overlap)."""
+    await asyncio.sleep(float(os.environ.get("REFUND_SECONDS", "0")))
     _record(f"refund {order}")
     return f"refunded order {order}"
 

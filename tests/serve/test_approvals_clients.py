@@ -6,6 +6,7 @@ answer is still claimed once."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ OWN_SERVER = {"type": "mcp", "server_label": "support", "require_approval": "alw
 @pytest.fixture
 async def support_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
     monkeypatch.setenv("REFUND_LOG", str(tmp_path / "effects.log"))
+    monkeypatch.setenv("REFUND_SECONDS", "0.3")
     async with MemoryStore() as store, serving(make_support(), store=store) as url:
         yield url
 
@@ -90,3 +92,33 @@ async def test_the_agents_sdk_answers_an_approval_with_a_hosted_mcp_tool(support
         result = await agents.Runner.run(agent, "refund order 1001", **options)
         assert result.final_output == "Done: refunded order 1001"
     assert asked == ["refund", "refund"]
+
+
+async def test_the_dev_ui_chat_shows_a_pending_approval_and_takes_yes_once(
+    support_url: str, tmp_path: Path
+) -> None:
+    from .test_devui_api import sse
+
+    chat = f"{support_url}/devui/api/chat/support"
+    async with httpx.AsyncClient(timeout=30) as http:
+        asked = await sse(http, "POST", chat, json={"message": "refund 1001"})
+        chat_id = asked[0]["chat_id"]
+        shown = "".join(e.get("text", "") for e in asked if not e.get("done"))
+        assert "approve the call of `refund`" in shown and "answer yes or no" in shown
+        passed_by = await http.post(chat, json={"message": "and the weather?", "chat_id": chat_id})
+        assert passed_by.status_code == 409, passed_by.text
+        assert passed_by.json()["error"]["code"] == "input_required"
+        # three answers whose requests all arrive before the first one's run streams
+        yes = {"message": "yes", "chat_id": chat_id}
+        answers = await asyncio.gather(
+            *(http.send(http.build_request("POST", chat, json=yes), stream=True) for _ in range(3))
+        )
+        bodies = [(await a.aread()).decode() for a in answers]
+        codes = sorted(a.status_code for a in answers)
+        assert codes == [200, 409, 409], bodies
+        for answer, body in zip(answers, bodies, strict=True):
+            if answer.status_code == 200:
+                assert "Done: refunded order 1001" in body
+            else:
+                assert '"already_answered"' in body
+    assert _effects(tmp_path) == ["refund 1001"]

@@ -49,6 +49,7 @@ from .auth import TOKEN_COOKIE
 from .devui_graph import graph_of
 from .devui_runs import DevRun, RunRegistry, parse_answer
 from .errors import RequestError, error_response
+from .human_input import CLAIM_SLACK, input_requests, typed_answer
 from .served import Served
 
 __all__ = ["COOKIE_PATH", "PAGE_CSP", "STATIC_DIR", "contribute"]
@@ -249,17 +250,34 @@ class _DevUI:
         thread = LocalThread(
             StateStoreMessageStore(self.ctx.store, chat_id, prefix="devui:chat:"), id=chat_id
         )
+        # a pending approval is answered by "yes" or "no", once (see `typed_answer`)
+        lease = self.ctx.limits.request_timeout + CLAIM_SLACK
+        incoming, claim = await typed_answer(
+            self.ctx.store,
+            f"devui:{chat_id}",
+            f"chat {chat_id!r}",
+            await thread.get_messages(),
+            message,
+            lease=lease,
+        )
 
         async def stream() -> AsyncIterator[str]:
             yield _sse({"chat_id": chat_id})
             updates = None
             try:  # stopped at the server's drain with ServerStoppingError, shown as an error
-                updates = entry.agent.run_stream(message, thread=thread)
+                updates = entry.agent.run_stream(incoming, thread=thread)
                 async for update in self.ctx.drain.guard(updates):
                     if update.text:
                         yield _sse({"text": update.text, "author": update.author_name})
+                if claim is not None:
+                    await claim.answered(f"chat {chat_id!r}")
+                asked = input_requests(updates.response.messages)
+                if asked:  # what the run waits for, as the page shows text
+                    yield _sse({"text": "\n" + "\n".join(r.describe() for r in asked)})
                 yield _sse({"done": True, "text": updates.response.text})
             except Exception as exc:  # the page shows it in the chat
+                if claim is not None:
+                    await claim.failed(str(exc))
                 yield _sse({"error": f"{type(exc).__name__}: {exc}"})
             finally:
                 if updates is not None:

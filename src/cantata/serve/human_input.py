@@ -75,6 +75,7 @@ __all__ = [
     "read_answers",
     "request_parts",
     "response_answers",
+    "typed_answer",
     "yes_or_no",
 ]
 
@@ -278,6 +279,54 @@ def response_answers(
             param="previous_response_id",
         )
     return [*answer_messages(waiting, checked), *rest]
+
+
+async def typed_answer(
+    store: StateStore,
+    key: str,
+    what: str,
+    history: Sequence[Message],
+    text: str,
+    *,
+    lease: float,
+) -> tuple[str | list[Message], AnswerClaim | None]:
+    """What a chat runs for `text` typed on a thread whose conversation is `history`: the
+    text itself when no approval waits; with one waiting, ``yes`` or ``no`` is its answer,
+    claimed once in `store` (under `key` and the waiting message's id), and any other text
+    is refused (409, ``input_required``) rather than passing the approval by."""
+    waiting = input_requests(history)
+    if not any(r.kind == "approval" for r in waiting):
+        if await _being_answered(store, key, history):
+            raise AlreadyAnsweredError(
+                f"what {what} waited for is being answered by another request (its run is "
+                "still going); send this once it has answered"
+            )
+        return text, None
+    approved = yes_or_no(text) if len(waiting) == 1 else None
+    if approved is None:
+        said = "; ".join(r.describe() for r in waiting)[:600]
+        raise RequestError(
+            f"{what} waits for a person ({said}): answer yes or no before anything else",
+            status=409,
+            code="input_required",
+            param="message",
+        )
+    claim = await AnswerClaim.take(
+        store, f"answer:{key}:{history[-1].message_id}", what, lease=lease
+    )
+    return answer_messages(waiting, {waiting[0].request_id: approved}), claim
+
+
+async def _being_answered(store: StateStore, key: str, history: Sequence[Message]) -> bool:
+    """Whether the thread ends with an answer to approvals whose run is still going (its
+    claim is held, within its lease): the answer is in the thread before the run's reply."""
+    if len(history) < 2 or history[-1].role != "user":
+        return False
+    if not any(type(c) is FunctionApprovalResponseContent for c in history[-1].contents):
+        return False
+    held = await store.get(f"answer:{key}:{history[-2].message_id}")
+    until = held.get("until") if isinstance(held, dict) else None
+    return isinstance(until, int | float) and until > time.time()
 
 
 def _typed_answer(incoming: list[Message], waiting: list[InputRequest]) -> bool | None:
