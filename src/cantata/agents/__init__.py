@@ -10,6 +10,13 @@ from .agent import AGENT_ID_KEY, Agent, AgentInput, IntermediateCallback
 from .agent_middleware import AgentMiddleware, AgentRunContext, agent_middleware
 from .chat_agent import ChatAgent, ToolLike
 from .closing import CLOSE_TIMEOUT
+from .context_providers import (
+    CONTEXT_SOURCE_KEY,
+    ContextAddition,
+    ContextProvider,
+    ContextProviderError,
+    ContextRun,
+)
 from .instructions import MAX_RENDER_CHARS, MAX_RENDER_SECONDS, InstructionTemplate
 from .message_store import (
     InMemoryMessageStore,
@@ -35,6 +42,7 @@ __all__ = [
     "AGENT_ID_KEY",
     "CHAT_OPTION_KEYWORDS",
     "CLOSE_TIMEOUT",
+    "CONTEXT_SOURCE_KEY",
     "MAX_RENDER_CHARS",
     "MAX_RENDER_SECONDS",
     "RUN_KEYWORDS",
@@ -51,6 +59,10 @@ __all__ = [
     "AgentThread",
     "ChatAgent",
     "ChatOptionKeywords",
+    "ContextAddition",
+    "ContextProvider",
+    "ContextProviderError",
+    "ContextRun",
     "HistoryReducer",
     "InMemoryMessageStore",
     "InstructionTemplate",

@@ -48,6 +48,9 @@ class AgentRunContext:
     response: AgentResponse | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     instructions_override: str | None = None
+    context_messages: list[Message] = field(default_factory=list)
+    """Messages for this run's model request only (never recorded in the thread): what
+    the agent's context providers added, after its instructions and before the history."""
 
 
 class AgentMiddleware(ABC):

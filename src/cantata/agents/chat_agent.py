@@ -28,6 +28,7 @@ from ..tools.invoking import RECORDED
 from .agent import Agent, AgentInput
 from .agent_middleware import AgentMiddleware, AgentRunContext, run_chain, stream_chain
 from .closing import close_client
+from .context_providers import ContextProvider, Pipeline, check_providers
 from .instructions import InstructionTemplate
 from .message_store import MessageStoreFactory
 from .recorder import Recorder
@@ -54,6 +55,8 @@ class ChatAgent(Agent):
     threads keep their messages (in memory by default; see `StateStoreMessageStore.factory`).
     `middleware` mixes `AgentMiddleware` (around each run) with the chat and function
     middleware of `cantata.tools` (around each model call and tool call).
+    `context_providers` add instructions, messages and tools before each run and see its
+    outcome after it (memory, knowledge; see `ContextProvider`), inside the middleware.
 
     ``retry_policy`` (a `cantata.core.retry.RetryPolicy`) retries a model call that failed
     with an error of a class it retries (a timeout, a 429 or 5xx, a dropped connection by
@@ -97,6 +100,7 @@ class ChatAgent(Agent):
         retry_policy: RetryPolicy | None = None,
         answer_with_tool_results: bool = False,
         tool_results_format: str = DEFAULT_TOOL_RESULTS_FORMAT,
+        context_providers: Iterable[ContextProvider] = (),
     ) -> None:
         super().__init__(
             name=name,
@@ -164,6 +168,12 @@ class ChatAgent(Agent):
         self._message_store_factory = message_store_factory
         self.history_reducer = history_reducer
         """Shrinks each model request (never the thread); leading system messages stay."""
+        self._providers = check_providers(context_providers, owner=name)
+
+    @property
+    def context_providers(self) -> tuple[ContextProvider, ...]:
+        """What tells the agent more before each run, in order (see `ContextProvider`)."""
+        return self._providers
 
     @property
     def tools(self) -> tuple[FunctionTool, ...]:
@@ -236,14 +246,15 @@ class ChatAgent(Agent):
         """Run to the final answer (see `Agent.run`)."""
         ctx = self._context(messages, kw, streaming=False)
         recorder = Recorder(self, kw.get("on_intermediate"))
+        turn = _run_provided if self._providers else run_turn
         if not self._agent_middleware:
-            return await run_turn(self, ctx, recorder)
+            return await turn(self, ctx, recorder)
 
         completed = False  # did a run of the agent itself reach its end?
 
         async def final(inner: AgentRunContext) -> None:
             nonlocal completed
-            inner.response = await run_turn(self, inner, recorder)
+            inner.response = await turn(self, inner, recorder)
             completed = True
 
         response = await run_chain(self._agent_middleware, ctx, final)
@@ -276,13 +287,14 @@ class ChatAgent(Agent):
         """Run and stream the answer (see `Agent.run_stream`)."""
         ctx = self._context(messages, kw, streaming=True)
         recorder = Recorder(self, kw.get("on_intermediate"))
+        turn = _stream_provided if self._providers else stream_turn
         if not self._agent_middleware:
-            return stream_turn(self, ctx, recorder)
+            return turn(self, ctx, recorder)
         result: list[AgentResponse] = []
         opened: list[AgentResponseStream] = []
 
         def open_core(inner: AgentRunContext) -> AgentResponseStream:
-            stream = stream_turn(self, inner, recorder)
+            stream = turn(self, inner, recorder)
             opened.append(stream)
             return stream
 
@@ -296,6 +308,70 @@ class ChatAgent(Agent):
                 result.append(response)
 
         return AgentResponseStream(updates(), lambda: result[-1])
+
+
+async def _provide(agent: ChatAgent, ctx: AgentRunContext) -> Pipeline:
+    """Run the providers before the turn and put what they added into `ctx`."""
+    thread = agent._thread_for_run(ctx.thread)
+    ctx.thread = thread  # the turn runs on this thread, the providers' state is in it
+    await thread.load_context_state()
+    pipeline = Pipeline(agent._providers, agent, thread, agent._incoming(ctx.messages))
+    await pipeline.before()
+    kept = pipeline.kept
+    if kept:
+        await thread.on_new_message(kept)
+    ctx.context_messages = [*pipeline.instructions, *pipeline.messages, *ctx.context_messages]
+    tools = pipeline.tools(lambda offered, source: as_tools(offered, owner=source))
+    if tools:
+        ctx.tools = [*(ctx.tools or ()), *tools]
+    return pipeline
+
+
+async def _finish(
+    pipeline: Pipeline, response: AgentResponse | None, error: BaseException | None
+) -> None:
+    """Show the providers the outcome and keep their state; the response lists what
+    each one added."""
+    await pipeline.after(response, error)
+    if response is not None:
+        response.context = pipeline.additions
+    await pipeline.thread.save_context_state()
+
+
+async def _run_provided(
+    agent: ChatAgent, ctx: AgentRunContext, recorder: Recorder
+) -> AgentResponse:
+    pipeline = await _provide(agent, ctx)
+    try:
+        response = await run_turn(agent, ctx, recorder)
+    except Exception as exc:
+        await _finish(pipeline, None, exc)
+        raise
+    await _finish(pipeline, response, None)
+    return response
+
+
+def _stream_provided(
+    agent: ChatAgent, ctx: AgentRunContext, recorder: Recorder
+) -> AgentResponseStream:
+    result: list[AgentResponse] = []
+
+    async def updates() -> AsyncIterator[AgentResponseUpdate]:
+        pipeline = await _provide(agent, ctx)
+        stream = stream_turn(agent, ctx, recorder)
+        try:
+            async for update in stream:
+                yield update
+        except BaseException as exc:
+            await stream.aclose()  # a caller that stopped reading stops the turn too
+            if isinstance(exc, Exception):
+                await _finish(pipeline, None, exc)
+            raise
+        response = stream.response
+        await _finish(pipeline, response, None)
+        result.append(response)
+
+    return AgentResponseStream(updates(), lambda: result[-1])
 
 
 class _ReduceEachCall(ChatMiddleware):

@@ -58,6 +58,9 @@ MessageStoreFactory = Callable[[str], MessageStore]
 """Makes the store of a new or restored thread, given the thread's id."""
 
 
+_CONTEXT_SUFFIX = ":context"
+"""The key of a thread's context-provider state: its log's name and this."""
+
 _BULK = 1000
 """From this many messages on, encoding and decoding run with the cyclic collector paused."""
 
@@ -213,9 +216,19 @@ class StateStoreMessageStore:
         return cache.copy()
 
     async def clear(self) -> None:
-        """Delete the log."""
+        """Delete the log (and what context providers kept beside it)."""
         await self._store.delete_log(self._log)
+        await self._store.delete(self._log + _CONTEXT_SUFFIX)
         self._cache = []
+
+    async def load_context(self) -> dict[str, Any] | None:
+        """What context providers keep for this thread, stored beside its log."""
+        found = await self._store.get(self._log + _CONTEXT_SUFFIX)
+        return found if isinstance(found, dict) else None
+
+    async def save_context(self, state: dict[str, Any]) -> None:
+        """Store what context providers keep for this thread beside its log."""
+        await self._store.put(self._log + _CONTEXT_SUFFIX, state)
 
     async def serialize(self) -> dict[str, Any]:
         """A reference to the log; the messages stay in the store."""

@@ -28,7 +28,22 @@ from ..core import (
 if TYPE_CHECKING:
     from .thread import AgentThread
 
-__all__ = ["AgentResponse", "AgentResponseStream", "AgentResponseUpdate"]
+__all__ = ["AgentResponse", "AgentResponseStream", "AgentResponseUpdate", "ContextAddition"]
+
+
+@register(name="cantata.agents.ContextAddition")
+@dataclass(slots=True)
+class ContextAddition:
+    """What one context provider added to one run, as `AgentResponse.context` reports it."""
+
+    source: str
+    instructions: list[str] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)
+    kept: list[Message] = field(default_factory=list)
+    """Messages the provider asked the thread to record (``keep=True``)."""
+    skipped: str | None = None
+    """Why the provider was skipped (it failed and its `on_error` is ``"skip"``)."""
 
 
 class AgentResponse:
@@ -40,6 +55,7 @@ class AgentResponse:
 
     __slots__ = (
         "agent_id",
+        "context",
         "finish_reason",
         "messages",
         "response_id",
@@ -58,6 +74,7 @@ class AgentResponse:
         agent_id: str | None = None,
         finish_reason: str | None = None,
         response_id: str | None = None,
+        context: list[ContextAddition] | None = None,
     ) -> None:
         self.messages = messages
         self.thread = thread
@@ -66,6 +83,8 @@ class AgentResponse:
         self.agent_id = agent_id
         self.finish_reason = finish_reason
         self.response_id = response_id
+        self.context: list[ContextAddition] = context if context is not None else []
+        """What each context provider added to this run (empty without providers)."""
 
     @property
     def text(self) -> str:
@@ -211,6 +230,7 @@ def _enc_response(r: AgentResponse) -> dict[str, Any]:
         "agent_id": r.agent_id,
         "finish_reason": r.finish_reason,
         "response_id": r.response_id,
+        **({"context": [to_json(c) for c in r.context]} if r.context else {}),
     }
 
 
@@ -224,7 +244,12 @@ def _dec_response(d: dict[str, Any]) -> AgentResponse:
     fields = {k: d.get(k) for k in ("agent_id", "finish_reason", "response_id")}
     if any(v is not None and type(v) is not str for v in fields.values()):
         raise SerializationError("agent_id, finish_reason and response_id must be strings")
-    return AgentResponse(messages, usage=usage, value=from_json(d.get("value")), **fields)
+    context = from_json(d.get("context", []))
+    if type(context) is not list:
+        raise SerializationError("field 'context' of an agent response must be a list")
+    return AgentResponse(
+        messages, usage=usage, value=from_json(d.get("value")), context=context, **fields
+    )
 
 
 register(AgentResponse, name="agent_response", encode=_enc_response, decode=_dec_response)

@@ -10,12 +10,14 @@ known here only by its id (which the server may change after each turn).
 Serialized threads carry ``schema_version``:
 
 - 1: ``{"schema_version", "kind", "id", "state", ...}``; a local thread adds ``"store"``
-  (its message store's state), a service thread nothing else.
+  (its message store's state), a service thread nothing else; either may carry
+  ``"context"``, what context providers keep for the conversation (absent when empty).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, Literal, TypeAlias
@@ -52,6 +54,25 @@ class AgentThread(ABC):
     def __init__(self) -> None:
         self._state: ThreadState = "new"
         self._transition: asyncio.Lock | None = None  # made on first create/delete
+        self._context: dict[str, Any] | None = None  # made when a provider first asks
+
+    @property
+    def context_state(self) -> dict[str, Any]:
+        """What context providers keep for this conversation: a JSON object per provider
+        name, serialized with the thread."""
+        if self._context is None:
+            self._context = {}
+        return self._context
+
+    async def load_context_state(self) -> None:  # noqa: B027 (nothing to do by default)
+        """Read the providers' state from where the thread keeps it (a thread whose
+        messages live in a store keeps it there); an in-memory thread has it already."""
+
+    async def save_context_state(self) -> None:
+        """Write the providers' state where `load_context_state` reads it; it must be
+        JSON (`SerializationError` says which provider's is not)."""
+        if self._context:
+            _context_json(self._context)
 
     def _lock(self) -> asyncio.Lock:
         if self._transition is None:
@@ -134,6 +155,8 @@ class AgentThread(ABC):
             "state": self._state,
         }
         data.update(await self._serialize())
+        if self._context:
+            data["context"] = json.loads(_context_json(self._context))
         return data
 
     @abstractmethod
@@ -205,6 +228,25 @@ class LocalThread(AgentThread):
     async def _serialize(self) -> dict[str, Any]:
         return {"store": await self.message_store.serialize()}
 
+    async def load_context_state(self) -> None:
+        """Read the providers' state from the message store, when it keeps one (a
+        `StateStoreMessageStore` does: another process's thread on the same log sees it)."""
+        load = getattr(self.message_store, "load_context", None)
+        if load is None:
+            return
+        found = await load()
+        if found is not None:
+            self._context = _context_data(found)
+
+    async def save_context_state(self) -> None:
+        """Write the providers' state to the message store, when it keeps one."""
+        save = getattr(self.message_store, "save_context", None)
+        if not self._context:
+            return
+        text = _context_json(self._context)
+        if save is not None:
+            await save(json.loads(text))
+
     @classmethod
     async def deserialize(
         cls, data: Any, *, message_store_factory: MessageStoreFactory | None = None
@@ -221,6 +263,7 @@ class LocalThread(AgentThread):
         await store.restore(store_state)
         thread = cls(store, id=thread_id)
         thread._state = fields["state"]
+        thread._context = _context_data(fields.get("context"))
         return thread
 
 
@@ -289,7 +332,34 @@ class ServiceThread(AgentThread):
             raise SerializationError("a serialized service thread's 'id' must be a string")
         thread = cls(id=thread_id, **kwargs)
         thread._state = fields["state"] if thread_id is not None else "new"
+        thread._context = _context_data(fields.get("context"))
         return thread
+
+
+def _context_json(state: dict[str, Any]) -> str:
+    """The providers' state as JSON text; a provider whose state is not JSON is named."""
+    try:
+        return json.dumps(state, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        for name, value in state.items():
+            try:
+                json.dumps(value, allow_nan=False)
+            except (TypeError, ValueError):
+                raise SerializationError(
+                    f"context provider {name!r} keeps state that is not JSON ({exc}); keep "
+                    "only dicts, lists, strings, numbers, booleans and None in run.state"
+                ) from None
+        raise SerializationError(f"the context state is not JSON: {exc}") from None
+
+
+def _context_data(data: Any) -> dict[str, Any] | None:
+    if data is None:
+        return None
+    if type(data) is not dict or not all(type(v) is dict for v in data.values()):
+        raise SerializationError(
+            "a thread's 'context' must be an object of one object per context provider"
+        )
+    return data
 
 
 def _memory_store(thread_id: str) -> MessageStore:

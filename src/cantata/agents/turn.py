@@ -118,6 +118,8 @@ def _request(
     instructions: str | None,
     call_tools: Sequence[FunctionTool],
 ) -> _Started:
+    if ctx.context_messages:  # for this request only, before the conversation
+        history[0:0] = ctx.context_messages
     if instructions:  # in front, for this request only
         history.insert(0, Message("system", instructions, author_name=agent.name))
     if _log.isEnabledFor(logging.DEBUG):
