@@ -93,8 +93,15 @@ async def test_chat_completions_with_the_history_sent_back_goes_on_with_billing(
             {"role": "user", "content": "And INV-8?"},
         ]
         second = await client.chat.completions.create(model="desk", messages=messages)  # type: ignore[arg-type]
+        stream = await client.chat.completions.create(
+            model="desk",
+            messages=messages,  # type: ignore[arg-type]
+            stream=True,
+        )
+        streamed = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
     said = [first.choices[0].message.content, second.choices[0].message.content]
     assert said == expected["desk"]
+    assert streamed == expected["desk"][1]  # streamed, the same
 
 
 async def _a2a(http: httpx.AsyncClient, url: str) -> Client:
