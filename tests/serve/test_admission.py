@@ -275,7 +275,7 @@ async def test_a_v1_request_is_refused_before_its_body_is_read() -> None:
         host, port = url.removeprefix("http://").split(":")
         reader, writer = await asyncio.open_connection(host, int(port))
         writer.write(
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
         )
         async with asyncio.timeout(WAIT):

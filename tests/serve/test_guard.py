@@ -380,3 +380,65 @@ def test_public_urls_are_checked() -> None:
     for bad in ["a.example", "ftp://a.example", "https://a.example/?q=1", "https://u:p@a.example"]:
         with pytest.raises(ConfigurationError, match="public-url"):
             check_public_url(bad)
+
+
+# -- streams that follow a run ---------------------------------------------------------
+
+
+def test_following_streams_are_told_apart() -> None:
+    from cantata.serve.admission import is_follower
+
+    def scope(method: str, path: str) -> dict[str, Any]:
+        return {"type": "http", "method": method, "path": path}
+
+    assert is_follower(scope("GET", "/devui/api/run/abc/events"), b"")
+    assert not is_follower(scope("GET", "/devui/api/run/abc"), b"")
+    subscribe = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask"}).encode()
+    assert is_follower(scope("POST", "/a2a/echo"), subscribe)
+    assert is_follower(
+        scope("POST", "/a2a/echo"), subscribe.replace(b"SubscribeToTask", b"tasks/resubscribe")
+    )
+    assert not is_follower(scope("POST", "/a2a/echo"), b"[" * 10_000)
+    assert not is_follower(scope("POST", "/v1/chat/completions"), subscribe)
+
+
+async def test_streams_that_follow_a_run_are_counted_and_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import asyncio
+
+    from cantata.serve import admission
+    from cantata.workflows import WorkflowBuilder, WorkflowContext, executor
+
+    monkeypatch.setattr(admission, "MAX_FOLLOWERS", 2)
+    gate = asyncio.Event()
+
+    @executor
+    async def wait(text: str, ctx: WorkflowContext[None, str]) -> None:
+        async with asyncio.timeout(30):
+            await gate.wait()
+        await ctx.yield_output(text)
+
+    flow = WorkflowBuilder(wait, name="slow").build()
+    async with (
+        MemoryStore() as store,
+        serving({"slow": flow}, store=store) as base,
+        httpx.AsyncClient(base_url=base, timeout=TIMEOUT) as http,
+    ):
+        run = (await http.post("/devui/api/runs/slow", json={"input": "x"})).json()
+        events = f"/devui/api/run/{run['id']}/events"
+        async with http.stream("GET", events) as first, http.stream("GET", events) as second:
+            assert first.status_code == second.status_code == 200
+            third = await http.get(events)
+            assert third.status_code == 429 and "Retry-After" in third.headers
+            assert "streams following runs" in third.json()["error"]["message"]
+            assert (await http.get("/devui/api/runs")).status_code == 200  # others go on
+            gate.set()
+            for stream in (first, second):  # both follow the run to its end
+                assert "event: end" in (await stream.aread()).decode()
+        for _ in range(200):  # a slot is free again once one has closed (10 s at most)
+            again = await http.get(events)
+            if again.status_code != 429:
+                break
+            await asyncio.sleep(0.05)
+        assert again.status_code == 200 and "event: end" in again.text

@@ -14,6 +14,11 @@ time is unknown and only one batch may wait. So an accepted request gets its tur
 a 429 after the timeout, and a refusal is immediate however slow the model is. Everything
 else (listing models, reading a stored response, cards, metrics) is never queued.
 
+Streams that only follow (a dev UI run's events, an A2A ``SubscribeToTask``) run no model
+but may stay open, mostly idle, up to the request timeout: at most `MAX_FOLLOWERS` are open
+at once (`Admission.following`), and one more is a 429 at once. (``GET /mcp``, the other
+stream a client could hold idle, is not served.)
+
 The refusal speaks each protocol's error shape: OpenAI's ``error`` object on ``/v1`` and
 the dev UI, a JSON-RPC error on ``/a2a`` and ``/mcp``, with HTTP 429 and ``Retry-After`` on
 all, so a load balancer or an official client's retry logic understands it.
@@ -27,8 +32,8 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import Any
 
 from starlette.types import Scope, Send
@@ -36,14 +41,25 @@ from starlette.types import Scope, Send
 from .errors import OverloadedError, ServerStoppingError, error_body, error_headers, status_for
 from .metrics import ServeMetrics
 
-__all__ = ["SAFETY", "Admission", "is_model_work", "model_work_by_path", "send_refusal"]
+__all__ = [
+    "MAX_FOLLOWERS",
+    "SAFETY",
+    "Admission",
+    "is_follower",
+    "is_model_work",
+    "model_work_by_path",
+    "send_refusal",
+]
 
 _log = logging.getLogger("cantata.serve")
 _RUN_METHODS = frozenset({"SendMessage", "SendStreamingMessage", "message/send", "message/stream"})
+_FOLLOW_METHODS = frozenset({"SubscribeToTask", "tasks/resubscribe"})
 _LOG_EVERY = 10.0  # seconds between two log lines about shed load
 _MAX_RETRY_AFTER = 60
 SAFETY = 1.5
 """How much longer than projected a queued request may have to wait (service times vary)."""
+MAX_FOLLOWERS = 64
+"""Streams that follow a run, without running a model, open at once (per process)."""
 
 
 def model_work_by_path(scope: Scope) -> bool | None:
@@ -72,6 +88,16 @@ def is_model_work(scope: Scope, body: bytes) -> bool:
     return _rpc_method(body) == "tools/call"
 
 
+def is_follower(scope: Scope, body: bytes) -> bool:
+    """Whether a request is a stream that follows a run without running a model (a dev UI
+    run's events, an A2A ``SubscribeToTask``): counted against `MAX_FOLLOWERS`."""
+    path: str = scope.get("path", "")
+    method = scope.get("method")
+    if method == "GET":
+        return path.startswith("/devui/api/run/") and path.endswith("/events")
+    return method == "POST" and path.startswith("/a2a/") and _rpc_method(body) in _FOLLOW_METHODS
+
+
 def _rpc_method(body: bytes) -> str | None:
     try:
         data = json.loads(body)
@@ -85,9 +111,17 @@ class Admission:
     """The slots and the queue of one app (see the module docstring)."""
 
     def __init__(
-        self, *, max_running: int, max_queued: int, queue_timeout: float, metrics: ServeMetrics
+        self,
+        *,
+        max_running: int,
+        max_queued: int,
+        queue_timeout: float,
+        metrics: ServeMetrics,
+        max_followers: int | None = None,
     ) -> None:
         self.max_running = max_running
+        self.max_followers = MAX_FOLLOWERS if max_followers is None else max_followers
+        self._following = 0
         self.max_queued = max_queued
         self.queue_timeout = queue_timeout
         self._metrics = metrics
@@ -109,6 +143,27 @@ class Admission:
     def queued(self) -> int:
         """Requests waiting for a slot now."""
         return len(self._waiters)
+
+    @property
+    def following(self) -> int:
+        """Streams that follow a run open now (see `is_follower`)."""
+        return self._following
+
+    @contextmanager
+    def follower(self) -> Iterator[None]:
+        """Count a following stream for the block, or `OverloadedError` at once when
+        `max_followers` are open."""
+        if self._following >= self.max_followers:
+            raise self._refuse(
+                "followers_full",
+                f"the server has {self._following} streams following runs open, its limit; "
+                "close one, or retry after the Retry-After seconds",
+            )
+        self._following += 1
+        try:
+            yield
+        finally:
+            self._following -= 1
 
     def service_time(self) -> float:
         """Seconds a request holds its slot at the recent pace: the moving average of those

@@ -262,11 +262,13 @@ class DevRun:
                 sent += 1
             if not self.busy:
                 return
-            async with self._changed:
-                try:
-                    await asyncio.wait_for(self._changed.wait_for(self._past(sent)), wait)
-                except TimeoutError:
-                    yield -1, {}
+            # in this task (no `wait_for` task that a disconnect cancels while it takes the
+            # lock back), and never holding the lock across a yield
+            try:
+                async with asyncio.timeout(wait), self._changed:
+                    await self._changed.wait_for(self._past(sent))
+            except TimeoutError:
+                yield -1, {}
 
     def _past(self, sent: int) -> Callable[[], bool]:
         return lambda: len(self.events) > sent or not self.busy

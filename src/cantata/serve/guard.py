@@ -41,6 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..core import ConfigurationError
 from .admission import send_refusal
 from .errors import RequestError
+from .limits import SERVER_SEND
 
 __all__ = [
     "DEFAULT_CSP",
@@ -279,6 +280,19 @@ def _is_json(content_type: bytes | None) -> bool:
     return kind == b"application" and subtype.endswith(b"+json") and len(subtype) > 5
 
 
+class _KeepServerSend:
+    """The outermost layer: keeps the server's own `send` in the scope (`SERVER_SEND`), for
+    the limits' reset of a stalled connection, which the wrappers of `send` hide."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope[SERVER_SEND] = send
+        await self.app(scope, receive, send)
+
+
 def guarded(
     app: ASGIApp, *, allowed_hosts: Sequence[str] = (), cors_origins: Sequence[str] = ()
 ) -> ASGIApp:
@@ -296,4 +310,4 @@ def guarded(
             expose_headers=_CORS_EXPOSED,
             max_age=600,
         )
-    return wrapped
+    return _KeepServerSend(wrapped)

@@ -31,7 +31,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..core import ConfigurationError
-from .admission import Admission, is_model_work, model_work_by_path, send_refusal
+from .admission import Admission, is_follower, is_model_work, model_work_by_path, send_refusal
 from .drain import Drain
 from .errors import RequestError, ServerStoppingError, error_body
 from .metrics import ServeMetrics
@@ -44,6 +44,7 @@ __all__ = [
     "DEFAULT_QUEUE_TIMEOUT",
     "DEFAULT_REQUEST_TIMEOUT",
     "DEFAULT_WRITE_TIMEOUT",
+    "SERVER_SEND",
     "Limits",
     "LimitsMiddleware",
     "ended_on_purpose",
@@ -62,6 +63,9 @@ DEFAULT_WRITE_TIMEOUT = 30.0
 DEFAULT_ABANDON_AFTER = 3600.0
 """Seconds a run waiting for a person's answer is kept in the server's memory (its thread
 and run objects) before it counts as abandoned and is released."""
+
+SERVER_SEND = "cantata.server_send"
+"""The scope key under which the app's outermost layer keeps the server's own `send`."""
 
 _log = logging.getLogger("cantata.serve")
 _ended_on_purpose: contextvars.ContextVar[bool] = contextvars.ContextVar(
@@ -186,7 +190,14 @@ class LimitsMiddleware:
             return
         exchange = _Exchange(self.app, scope, body, receive, send, self)
         if not is_model_work(scope, body):
-            await exchange.run()
+            if not is_follower(scope, body):
+                await exchange.run()
+                return
+            try:
+                with self.admission.follower():
+                    await exchange.run()
+            except RequestError as exc:  # refused before the exchange began
+                await send_refusal(send, scope, body, exc)
             return
         if model_work_by_path(scope) is None and not await self._may_enter(send, scope, body):
             return
@@ -311,7 +322,7 @@ class _Exchange:
         """The client stopped reading: the run is cancelled (the route's generator was closed
         on the way out) and the connection is aborted."""
         self._owner.metrics.stalled.inc()
-        _abort(self._send)
+        _abort(self._scope.get(SERVER_SEND, self._send))
         _ended_on_purpose.set(True)
         _log.warning(
             "%s ended: the client read nothing for %g s (write timeout)",
@@ -334,8 +345,9 @@ class _Exchange:
 def _abort(send: Send) -> None:
     """Reset the connection behind `send` at once, dropping what it still buffers (in the
     event loop and in the kernel). ASGI has no message for it: the transport is uvicorn's
-    (its `send` is a method of the request's cycle, which holds it); under another server
-    the connection is left to that server's close."""
+    (its `send` is a method of the request's cycle, which holds it; middleware outside this
+    one wraps it, so the app's outermost layer keeps it in the scope under `SERVER_SEND`);
+    under another server the connection is left to that server's close."""
     transport = getattr(getattr(send, "__self__", None), "transport", None)
     if not isinstance(transport, asyncio.WriteTransport):
         return
