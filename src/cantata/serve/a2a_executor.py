@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 import weakref
 from collections.abc import Awaitable
 from typing import Any
@@ -49,7 +48,7 @@ from a2a.utils.errors import InvalidRequestError
 from ..agents import AgentResponse, LocalThread, StateStoreMessageStore
 from ..agents.remote_a2a import a2a_parts, cantata_messages
 from ..core import AlreadyAnsweredError, CantataError, DataContent, Message, TextContent, new_id
-from ..stores import StateStore
+from ..stores import StateStore, take_claim
 from ..teams import waits_for_user
 from .drain import Drain
 from .errors import RequestError
@@ -272,19 +271,10 @@ class ServedAgentExecutor(AgentExecutor):
 
     async def _claim(self, task_id: str) -> bool:
         """Take the answer to waiting task `task_id` for this request, atomically across
-        processes (the store's put-if-absent). A claim outlives its run only when the
-        process holding it died; past its deadline it is taken over."""
-        key = _CLAIM_PREFIX + task_id
-        deadline = time.time() + self._timeout + _CLAIM_SLACK
-        if await self._store.put_if_absent(key, {"until": deadline}):
-            return True
-        held = await self._store.get(key)
-        until = held.get("until") if isinstance(held, dict) else None
-        if isinstance(until, int | float) and until < time.time():
-            _log.warning("A2A task %s: taking over the claim of a process that died", task_id)
-            await self._store.delete(key)
-            return await self._store.put_if_absent(key, {"until": deadline})
-        return False
+        processes (the store's put-if-absent, `take_claim`). A claim outlives its run only
+        when the process holding it died; past its deadline one other answer takes it over."""
+        lease = self._timeout + _CLAIM_SLACK
+        return await take_claim(self._store, _CLAIM_PREFIX + task_id, lease=lease)
 
     async def _answers(self, context_id: str, message: A2AMessage) -> list[Message]:
         """`answers`, a refused answer leaving the task waiting (the handler checks answers
