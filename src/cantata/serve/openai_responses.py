@@ -446,6 +446,7 @@ async def delete_response(request: Request) -> Response:
     response_id = request.path_params["id"]
     try:
         await request.app.state.cantata.responses.delete(response_id)
+        await request.app.state.cantata.store.delete(_CLAIM + response_id)  # its answer's
     except CantataError as exc:
         return error_response(exc)
     return JSONResponse({"id": response_id, "object": "response", "deleted": True})
