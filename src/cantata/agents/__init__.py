@@ -18,6 +18,7 @@ from .context_providers import (
     ContextRun,
 )
 from .instructions import MAX_RENDER_CHARS, MAX_RENDER_SECONDS, InstructionTemplate
+from .memory import Fact, Memory, MemoryOperation, MemoryProvider, MemoryUpdate, memory_tools
 from .message_store import (
     InMemoryMessageStore,
     MessageStore,
@@ -63,11 +64,16 @@ __all__ = [
     "ContextProvider",
     "ContextProviderError",
     "ContextRun",
+    "Fact",
     "HistoryReducer",
     "InMemoryMessageStore",
     "InstructionTemplate",
     "IntermediateCallback",
     "LocalThread",
+    "Memory",
+    "MemoryOperation",
+    "MemoryProvider",
+    "MemoryUpdate",
     "MessageStore",
     "MessageStoreFactory",
     "ResponsesAgent",
@@ -82,4 +88,5 @@ __all__ = [
     "UnknownOptionError",
     "agent_middleware",
     "chat_keywords",
+    "memory_tools",
 ]

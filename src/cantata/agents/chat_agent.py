@@ -315,7 +315,15 @@ async def _provide(agent: ChatAgent, ctx: AgentRunContext) -> Pipeline:
     thread = agent._thread_for_run(ctx.thread)
     ctx.thread = thread  # the turn runs on this thread, the providers' state is in it
     await thread.load_context_state()
-    pipeline = Pipeline(agent._providers, agent, thread, agent._incoming(ctx.messages))
+    arguments = {**(agent.arguments or {}), **(ctx.arguments or {})}
+    pipeline = Pipeline(
+        agent._providers,
+        agent,
+        thread,
+        agent._incoming(ctx.messages),
+        arguments=arguments,
+        tool_kwargs=ctx.kwargs,
+    )
     await pipeline.before()
     kept = pipeline.kept
     if kept:

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ..core import AgentError, ConfigurationError, Message, tracing
@@ -68,11 +69,13 @@ class ContextRun:
         "_addition",
         "_tools",
         "agent",
+        "arguments",
         "error",
         "input",
         "response",
         "state",
         "thread",
+        "tool_kwargs",
     )
 
     def __init__(
@@ -82,8 +85,16 @@ class ContextRun:
         input: Sequence[Message],
         state: dict[str, Any],
         addition: ContextAddition,
+        *,
+        arguments: Mapping[str, Any] | None = None,
+        tool_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         self.agent = agent
+        self.arguments: Mapping[str, Any] = MappingProxyType(dict(arguments or {}))
+        """The run's template arguments (``arguments=``), read only."""
+        self.tool_kwargs: Mapping[str, Any] = MappingProxyType(dict(tool_kwargs or {}))
+        """The run's ``tool_kwargs`` (what the caller knows, such as a user id, and the
+        model cannot see or forge), read only."""
         self.thread = thread
         self.input: tuple[Message, ...] = tuple(input)
         """The run's new messages (read only; the thread holds the rest)."""
@@ -205,13 +216,24 @@ class Pipeline:
         agent: Agent,
         thread: AgentThread,
         input: Sequence[Message],
+        *,
+        arguments: Mapping[str, Any] | None = None,
+        tool_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         self._providers = providers
         self.thread = thread
         state = thread.context_state
         self.additions = [ContextAddition(p.name) for p in providers]
         self._runs = [
-            ContextRun(agent, thread, input, _own_state(state, p.name), a)
+            ContextRun(
+                agent,
+                thread,
+                input,
+                _own_state(state, p.name),
+                a,
+                arguments=arguments,
+                tool_kwargs=tool_kwargs,
+            )
             for p, a in zip(providers, self.additions, strict=True)
         ]
 
