@@ -145,7 +145,8 @@ async def test_yes_or_no_typed_as_text_answers_the_one_pending_approval(tmp_path
 @contextmanager
 def _deployment(kind: str, tmp_path: Path, log: Path, dsn: str | None) -> Iterator[list[str]]:
     """The base URLs of one way of serving `SERVED` over one store: one process, `--workers
-    2`, or two `cantata serve` processes on one SQLite file or one PostgreSQL database."""
+    2`, or two `cantata serve` processes on one SQLite file, one PostgreSQL database or one
+    Redis (`dsn`, the store's URL, for the last two)."""
     store = dsn or f"sqlite:///{tmp_path / 'serve.db'}"
     env = {"REFUND_LOG": str(log)}
     with ExitStack() as stack:
@@ -182,11 +183,12 @@ async def _answered_once(urls: list[str], log: Path, before: list[str]) -> list[
     return effects
 
 
-@pytest.mark.parametrize("kind", ["one", "workers-2", "two-sqlite", "two-postgres"])
+@pytest.mark.parametrize("kind", ["one", "workers-2", "two-sqlite", "two-postgres", "two-redis"])
 async def test_an_answer_runs_once_for_an_agent_a_team_and_a_workflow(
     tmp_path: Path, kind: str, request: pytest.FixtureRequest
 ) -> None:
-    dsn = request.getfixturevalue("postgres_dsn") if kind == "two-postgres" else None
+    services = {"two-postgres": "postgres_dsn", "two-redis": "redis_url"}
+    dsn = request.getfixturevalue(services[kind]) if kind in services else None
     log = tmp_path / "effects.log"
     with _deployment(kind, tmp_path, log, dsn) as urls:
         await _answered_once(urls, log, await _answered_once(urls, log, []))
