@@ -3,6 +3,10 @@
 Every route raises `RequestError` (or lets a `CantataError` through, mapped by
 `status_for`), and the app writes it in OpenAI's error shape,
 ``{"error": {"message", "type", "param", "code"}}``, so an OpenAI client shows the message.
+The message is for a person (it names no Python class); ``code`` says what failed for a
+program: OpenAI's own codes where one fits (``model_not_found``, ``context_length_exceeded``,
+``server_shutting_down``...), else the name of the cantata error (``ModelError``,
+``TimeoutError``...); ``type`` is OpenAI's kind of error for the status.
 """
 
 from __future__ import annotations
@@ -105,7 +109,7 @@ def error_body(exc: BaseException) -> dict[str, Any]:
     """OpenAI's error JSON for `exc` (a non-cantata error says only its type: no internals)."""
     status = status_for(exc)
     if isinstance(exc, CantataError):
-        message = f"{type(exc).__name__}: {exc}"
+        message = str(exc) or f"the run failed ({type(exc).__name__})"
     else:
         message = f"the run failed with {type(exc).__name__}; see the server's log"
     return {
@@ -141,7 +145,7 @@ def _code(exc: BaseException) -> str | None:
         return "context_length_exceeded"
     if isinstance(exc, ServerStoppingError):
         return "server_shutting_down"
-    return None
+    return type(exc).__name__
 
 
 def error_headers(exc: BaseException) -> dict[str, str]:

@@ -3,9 +3,10 @@
 Each request is one run on a fresh thread holding the request's messages (the API is
 stateless: the client sends the whole conversation). Streamed, the answer's text goes out
 as ``chat.completion.chunk`` events as the run produces it, then ``[DONE]``; a failure after
-the stream started is sent as an ``error`` event, which OpenAI clients raise. A run the
-server stops at shutdown ends with that ``error`` event (503, ``server_shutting_down``) and
-then ``[DONE]``.
+the stream started is sent as an ``error`` event, which OpenAI clients raise, and then
+``[DONE]``, as OpenAI ends its streams (a run the server stops at shutdown: code
+``server_shutting_down``). With ``stream_options.include_usage`` the last chunk before
+``[DONE]`` carries the usage (no choices); without it, no chunk does.
 
 Tools the client sends (``tools``) are declared to a served agent's model for this request
 (see `openai_tools`): when the model calls one, the answer carries ``tool_calls`` (finish
@@ -31,7 +32,7 @@ from starlette.responses import JSONResponse, Response
 from ..agents import AgentResponse, LocalThread
 from ..core import CantataError, FunctionCallContent, Message, Usage, new_id
 from .drain import Drain
-from .errors import RequestError, ServerStoppingError, error_body, error_response
+from .errors import RequestError, error_body, error_response
 from .event_stream import EventStream
 from .human_input import input_requests
 from .openai_format import OutputFormat, output_format
@@ -212,8 +213,7 @@ async def _chunks(
         _refuse_waiting(entry, response)
     except CantataError as exc:
         yield _event(error_body(exc))
-        if isinstance(exc, ServerStoppingError):
-            yield b"data: [DONE]\n\n"
+        yield b"data: [DONE]\n\n"
         return
     finally:
         await stream.aclose()

@@ -6,7 +6,9 @@ answer's id names the whole thread so far (see `threads`). ``store: false`` answ
 storing. The answer is one output message holding the run's text; streamed, it goes out as
 the Responses API's events (``response.output_text.delta`` ... ``response.completed``). A
 run that fails ends the stream with ``response.failed`` (a run the server stops at
-shutdown: error code ``server_shutting_down``).
+shutdown: error code ``server_shutting_down``). An answer that ``max_output_tokens`` cut
+is ``incomplete`` (``incomplete_details.reason`` ``max_output_tokens``; streamed, it ends
+with ``response.incomplete``).
 
 Tools the client sends (``tools`` of type ``function``) are declared to a served agent's
 model for this request (see `openai_tools`): a call of one is a ``function_call`` output
@@ -121,9 +123,9 @@ class _Turn:
     ) -> dict[str, Any]:
         u = usage or Usage()
         output: list[dict[str, Any]] = []
-        if status == "completed":
+        if status in ("completed", "incomplete"):
             if text or not calls:
-                output.append(_message_item(self.response_id, text))
+                output.append({**_message_item(self.response_id, text), "status": status})
             output.extend(_call_item(self.response_id, i, c) for i, c in enumerate(calls or []))
             output.extend(_request_item(r, self.entry.name) for r in requests or [])
         return {
@@ -137,7 +139,9 @@ class _Turn:
             "instructions": self.instructions,
             "store": self.store,
             "error": None,
-            "incomplete_details": None,
+            "incomplete_details": (
+                {"reason": "max_output_tokens"} if status == "incomplete" else None
+            ),
             "metadata": {},
             "parallel_tool_calls": False,
             "temperature": None,
@@ -171,7 +175,9 @@ class _Turn:
         requests = input_requests(response.messages)
         calls = self.tools.calls(response)
         text = self.format.answer(response, answer_text(response))
-        body = self.body(text, response.usage, requests=requests, calls=calls)
+        cut = response.finish_reason == "length" and not calls and not requests
+        status = "incomplete" if cut else "completed"
+        body = self.body(text, response.usage, status, requests=requests, calls=calls)
         if self.store and needs_held_run(requests):
             self.waiting.hold(self.response_id, self.thread)
         if self.store:
@@ -524,4 +530,4 @@ async def _events(turn: _Turn) -> AsyncGenerator[bytes, None]:
                 "response.output_item.added", next(seq), {"output_index": index, "item": done}
             )
         yield _sse("response.output_item.done", next(seq), {"output_index": index, "item": done})
-    yield _sse("response.completed", next(seq), {"response": body})
+    yield _sse(f"response.{body['status']}", next(seq), {"response": body})
