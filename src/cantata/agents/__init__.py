@@ -12,12 +12,18 @@ from .chat_agent import ChatAgent, ToolLike
 from .closing import CLOSE_TIMEOUT
 from .context_providers import (
     CONTEXT_SOURCE_KEY,
-    ContextAddition,
     ContextProvider,
     ContextProviderError,
     ContextRun,
 )
 from .instructions import MAX_RENDER_CHARS, MAX_RENDER_SECONDS, InstructionTemplate
+from .knowledge import (
+    IngestReport,
+    Knowledge,
+    KnowledgeError,
+    KnowledgeProvider,
+    knowledge_tool,
+)
 from .memory import Fact, Memory, MemoryOperation, MemoryProvider, MemoryUpdate, memory_tools
 from .message_store import (
     InMemoryMessageStore,
@@ -28,7 +34,13 @@ from .message_store import (
 from .reducers import HistoryReducer, SummarizingReducer, TruncatingReducer
 from .remote_a2a import A2AAgent, A2AThread
 from .remote_responses import ResponsesAgent, ResponsesThread
-from .response import AgentResponse, AgentResponseStream, AgentResponseUpdate
+from .response import (
+    AgentResponse,
+    AgentResponseStream,
+    AgentResponseUpdate,
+    Citation,
+    ContextAddition,
+)
 from .run_options import (
     CHAT_OPTION_KEYWORDS,
     RUN_KEYWORDS,
@@ -60,6 +72,7 @@ __all__ = [
     "AgentThread",
     "ChatAgent",
     "ChatOptionKeywords",
+    "Citation",
     "ContextAddition",
     "ContextProvider",
     "ContextProviderError",
@@ -67,8 +80,12 @@ __all__ = [
     "Fact",
     "HistoryReducer",
     "InMemoryMessageStore",
+    "IngestReport",
     "InstructionTemplate",
     "IntermediateCallback",
+    "Knowledge",
+    "KnowledgeError",
+    "KnowledgeProvider",
     "LocalThread",
     "Memory",
     "MemoryOperation",
@@ -88,5 +105,6 @@ __all__ = [
     "UnknownOptionError",
     "agent_middleware",
     "chat_keywords",
+    "knowledge_tool",
     "memory_tools",
 ]

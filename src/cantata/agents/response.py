@@ -28,7 +28,33 @@ from ..core import (
 if TYPE_CHECKING:
     from .thread import AgentThread
 
-__all__ = ["AgentResponse", "AgentResponseStream", "AgentResponseUpdate", "ContextAddition"]
+__all__ = [
+    "AgentResponse",
+    "AgentResponseStream",
+    "AgentResponseUpdate",
+    "Citation",
+    "ContextAddition",
+]
+
+
+@register(name="cantata.agents.Citation")
+@dataclass(frozen=True, slots=True)
+class Citation:
+    """Where an answer read what it says: a chunk of a document, and its span.
+
+    ``text`` is the chunk (``document_text[start:end]`` of the text the document was
+    ingested as: a PDF's or an HTML page's extracted text); ``heading`` is the section
+    path above it, ``page`` its PDF page.
+    """
+
+    document: str
+    chunk: str
+    start: int
+    end: int
+    text: str = ""
+    heading: str = ""
+    page: int | None = None
+    score: float = 0.0
 
 
 @register(name="cantata.agents.ContextAddition")
@@ -55,6 +81,7 @@ class AgentResponse:
 
     __slots__ = (
         "agent_id",
+        "citations",
         "context",
         "finish_reason",
         "messages",
@@ -75,6 +102,7 @@ class AgentResponse:
         finish_reason: str | None = None,
         response_id: str | None = None,
         context: list[ContextAddition] | None = None,
+        citations: list[Citation] | None = None,
     ) -> None:
         self.messages = messages
         self.thread = thread
@@ -85,6 +113,8 @@ class AgentResponse:
         self.response_id = response_id
         self.context: list[ContextAddition] = context if context is not None else []
         """What each context provider added to this run (empty without providers)."""
+        self.citations: list[Citation] = citations if citations is not None else []
+        """The sources the answer cites (set by a knowledge provider; empty otherwise)."""
 
     @property
     def text(self) -> str:
@@ -231,6 +261,7 @@ def _enc_response(r: AgentResponse) -> dict[str, Any]:
         "finish_reason": r.finish_reason,
         "response_id": r.response_id,
         **({"context": [to_json(c) for c in r.context]} if r.context else {}),
+        **({"citations": [to_json(c) for c in r.citations]} if r.citations else {}),
     }
 
 
@@ -247,8 +278,16 @@ def _dec_response(d: dict[str, Any]) -> AgentResponse:
     context = from_json(d.get("context", []))
     if type(context) is not list:
         raise SerializationError("field 'context' of an agent response must be a list")
+    citations = from_json(d.get("citations", []))
+    if type(citations) is not list or any(type(c) is not Citation for c in citations):
+        raise SerializationError("field 'citations' of an agent response must be citations")
     return AgentResponse(
-        messages, usage=usage, value=from_json(d.get("value")), context=context, **fields
+        messages,
+        usage=usage,
+        value=from_json(d.get("value")),
+        context=context,
+        citations=citations,
+        **fields,
     )
 
 
