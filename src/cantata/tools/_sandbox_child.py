@@ -1,7 +1,7 @@
 """The program `LocalCodeExecutor` starts for each snippet: it builds the kernel's confinement
 around itself, then runs the snippet in the confined process.
 
-Run as ``python -I _sandbox_child.py CONFIG`` by the interpreter the snippet is for, so it
+Run as ``python -I _sandbox_child.py KEY=VALUE ...`` by the interpreter the snippet is for, so it
 uses the standard library only (that interpreter need not have cantata installed). Three
 processes:
 
@@ -16,7 +16,7 @@ processes:
   (no ``execve``, no new process, only threads; no mount, ptrace, namespace or kernel-keyring
   calls), tells the executor that the sandbox is up, and runs the snippet.
 
-Any step that fails is reported on the report pipe (``CONFIG["report_fd"]``) as one line,
+Any step that fails is reported on the report pipe (``report_fd=``) as one line,
 ``missing: <what>``, and the process exits with status 125 before the snippet runs; the
 executor turns that into `SandboxUnavailableError`. Nothing is tried in a weaker way instead.
 """
@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import json
 import os
-import platform
 import resource
 import signal
 import struct
@@ -217,10 +215,11 @@ _JSET = 0x45  # BPF_JMP | BPF_JSET | BPF_K
 _RET = 0x06  # BPF_RET | BPF_K
 
 
-def seccomp_program(denied: tuple[str, ...] = DENIED) -> bytes:
+def seccomp_program(denied: tuple[str, ...] = DENIED, *, threads_only: bool = True) -> bytes:
     """The filter, as classic BPF: other architectures and the x32 ABI kill the process;
-    `denied` calls fail with EPERM; ``clone`` only makes threads (``CLONE_THREAD`` set),
-    ``clone3`` fails with ENOSYS so that the C library falls back to ``clone``."""
+    `denied` calls fail with EPERM; with `threads_only`, ``clone`` only makes threads
+    (``CLONE_THREAD`` set), and ``clone3`` (whose flags a filter cannot read) fails with
+    ENOSYS, so that the C library falls back to ``clone``."""
     eperm = SECCOMP_RET_ERRNO | errno.EPERM
     prog = [
         _insn(_LD_ABS, 0, 0, 4),  # arch
@@ -232,6 +231,8 @@ def seccomp_program(denied: tuple[str, ...] = DENIED) -> bytes:
     ]
     for name in denied:
         prog += [_insn(_JEQ, 0, 1, NR[name]), _insn(_RET, 0, 0, eperm)]
+    if not threads_only:
+        return b"".join([*prog, _insn(_RET, 0, 0, SECCOMP_RET_ALLOW)])
     prog += [
         _insn(_JEQ, 0, 1, NR["clone3"]),
         _insn(_RET, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS),
@@ -248,14 +249,15 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def install_seccomp(denied: tuple[str, ...] = DENIED) -> None:
-    """Forbid new privileges and install the filter on this process (and what it starts)."""
-    if platform.machine() != "x86_64":
+def install_seccomp(denied: tuple[str, ...] = DENIED, *, threads_only: bool = True) -> None:
+    """Forbid new privileges and install the filter (`seccomp_program`) on this process and
+    on whatever it starts."""
+    machine = os.uname().machine
+    if machine != "x86_64":
         raise SetupError(
-            f"a seccomp filter for {platform.machine()} (the sandbox's filter is written "
-            "for x86_64)"
+            f"a seccomp filter for {machine} (the sandbox's filter is written for x86_64)"
         )
-    program = seccomp_program(denied)
+    program = seccomp_program(denied, threads_only=threads_only)
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
     _prctl(PR_SET_NO_NEW_PRIVS, 1, "prctl(PR_SET_NO_NEW_PRIVS)")
@@ -508,7 +510,8 @@ def run_script(path: str) -> None:
 
 
 if __name__ == "__main__":
-    _config = json.loads(sys.argv[1])
+    # KEY=VALUE arguments (json would cost its import, and re's, on every run)
+    _config = dict(arg.split("=", 1) for arg in sys.argv[1:])
     prepare(_config)
     del prepare
     run_script(str(_config["script"]))

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import math
 import os
 import re
@@ -267,7 +266,7 @@ class LocalCodeExecutor(_ScratchExecutor):
                     self.python,
                     "-I",
                     _CHILD,
-                    json.dumps(config),
+                    *(f"{key}={value}" for key, value in config.items()),
                     cwd=self._dir,
                     env=self._environment(),
                     stdin=asyncio.subprocess.DEVNULL,
