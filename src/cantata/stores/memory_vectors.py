@@ -89,7 +89,10 @@ def top_k(
     for ids, matrix, allowed in parts:
         if not len(ids):
             continue
-        scores = matrix @ query
+        # einsum, not `@`: a matrix-vector product gains nothing from BLAS threads, and on a
+        # busy machine OpenBLAS's thread pool made it ten times slower (30 ms against 4 ms
+        # for 20,000 x 384 at a load of 25 on 2 cores).
+        scores = np.einsum("ij,j->i", matrix, query)
         if allowed is not None:
             ids = ids[allowed]
             scores = scores[allowed]
