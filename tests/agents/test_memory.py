@@ -181,3 +181,38 @@ def test_scopes_never_cross(writes: list[tuple[str, str]]) -> None:
                     assert any(f"{user} likes {topic}" in t for t in recalled)
 
     asyncio.run(check())
+
+
+async def test_a_memory_write_in_a_durable_run_is_written_once_across_a_crash() -> None:
+    from cantata.core import WorkflowError
+    from cantata.workflows import (
+        InMemoryCheckpointStore,
+        WorkflowBuilder,
+        WorkflowContext,
+        executor,
+    )
+
+    memory = Memory(InMemoryItemStore(), HashEmbeddingClient(), SCOPE)
+    crash = [True]
+
+    @executor
+    def start(user: str, ctx: WorkflowContext[str]) -> None:
+        ctx.send_message(user)
+
+    @executor
+    async def learn(user: str, ctx: WorkflowContext[None, str]) -> None:
+        ns = memory.namespace({"user_id": user})
+        key = await memory.remember(ns, f"{user} prefers trains.")
+        if crash and crash.pop():
+            raise RuntimeError("killed after the write, before the checkpoint")
+        ctx.yield_output(key)
+
+    workflow = WorkflowBuilder(start).add_edge(start, learn).build()
+    store = InMemoryCheckpointStore()
+    with pytest.raises(WorkflowError, match="killed after the write"):
+        await workflow.run("ada", checkpoint_store=store, run_id="r1")
+    last = (await store.list_checkpoints(run_id="r1"))[-1]
+    result = await workflow.resume(last.checkpoint_id, checkpoint_store=store)
+    facts = await memory.facts(("user", "ada", "facts"))
+    assert [f.text for f in facts] == ["ada prefers trains."]
+    assert result.outputs == [facts[0].key]

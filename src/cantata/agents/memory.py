@@ -13,22 +13,25 @@ that model (structured output) which facts the turn adds, changes or retracts an
 them, a new fact nearly identical to a stored one replacing it rather than joining it.
 Extraction runs inline (the run returns after it) or in the background (``wait=False``;
 `MemoryProvider.drain` waits for what is in flight). `memory_tools` gives an agent that
-manages memory itself ``remember``, ``recall`` and ``forget``.
+manages memory itself ``remember``, ``recall`` and ``forget``. Inside a durable workflow
+run every write is an effect, journaled: a run resumed after a crash writes it once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from ..core import Message, UsageError, new_id
+from ..core.durable import current_effects
 from ..models import ChatClient, ChatOptions
 from ..models.embeddings import EmbeddingClient
 from ..stores import ItemStore, Namespace, SearchHit
@@ -107,15 +110,22 @@ class Memory:
         return tuple(out)
 
     async def remember(self, namespace: Namespace, text: str, *, key: str | None = None) -> str:
-        """Store a fact (replacing the one at `key`); returns its key."""
+        """Store a fact (replacing the one at `key`); returns its key. Inside a durable
+        workflow run the write is an effect: journaled, so a resumed run writes it once."""
         text = text.strip()
         if not text:
             raise UsageError("a fact to remember is empty")
-        key = key or new_id()
-        (vector,) = await self.embedder.embed([text])
-        value = {"fact": text, "at": time.time()}
-        await self.store.put(namespace, key, value, text=text, vector=vector, ttl=self.ttl)
-        return key
+
+        async def write(effect_key: str | None) -> str:
+            # in a durable run the key comes from the effect's key, so a run that died
+            # between the write and its journal entry writes the same item again, not a twin
+            chosen = key or (_key_of(effect_key) if effect_key else new_id())
+            (vector,) = await self.embedder.embed([text])
+            value = {"fact": text, "at": time.time()}
+            await self.store.put(namespace, chosen, value, text=text, vector=vector, ttl=self.ttl)
+            return chosen
+
+        return str(await _effect("memory.remember", write))
 
     async def recall(self, namespace: Namespace, query: str, *, limit: int = 5) -> list[Fact]:
         """The facts of `namespace` most relevant to `query`, best first."""
@@ -127,8 +137,12 @@ class Memory:
         return [_fact(h) for h in hits]
 
     async def forget(self, namespace: Namespace, key: str) -> bool:
-        """Remove a fact; True if it was there."""
-        return await self.store.delete(namespace, key)
+        """Remove a fact; True if it was there (journaled in a durable run, as `remember`)."""
+
+        async def remove(effect_key: str | None) -> bool:
+            return await self.store.delete(namespace, key)
+
+        return bool(await _effect("memory.forget", remove))
 
     async def facts(self, namespace: Namespace, *, limit: int = 100) -> list[Fact]:
         """The scope's facts, by key."""
@@ -157,6 +171,23 @@ class Memory:
                     key = near[0].item.key  # the same fact said again: merged, not added
             touched.append(await self.remember(namespace, text, key=key))
         return touched
+
+
+async def _effect(name: str, fn: Callable[[str | None], Awaitable[Any]]) -> Any:
+    """Run a memory write once per durable run: its result is journaled in the run's
+    effect scope and comes back from there on a resume; outside a durable run, just run."""
+    scope = current_effects()
+    if scope is None:
+        return await fn(None)
+    key = scope.next_key(name)
+    found, result = await scope.lookup(key)
+    if found:
+        return result
+    return await scope.record(key, await fn(key))
+
+
+def _key_of(effect_key: str) -> str:
+    return hashlib.sha256(effect_key.encode()).hexdigest()[:24]
 
 
 def _fact(hit: SearchHit) -> Fact:
