@@ -216,3 +216,32 @@ async def test_a_memory_write_in_a_durable_run_is_written_once_across_a_crash() 
     facts = await memory.facts(("user", "ada", "facts"))
     assert [f.text for f in facts] == ["ada prefers trains."]
     assert result.outputs == [facts[0].key]
+
+
+async def test_recall_extraction_and_knowledge_are_traced(spans: Any) -> None:
+    from cantata.agents import Knowledge, KnowledgeProvider
+
+    memory = Memory(InMemoryItemStore(), HashEmbeddingClient(), SCOPE)
+    learned = MemoryUpdate(operations=[MemoryOperation(op="add", fact="The user rows.")])
+    knowledge = Knowledge(InMemoryItemStore(), HashEmbeddingClient(), ("kb",))
+    await knowledge.ingest_text("guide.md", "# Rowing\n\nBoats are kept by the lake.")
+    providers = [
+        MemoryProvider(memory, extractor=_extractor([learned])),
+        KnowledgeProvider(knowledge),
+    ]
+    agent = ChatAgent(ScriptedChatClient(["ok"]), name="coach", context_providers=providers)
+    await agent.run("I row on the lake. Where are boats?", tool_kwargs={"user_id": "u"})
+    finished = {s.name: s for s in spans.get_finished_spans()}
+    assert finished["knowledge.ingest"].attributes["cantata.knowledge.added"] == 1
+    assert finished["knowledge.search"].attributes["cantata.knowledge.hits"] == 1
+    assert finished["memory.recall"].attributes["cantata.memory.hits"] == 0
+    assert finished["memory.extract"].attributes["cantata.memory.written"] == 1
+    run = finished["invoke_agent coach"]
+    provider_spans = [s for s in finished.values() if s.name.startswith("context_provider ")]
+    assert {s.name for s in provider_spans} == {
+        "context_provider memory",
+        "context_provider knowledge",
+    }
+    assert all(
+        s.parent is not None and s.parent.span_id == run.context.span_id for s in provider_spans
+    )

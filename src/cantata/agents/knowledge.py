@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..core import UsageError
+from ..core import UsageError, tracing
 from ..models.embeddings import EmbeddingClient
 from ..stores import Item, ItemStore, ItemWrite, Namespace
 from ..tools import FunctionTool, tool
@@ -156,6 +156,16 @@ class Knowledge:
     async def _ingest(
         self, document: str, text: str, chunks: list[TextChunk], pages: list[int]
     ) -> IngestReport:
+        with tracing.span("knowledge.ingest", {"cantata.knowledge.chunks": len(chunks)}) as span:
+            report = await self._write(document, text, chunks, pages)
+            if span is not None:
+                span.set_attribute("cantata.knowledge.added", report.added)
+                span.set_attribute("cantata.knowledge.removed", report.removed)
+        return report
+
+    async def _write(
+        self, document: str, text: str, chunks: list[TextChunk], pages: list[int]
+    ) -> IngestReport:
         namespace = self._chunks_of(document)
         present = {i.key: i for i in await self._all(namespace)}
         wanted: dict[str, tuple[TextChunk, str]] = {}
@@ -223,10 +233,13 @@ class Knowledge:
         query = query.strip()
         if not query:
             return []
-        (vector,) = await self.embedder.embed([query])
-        hits = await self.store.search(
-            (*self.collection, "chunks"), vector=vector, text=query, limit=limit
-        )
+        with tracing.span("knowledge.search", {"cantata.knowledge.limit": limit}) as span:
+            (vector,) = await self.embedder.embed([query])
+            hits = await self.store.search(
+                (*self.collection, "chunks"), vector=vector, text=query, limit=limit
+            )
+            if span is not None:
+                span.set_attribute("cantata.knowledge.hits", len(hits))
         out: list[Citation] = []
         for hit in hits:
             value = hit.item.value

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..core import Message, UsageError, new_id
+from ..core import Message, UsageError, new_id, tracing
 from ..core.durable import current_effects
 from ..models import ChatClient, ChatOptions
 from ..models.embeddings import EmbeddingClient
@@ -132,8 +132,11 @@ class Memory:
         query = query.strip()
         if not query:
             return []
-        (vector,) = await self.embedder.embed([query])
-        hits = await self.store.search(namespace, vector=vector, text=query, limit=limit)
+        with tracing.span("memory.recall", {"cantata.memory.limit": limit}) as span:
+            (vector,) = await self.embedder.embed([query])
+            hits = await self.store.search(namespace, vector=vector, text=query, limit=limit)
+            if span is not None:
+                span.set_attribute("cantata.memory.hits", len(hits))
         return [_fact(h) for h in hits]
 
     async def forget(self, namespace: Namespace, key: str) -> bool:
@@ -268,14 +271,18 @@ class MemoryProvider(ContextProvider):
         known = await self.memory.facts(namespace)
         listed = "\n".join(f"{f.key}: {f.text}" for f in known) or "(none)"
         said = "\n".join(f"{m.role}: {m.text}" for m in turn)
-        response = await self.extractor.get_response(
-            [Message("system", _EXTRACT.format(known=listed)), Message("user", said)],
-            options=ChatOptions(response_format=MemoryUpdate, temperature=0.0),
-        )
-        update = response.value
-        if not isinstance(update, MemoryUpdate):
-            update = MemoryUpdate.model_validate_json(response.text)
-        await self.memory.apply(namespace, update)
+        with tracing.span("memory.extract", {"cantata.memory.known": len(known)}) as span:
+            response = await self.extractor.get_response(
+                [Message("system", _EXTRACT.format(known=listed)), Message("user", said)],
+                options=ChatOptions(response_format=MemoryUpdate, temperature=0.0),
+            )
+            update = response.value
+            if not isinstance(update, MemoryUpdate):
+                update = MemoryUpdate.model_validate_json(response.text)
+            touched = await self.memory.apply(namespace, update)
+            if span is not None:
+                span.set_attribute("cantata.memory.operations", len(update.operations))
+                span.set_attribute("cantata.memory.written", len(touched))
 
     async def drain(self, timeout: float = 30.0) -> None:  # noqa: ASYNC109 (a bound)
         """Wait, at most `timeout` seconds, for the background extractions in flight."""
