@@ -526,3 +526,40 @@ def test_cantata_serve_stopped_by_sigterm_leaves_no_scratch_directory() -> None:
             server.kill()
             server.wait(10)
     assert not scratch[0].exists()
+
+
+_FORKS = """
+import os, signal, sys, time
+from cantata.tools import LocalCodeExecutor
+executor = LocalCodeExecutor()
+scratch = executor.work_dir
+for how in ("exit", "sigterm"):
+    pid = os.fork()
+    if pid == 0:  # an inherited executor closed, then the child ends by exit or by SIGTERM
+        executor.close()
+        if how == "sigterm":
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        sys.exit(0)  # through atexit
+    _, status = os.waitpid(pid, 0)
+    print(how, status, scratch.is_dir())
+del executor
+print("dropped", scratch.exists())
+"""
+
+
+def test_a_forked_child_leaves_its_parent_s_scratch_directory_alone() -> None:
+    """A child forked by a server (a worker) that ends, or is stopped by SIGTERM, does not
+    remove the directories its parent made; a dropped executor's directory goes with it."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FORKS],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": os.defpath, "PYTHONPATH": SRC},
+    )
+    assert done.stdout.splitlines() == [
+        "exit 0 True",
+        f"sigterm {signal.SIGTERM} True",
+        "dropped False",
+    ], done.stdout + done.stderr

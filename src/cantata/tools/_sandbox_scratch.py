@@ -22,7 +22,9 @@ from types import FrameType
 
 __all__ = ["make_private_scratch", "remove_private_scratch"]
 
-_live: set[str] = set()
+_live: dict[str, int] = {}
+"""Each private directory and the pid of the process that made it: a forked child inherits
+this table, and must not remove its parent's directories when it ends."""
 _lock = threading.Lock()
 _hooked = False
 
@@ -33,22 +35,27 @@ def make_private_scratch(prefix: str) -> Path:
     _sweep_dead(prefix)
     path = tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-")
     with _lock:
-        _live.add(path)
+        _live[path] = os.getpid()
     _hook()
     return Path(path)
 
 
 def remove_private_scratch(path: Path) -> None:
-    """Remove `path` (made by `make_private_scratch`) and forget it."""
+    """Remove `path` (made by `make_private_scratch`) and forget it; in a forked child of
+    the process that made it, leave it (it is the parent's)."""
     with _lock:
-        _live.discard(str(path))
+        if _live.get(str(path)) != os.getpid():
+            return
+        del _live[str(path)]
     shutil.rmtree(path, ignore_errors=True)
 
 
 def _remove_all() -> None:
+    me = os.getpid()
     with _lock:
-        paths = list(_live)
-        _live.clear()
+        paths = [path for path, owner in _live.items() if owner == me]
+        for path in paths:
+            del _live[path]
     for path in paths:
         shutil.rmtree(path, ignore_errors=True)
 

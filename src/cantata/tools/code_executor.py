@@ -45,6 +45,7 @@ import os
 import re
 import signal
 import sys
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Protocol, Self
@@ -140,6 +141,8 @@ class _ScratchExecutor:
         self._owned: Path | None = None
         if work_dir is None:
             self._owned = self._dir = make_private_scratch(prefix)
+            # an executor dropped without `close` gives its directory back when collected
+            weakref.finalize(self, remove_private_scratch, self._owned).atexit = False
         else:
             self._dir = Path(work_dir).resolve()
             if not self._dir.is_dir():
