@@ -122,3 +122,40 @@ async def test_the_dev_ui_chat_shows_a_pending_approval_and_takes_yes_once(
             else:
                 assert '"already_answered"' in body
     assert _effects(tmp_path) == ["refund 1001"]
+
+
+async def test_a_text_only_client_answers_yes_after_its_own_copy_of_the_conversation(
+    support_url: str, tmp_path: Path
+) -> None:
+    """As pydantic-ai and LangChain send it: the answer's text says what waits and where,
+    and "yes" after the client's copy of the conversation answers it, once."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        asked = (await _post(http, support_url, {"input": "refund 1001"})).json()
+        text = asked["output"][0]["content"][0]["text"]
+        assert "approve the call of `refund`" in text and f"(waiting in {asked['id']})" in text
+        history = [
+            {"role": "user", "content": "refund 1001"},
+            {"role": "assistant", "content": text},
+            {"role": "user", "content": "yes"},
+        ]
+        done = await _post(http, support_url, {"input": history})
+        assert done.status_code == 200, done.text
+        assert done.json()["output"][0]["content"][0]["text"] == "Done: refunded order 1001"
+        again = await _post(http, support_url, {"input": history})
+        assert again.status_code == 409 and again.json()["error"]["code"] == "already_answered"
+    assert _effects(tmp_path) == ["refund 1001"]
+
+
+async def test_pydantic_ai_answers_an_approval_with_yes(support_url: str, tmp_path: Path) -> None:
+    pytest.importorskip("pydantic_ai")
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIResponsesModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    provider = OpenAIProvider(base_url=f"{support_url}/v1", api_key="unused")
+    agent = Agent(OpenAIResponsesModel("support", provider=provider))
+    asked = await agent.run("refund order 1001")
+    assert "approve the call of `refund`" in asked.output
+    done = await agent.run("yes", message_history=asked.all_messages())
+    assert done.output == "Done: refunded order 1001"
+    assert _effects(tmp_path) == ["refund 1001"]

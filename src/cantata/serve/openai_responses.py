@@ -61,6 +61,7 @@ from .human_input import (
     input_requests,
     needs_held_run,
     response_answers,
+    yes_or_no,
 )
 from .openai_format import OutputFormat, output_format
 from .openai_messages import (
@@ -175,6 +176,9 @@ class _Turn:
         requests = input_requests(response.messages)
         calls = self.tools.calls(response)
         text = self.format.answer(response, answer_text(response))
+        if not text and requests:  # what it waits for, for clients that read only text
+            lines = [r.describe() for r in requests]
+            text = "\n".join([*lines, f"(waiting in {self.response_id})"])
         cut = response.finish_reason == "length" and not calls and not requests
         status = "incomplete" if cut else "completed"
         body = self.body(text, response.usage, status, requests=requests, calls=calls)
@@ -262,6 +266,8 @@ async def _implied_previous(body: dict[str, Any], threads: ResponseThreads) -> d
     items = body.get("input")
     if body.get("previous_response_id") is not None or type(items) is not list:
         return body
+    if _typed_yes_or_no(items):
+        return await _waiting_named(body, items, threads)
     if not any(type(i) is dict and i.get("type") == "mcp_approval_response" for i in items):
         return body
     for index in range(len(items) - 1, -1, -1):
@@ -281,6 +287,45 @@ async def _implied_previous(body: dict[str, Any], threads: ResponseThreads) -> d
             continue
         rest = [i for i in items[index + 1 :] if not (type(i) is dict and i.get("id") in given)]
         return {**body, "previous_response_id": record.id, "input": rest}
+    return body
+
+
+_WAITING_IN = re.compile(r"\(waiting in (resp_[0-9a-f]{32})\)")
+
+
+def _typed_yes_or_no(items: list[Any]) -> bool:
+    """Whether the input ends with a user message of just ``yes`` or ``no``."""
+    last = items[-1] if items else None
+    if type(last) is not dict or last.get("role") != "user":
+        return False
+    return yes_or_no(_item_text(last)) is not None
+
+
+def _item_text(item: dict[str, Any]) -> str:
+    content = item.get("content")
+    if type(content) is str:
+        return content
+    parts = content if type(content) is list else []
+    return "".join(str(p.get("text", "")) for p in parts if type(p) is dict)
+
+
+async def _waiting_named(
+    body: dict[str, Any], items: list[Any], threads: ResponseThreads
+) -> dict[str, Any]:
+    """`body` continuing the waiting response that the client's copy of the conversation
+    names in the text of its last assistant message (``(waiting in resp_...)``, as the text
+    of an answer that waits says), when a text-only client (pydantic-ai, LangChain) answers
+    ``yes`` or ``no`` after its own history; unchanged when it names none that is stored."""
+    for item in reversed(items[:-1]):
+        if type(item) is dict and item.get("role") == "assistant":
+            found = _WAITING_IN.search(_item_text(item))
+            if found is None:
+                return body
+            try:
+                record = await threads.get(found.group(1))
+            except RequestError:
+                return body
+            return {**body, "previous_response_id": record.id, "input": [items[-1]]}
     return body
 
 
