@@ -11,7 +11,7 @@ import pytest
 from cantata.core import new_id
 from cantata.stores import InMemoryItemStore, ItemStore, SQLiteItemStore
 
-BACKENDS = ["memory", "sqlite"]
+BACKENDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
 class Clock:

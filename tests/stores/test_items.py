@@ -339,3 +339,22 @@ def test_open_item_store_refuses_unknown_schemes() -> None:
         open_item_store("mongodb://x")
     with pytest.raises(UsageError):
         open_item_store(3)  # type: ignore[arg-type]
+
+
+@pytest.mark.postgres
+async def test_open_item_store_postgres(postgres_dsn: str) -> None:
+    import psycopg
+
+    from cantata.core import new_id
+
+    prefix = f"t{new_id()[:12]}_"
+    store = open_item_store(postgres_dsn, table_prefix=prefix)
+    try:
+        await store.put(NS, "a", {"x": 1}, text="hello there", vector=[0, 1])
+        hits = await store.search(NS, vector=[0, 1], text="hello")
+        assert [h.item.key for h in hits] == ["a"] and store.dimensions == 2
+    finally:
+        await store.close()
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            for table in ("item_meta", "item_namespaces", "items"):
+                conn.execute(f'DROP TABLE IF EXISTS "{prefix}{table}"'.encode())

@@ -23,6 +23,7 @@ from .url import open_store
 
 if TYPE_CHECKING:
     from .memory_local import InMemoryItemStore
+    from .memory_postgres import PostgresItemStore
     from .memory_sqlite import SQLiteItemStore
     from .postgres import PostgresStore
     from .redis import RedisStore
@@ -36,6 +37,7 @@ __all__ = [
     "MemoryStore",
     "Namespace",
     "NamespaceError",
+    "PostgresItemStore",
     "PostgresStore",
     "RedisStore",
     "SQLiteItemStore",
@@ -60,14 +62,21 @@ __all__ = [
 _LAZY = {"PostgresStore": "postgres", "RedisStore": "redis"}
 # The item stores need numpy, imported on first use so that `import cantata` stays light.
 _LAZY_LOCAL = {"InMemoryItemStore": "memory_local", "SQLiteItemStore": "memory_sqlite"}
+_LAZY_EXTRA = {"PostgresItemStore": ("postgres", "memory_postgres")}
 
 
 def __getattr__(name: str) -> Any:
+    import importlib
+
     local = _LAZY_LOCAL.get(name)
     if local is not None:
-        import importlib
-
         return getattr(importlib.import_module(f"{__name__}.{local}"), name)
+    if name in _LAZY_EXTRA:
+        from .url import _backend
+
+        needs, module = _LAZY_EXTRA[name]
+        _backend(needs, "PostgresStore")  # the extra's check, with what to install
+        return getattr(importlib.import_module(f"{__name__}.{module}"), name)
     extra = _LAZY.get(name)
     if extra is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,13 +6,14 @@ from typing import Any
 
 from ..core import ConfigurationError, short_repr
 from .memory_items import ItemStore
-from .url import _sqlite_path
+from .url import _backend, _sqlite_path
 
 __all__ = ["open_item_store"]
 
 
 def open_item_store(url: str, **options: Any) -> ItemStore:
-    """An item store for `url` (``memory://``, ``sqlite:///path.db``).
+    """An item store for `url` (``memory://``, ``sqlite:///path.db``,
+    ``postgresql://user@host/db``).
 
     Keyword `options` go to the backend (``dimensions=384``, for one). The store connects
     on first use, or on ``await store.open()`` or ``async with``. A URL whose scheme has no
@@ -30,7 +31,13 @@ def open_item_store(url: str, **options: Any) -> ItemStore:
         from .memory_sqlite import SQLiteItemStore
 
         return SQLiteItemStore(_sqlite_path(url, rest), **options)
+    if scheme in ("postgresql", "postgres"):
+        _backend("postgres", "PostgresStore")  # psycopg installed, or the extra to install
+        from .memory_postgres import PostgresItemStore
+
+        return PostgresItemStore(url, **options)
     raise ConfigurationError(
-        f"no item store for URL {short_repr(url, 200)}: the scheme must be memory or sqlite "
-        "(memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db, sqlite://:memory:)"
+        f"no item store for URL {short_repr(url, 200)}: the scheme must be memory, sqlite or "
+        "postgresql (memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db, "
+        "sqlite://:memory:, postgresql://user@host:port/db)"
     )
