@@ -15,7 +15,7 @@ PIP_QUIET ?= -q
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install $(PIP_QUIET) --upgrade pip
-	$(PY) -m pip install $(PIP_QUIET) -e ".[all,dev]"
+	$(PY) -m pip install $(PIP_QUIET) -e ".[all,dev,compat]"
 	touch $@
 
 demo: PIP_QUIET :=
