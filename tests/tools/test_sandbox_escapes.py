@@ -1,9 +1,10 @@
-"""Ways out of an in-interpreter guard, run for real: each snippet is first run in a plain
-``python -I`` (where it does get out: reads the secret, writes outside, starts a process,
-connects, reads the parent's environment, loads native code), then through
-`LocalCodeExecutor`, where none of that happens. Then the bounds: a runaway loop, a fork
-bomb, a thread bomb, a memory bomb and a huge file end within their limits and leave no
-process behind; a machine that cannot confine refuses to run code."""
+"""Ways out of an in-interpreter guard, and a setuid file left for the host, run for real:
+each snippet is first run in a plain ``python -I`` (where it does get out: reads the secret,
+writes outside, starts a process, connects, reads the parent's environment, loads native
+code, leaves a setuid program), then through `LocalCodeExecutor`, where none of that
+happens. Then the bounds: a runaway loop, a fork bomb, a thread bomb, a memory bomb and a
+huge file end within their limits and leave no process behind; a machine that cannot
+confine refuses to run code; private scratch directories go when their process ends."""
 
 from __future__ import annotations
 
@@ -130,6 +131,8 @@ class Room:
             found.add("read the parent's environment")
         if "stable release version" in result.stdout:  # the loader's --version ran
             found.add("started a process")
+        if any(p.lstat().st_mode & 0o6000 for p in self.scratch.rglob("*")):
+            found.add("left a setuid file")  # a setuid-root program, when root runs the code
         if "loaded native code" in result.stdout:
             found.add("loaded native code")
         return found
@@ -250,6 +253,19 @@ ESCAPES: dict[str, tuple[str, set[str]]] = {
                      (ctypes.c_char_p * 3)(b"ld.so", b"--version", None), None)
         """,
         {"read a secret", "changed the outside", "started a process"},
+    ),
+    "a setuid file for the host": (
+        """
+        import os, shutil
+        shutil.copy({lib_ext!r}, "prog")
+        for make in (lambda: os.chmod("prog", 0o4755),
+                     lambda: os.close(os.open("made", os.O_CREAT | os.O_WRONLY, 0o6755))):
+            try:
+                make()
+            except OSError as exc:
+                print(exc)
+        """,
+        {"left a setuid file"},
     ),
     "C extension loaded by path": (
         """

@@ -14,7 +14,7 @@ processes:
   left in the namespace. It waits for the third and reports how that ended;
 - the third sets the resource limits, forbids new privileges, installs a seccomp filter
   (no ``execve``, no new process, only threads; no mount, ptrace, namespace or kernel-keyring
-  calls), tells the executor that the sandbox is up, and runs the snippet.
+  calls; no setuid or setgid file), tells the executor that the sandbox is up, and runs the snippet.
 
 Any step that fails is reported on the report pipe (``report_fd=``) as one line,
 ``missing: <what>``, and the process exits with status 125 before the snippet runs; the
@@ -124,6 +124,22 @@ NR = {
     "clone3": 435,
     "mount_setattr": 442,
 }
+MODE_CALLS: tuple[tuple[str, int, int], ...] = (
+    ("open", 2, 2),
+    ("creat", 85, 1),
+    ("chmod", 90, 1),
+    ("fchmod", 91, 1),
+    ("mknod", 133, 1),
+    ("openat", 257, 3),
+    ("mknodat", 259, 2),
+    ("fchmodat", 268, 2),
+    ("fchmodat2", 452, 2),
+)
+"""Calls that set a file's mode, with the index of their mode argument: a setuid or setgid
+bit is refused (EPERM). The code runs as the caller's user; when that is root, such a file
+left in the scratch directory would be a setuid-root program for the host."""
+_NR_OPENAT2 = 437  # its mode is in a struct the filter cannot read: ENOSYS, the C library
+# falls back to openat
 _NR_UNSHARE = 272
 _NR_PIVOT_ROOT = 155
 _NR_MOUNT_SETATTR = 442
@@ -217,9 +233,10 @@ _RET = 0x06  # BPF_RET | BPF_K
 
 def seccomp_program(denied: tuple[str, ...] = DENIED, *, threads_only: bool = True) -> bytes:
     """The filter, as classic BPF: other architectures and the x32 ABI kill the process;
-    `denied` calls fail with EPERM; with `threads_only`, ``clone`` only makes threads
-    (``CLONE_THREAD`` set), and ``clone3`` (whose flags a filter cannot read) fails with
-    ENOSYS, so that the C library falls back to ``clone``."""
+    `denied` calls fail with EPERM, and so does a setuid or setgid mode (`MODE_CALLS`);
+    with `threads_only`, ``clone`` only makes threads (``CLONE_THREAD`` set), and
+    ``clone3`` (whose flags a filter cannot read) fails with ENOSYS, so that the C library
+    falls back to ``clone``."""
     eperm = SECCOMP_RET_ERRNO | errno.EPERM
     prog = [
         _insn(_LD_ABS, 0, 0, 4),  # arch
@@ -231,6 +248,15 @@ def seccomp_program(denied: tuple[str, ...] = DENIED, *, threads_only: bool = Tr
     ]
     for name in denied:
         prog += [_insn(_JEQ, 0, 1, NR[name]), _insn(_RET, 0, 0, eperm)]
+    prog += [_insn(_JEQ, 0, 1, _NR_OPENAT2), _insn(_RET, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS)]
+    for _, number, index in MODE_CALLS:
+        prog += [
+            _insn(_JEQ, 0, 4, number),
+            _insn(_LD_ABS, 0, 0, 16 + 8 * index),  # the mode, low 32 bits
+            _insn(_JSET, 0, 1, 0o6000),  # S_ISUID | S_ISGID
+            _insn(_RET, 0, 0, eperm),
+            _insn(_RET, 0, 0, SECCOMP_RET_ALLOW),
+        ]
     if not threads_only:
         return b"".join([*prog, _insn(_RET, 0, 0, SECCOMP_RET_ALLOW)])
     prog += [

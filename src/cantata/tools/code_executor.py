@@ -18,8 +18,10 @@ first puts itself, with Linux namespaces, rlimits and seccomp, where it can harm
   filter that refuses ``execve`` and any new process (``fork``, ``subprocess``,
   ``os.system``, ``multiprocessing``: threads only), and the calls that would change
   mounts, namespaces or the kernel (``mount``, ``unshare``, ``setns``, ``ptrace``,
-  ``bpf``, ``io_uring`` ...); its user namespace maps only the caller's user, and it holds
-  no capability;
+  ``bpf``, ``io_uring`` ...) and any setuid or setgid mode on a file (the code runs as the
+  caller's user: a setuid file left in the scratch directory by code run as root would be a
+  setuid-root program on the host); its user namespace maps only the caller's user, and it
+  holds no capability;
 - resources: its address space (``memory``), every file it writes (``file_size``), its CPU
   seconds (the time limit, rounded up, plus one) and its open files are bounded by rlimits,
   its threads by the address space (each has a stack) and, for a user other than root
