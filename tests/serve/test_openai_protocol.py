@@ -124,3 +124,21 @@ async def test_a_failed_responses_stream_ends_with_response_failed(url: str) -> 
     assert failed.status == "failed"
     assert failed.error.code == "ModelError"  # type: ignore[union-attr]
     assert failed.error.message.startswith("the model server is down")  # type: ignore[union-attr]
+
+
+async def test_a_chat_stream_past_the_time_limit_ends_with_an_error_then_done() -> None:
+    from cantata.serve import Limits
+
+    from .test_app import SlowStreamer
+
+    slow = SlowStreamer()
+    async with (
+        MemoryStore() as store,
+        serving(slow, store=store, limits=Limits(request_timeout=0.5)) as base,
+        httpx.AsyncClient(base_url=base, timeout=30) as http,
+    ):
+        body = {"model": "slow", "messages": ASK, "stream": True}
+        reply = await http.post("/v1/chat/completions", json=body)
+    events = [line[6:] for line in reply.text.splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    assert "longer than the server's limit" in json.loads(events[-2])["error"]["message"]

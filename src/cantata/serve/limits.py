@@ -332,12 +332,15 @@ class _Exchange:
 
     async def _timed_out(self, seconds: float) -> None:
         """Say so: an error response, or an ``error`` event that ends an event stream
-        (OpenAI clients raise it). Any other started response is cut off."""
+        (OpenAI clients raise it; a chat stream's ``[DONE]`` follows). Any other started
+        response is cut off."""
         error = _timeout_error(seconds)
         if not self._started:
             await send_error(self._send, error)
         elif self._event_stream and not self._complete:
             event = f"data: {json.dumps(error_body(error))}\n\n".encode()
+            if self._scope.get("path") == "/v1/chat/completions":
+                event += b"data: [DONE]\n\n"  # as OpenAI ends a chat stream, failed or not
             await self._send({"type": "http.response.body", "body": event, "more_body": True})
             await self._send({"type": "http.response.body", "body": b"", "more_body": False})
 
