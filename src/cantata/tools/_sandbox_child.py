@@ -1,9 +1,9 @@
 """The program `LocalCodeExecutor` starts for each snippet: it builds the kernel's confinement
 around itself, then runs the snippet in the confined process.
 
-Run as ``python -I _sandbox_child.py KEY=VALUE ...`` by the interpreter the snippet is for, so it
-uses the standard library only (that interpreter need not have cantata installed). Three
-processes:
+Run by the interpreter the snippet is for (``python -I -c`` importing this file, so that its
+compiled form is cached, then `main`), so it uses the standard library only (that
+interpreter need not have cantata installed). Three processes:
 
 - the first (the one the executor started and kills at the time limit) enters new user,
   mount, network, PID, IPC, UTS and cgroup namespaces, mounts the new root (an empty
@@ -23,15 +23,15 @@ executor turns that into `SandboxUnavailableError`. Nothing is tried in a weaker
 
 from __future__ import annotations
 
+# the C module behind `signal`, without the enums whose import every run would pay for
+import _signal as signal  # type: ignore[import-not-found]
 import ctypes
 import errno
 import os
 import resource
-import signal
 import struct
 import sys
 import types
-from typing import Any
 
 # -- constants of the Linux ABI (x86_64) ------------------------------------------------
 
@@ -170,7 +170,7 @@ def _check(result: int, what: str) -> int:
     return result
 
 
-def _syscall(number: int, *args: Any) -> int:
+def _syscall(number: int, *args: object) -> int:
     return int(_libc.syscall(ctypes.c_long(number), *args))
 
 
@@ -424,7 +424,7 @@ def drop_capabilities() -> None:
     _check(_syscall(_NR_CAPSET, ctypes.byref(header), data), "capset (dropping capabilities)")
 
 
-def set_limits(config: dict[str, Any]) -> None:
+def set_limits(config: dict[str, str]) -> None:
     """The resource limits of the code's process (soft and hard: it cannot raise them)."""
     cpu = int(config["cpu_seconds"])
     for name, value in (
@@ -468,7 +468,7 @@ def _end_like(status: int) -> None:
     os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
 
-def prepare(config: dict[str, Any]) -> None:
+def prepare(config: dict[str, str]) -> None:
     """Build the sandbox; returns only in the code's process, confined and limited."""
     report = int(config["report_fd"])
     scratch = str(config["scratch"])
@@ -535,9 +535,13 @@ def run_script(path: str) -> None:
         sys.exit(1)
 
 
+def main(argv: list[str]) -> None:
+    """Confine this process as `argv` (``KEY=VALUE`` arguments; json would cost its import,
+    and re's, on every run) says, then run the snippet in it."""
+    config = dict(arg.split("=", 1) for arg in argv)
+    prepare(config)
+    run_script(config["script"])
+
+
 if __name__ == "__main__":
-    # KEY=VALUE arguments (json would cost its import, and re's, on every run)
-    _config = dict(arg.split("=", 1) for arg in sys.argv[1:])
-    prepare(_config)
-    del prepare
-    run_script(str(_config["script"]))
+    main(sys.argv[1:])

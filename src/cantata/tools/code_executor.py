@@ -175,6 +175,11 @@ class _ScratchExecutor:
 
 _CHILD = str(Path(__file__).with_name("_sandbox_child.py"))
 """The program that confines itself, then runs the snippet (see its docstring)."""
+_LAUNCH = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); import _sandbox_child as child; "
+    "del sys.path[0]; child.main(sys.argv[1:])"
+)
+"""Imported rather than run as a script, whose compiled form Python would not cache."""
 
 _SIZE = re.compile(r"(\d+)([kmg]?)b?", re.IGNORECASE)
 
@@ -270,7 +275,9 @@ class LocalCodeExecutor(_ScratchExecutor):
                 process = await asyncio.create_subprocess_exec(
                     self.python,
                     "-I",
-                    _CHILD,
+                    "-c",
+                    _LAUNCH,
+                    os.path.dirname(_CHILD),
                     *(f"{key}={value}" for key, value in config.items()),
                     cwd=self._dir,
                     env=self._environment(),
