@@ -288,3 +288,35 @@ async def test_client_held_history_with_items_and_references(url: str) -> None:
                 model="forecaster",
                 input=[{"role": "user", "content": "hi"}, {"type": "computer_call"}],  # type: ignore[list-item]
             )
+
+
+def _both_at_once(messages: list[Message], options: ChatOptions) -> Any:
+    """Calls its own tool and the client's in one answer, then answers with both results."""
+    results = {
+        c.call_id: c.result
+        for m in messages
+        for c in m.contents
+        if type(c) is FunctionResultContent
+    }
+    if "call_w1" not in results:
+        return [
+            tool_call("population", {"city": "Oslo"}, call_id="pop"),
+            tool_call("weather", {"city": "Oslo"}, call_id="call_w1"),
+        ]
+    return f"Oslo ({results.get('pop', '?')} people): {results['call_w1']}"
+
+
+async def test_the_agents_own_call_beside_the_clients_runs_on_the_server() -> None:
+    agent = ChatAgent(ScriptedChatClient(_both_at_once), name="both", tools=[population])
+    async with MemoryStore() as store, serving(agent, store=store) as base, _client(base) as client:
+        first = await client.responses.create(
+            model="both", input="weather?", tools=[RESPONSES_WEATHER]
+        )
+        assert [(i.type, i.name) for i in first.output] == [("function_call", "weather")]  # type: ignore[union-attr]
+        second = await client.responses.create(
+            model="both",
+            previous_response_id=first.id,
+            input=[{"type": "function_call_output", "call_id": "call_w1", "output": "hail"}],
+            tools=[RESPONSES_WEATHER],
+        )
+    assert second.output_text == "Oslo (709000 people): hail"

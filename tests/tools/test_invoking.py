@@ -449,6 +449,21 @@ async def test_calls_to_tools_the_caller_declared_are_returned_not_run() -> None
     inner.assert_complete()
 
 
+async def test_own_calls_beside_a_declared_one_run_and_the_declared_one_is_returned() -> None:
+    declared = ToolSpec("client_side", "The caller runs this.", {"type": "object"})
+    own = tool_call("add", {"a": 1, "b": 2}, call_id="own")
+    theirs = tool_call("client_side", {"x": 1}, call_id="theirs")
+    client, inner = loop([[own, theirs]])
+    response = await client.get_response(
+        [Message("user", "x")], options=ChatOptions(tools=[declared])
+    )
+    assert response.finish_reason == "tool_calls"
+    assert [m.role for m in response.messages] == ["assistant", "tool"]
+    (result,) = response.messages[1].function_results
+    assert (result.call_id, result.result) == ("own", 3)
+    inner.assert_complete()
+
+
 async def test_a_model_error_propagates() -> None:
     client, _ = loop([ModelError("server down")])
     with pytest.raises(ModelError, match="server down"):

@@ -66,7 +66,10 @@ class ClientTools:
             return []
         names = self.names
         out: list[FunctionCallContent] = []
-        for message in reversed(response.messages):
+        messages = list(response.messages)
+        while messages and messages[-1].role == "tool":  # results of the agent's own calls
+            messages.pop()
+        for message in reversed(messages):
             if message.role != "assistant":
                 break
             found = [c for c in message.contents if type(c) is FunctionCallContent]

@@ -241,8 +241,16 @@ class FunctionLoopRun:
             self._finish = response.finish_reason or "stop"
             return []
         if any(call.name in self._declared_only for call in calls):
-            self._finish = "tool_calls"  # the caller runs tools it declared without a function
-            return []
+            # the caller runs the tools it declared without a function; ours run here, so
+            # the caller gets back only the calls that are its own to answer
+            own = [call for call in calls if call.name not in self._declared_only]
+            updates = []
+            if own:
+                self._iterations += 1
+                updates = await self._deliver(await self._run_within_budget(own))
+            if self._finish is None:
+                self._finish = "tool_calls"
+            return updates
         self._iterations += 1
         outcomes = await self._run_within_budget(calls)
         updates = await self._deliver(outcomes)

@@ -44,7 +44,8 @@ class FunctionInvokingChatClient:
     of `FunctionApprovalResponseContent`s to resume), ``"terminated"`` (a middleware
     ended the run; tool calls of its last answer get an error result saying they did not
     run), ``"tool_calls"`` (the model called a tool the caller declared in
-    ``options.tools`` without a function: nothing of that turn ran, the caller handles it).
+    ``options.tools`` without a function: the caller handles those calls; calls of the
+    loop's own tools in the same answer ran, their results recorded before the caller's).
     A ``tool_choice`` of ``"required"`` or a tool name applies to the first request only.
 
     Retries: with a ``retry_policy`` (`cantata.core.retry.RetryPolicy`; a call's
