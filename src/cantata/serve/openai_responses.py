@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +43,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..agents import AgentResponse, LocalThread
+from ..agents import AgentResponse, Citation, LocalThread
 from ..core import (
     CantataError,
     FunctionCallContent,
@@ -121,12 +121,14 @@ class _Turn:
         status: str = "completed",
         requests: list[InputRequest] | None = None,
         calls: list[FunctionCallContent] | None = None,
+        citations: Sequence[Citation] = (),
     ) -> dict[str, Any]:
         u = usage or Usage()
         output: list[dict[str, Any]] = []
         if status in ("completed", "incomplete"):
             if text or not calls:
-                output.append({**_message_item(self.response_id, text), "status": status})
+                item = _message_item(self.response_id, text, _annotations(text, citations))
+                output.append({**item, "status": status})
             output.extend(_call_item(self.response_id, i, c) for i, c in enumerate(calls or []))
             output.extend(_request_item(r, self.entry.name) for r in requests or [])
         return {
@@ -181,7 +183,14 @@ class _Turn:
             text = "\n".join([*lines, f"(waiting in {self.response_id})"])
         cut = response.finish_reason == "length" and not calls and not requests
         status = "incomplete" if cut else "completed"
-        body = self.body(text, response.usage, status, requests=requests, calls=calls)
+        body = self.body(
+            text,
+            response.usage,
+            status,
+            requests=requests,
+            calls=calls,
+            citations=response.citations,
+        )
         if self.store and needs_held_run(requests):
             self.waiting.hold(self.response_id, self.thread)
         if self.store:
@@ -380,14 +389,25 @@ def _request_item(request: InputRequest, server: str) -> dict[str, Any]:
     }
 
 
-def _message_item(response_id: str, text: str) -> dict[str, Any]:
+def _message_item(
+    response_id: str, text: str, annotations: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     return {
         "type": "message",
         "id": f"msg_{response_id[5:]}",
         "status": "completed",
         "role": "assistant",
-        "content": [{"type": "output_text", "text": text, "annotations": []}],
+        "content": [{"type": "output_text", "text": text, "annotations": annotations or []}],
     }
+
+
+def _annotations(text: str, citations: Sequence[Citation]) -> list[dict[str, Any]]:
+    """The answer's citations as the Responses API's ``file_citation`` annotations: the
+    document as the file's name, the chunk as its id, at the end of the text they support."""
+    return [
+        {"type": "file_citation", "file_id": c.chunk, "filename": c.document, "index": len(text)}
+        for c in citations
+    ]
 
 
 async def _turn(request: Request) -> _Turn:
@@ -564,6 +584,9 @@ async def _events(turn: _Turn) -> AsyncGenerator[bytes, None]:
             if turn.format.whole and part["text"]:
                 delta = {**where, "delta": part["text"], "logprobs": []}
                 yield _sse("response.output_text.delta", next(seq), delta)
+            for n, annotation in enumerate(part["annotations"]):
+                added = {**where, "annotation_index": n, "annotation": annotation}
+                yield _sse("response.output_text.annotation.added", next(seq), added)
             yield _sse(
                 "response.output_text.done",
                 next(seq),
