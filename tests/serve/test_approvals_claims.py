@@ -34,3 +34,18 @@ async def test_an_expired_claim_is_taken_over_by_one_caller(tmp_path: Path) -> N
         assert not await take_claim(one, "k", lease=60)  # the new holder's lease runs
         await one.put("k", {"answering": True})  # held without a deadline: held for good
         assert not await take_claim(two, "k", lease=0.001)
+
+
+async def test_a_dead_holders_session_claim_goes_to_one_of_many_answers(tmp_path: Path) -> None:
+    from cantata.core import AlreadyAnsweredError
+    from cantata.workflows import StateStoreCheckpointStore
+
+    async with SQLiteStore(tmp_path / "c.db") as one, SQLiteStore(tmp_path / "c.db") as two:
+        await one.put("wf:ckpt:c1", {"a": 1})  # a checkpoint waits (its record is there)
+        await one.put("wf:claim:c1", {"until": time.time() - 1})  # its holder died
+        stores = [StateStoreCheckpointStore(s, claim_lease=60) for s in (one, two)]
+        results = await asyncio.gather(
+            *(stores[i % 2].claim("c1") for i in range(8)), return_exceptions=True
+        )
+        assert results.count(None) == 1, results
+        assert all(isinstance(r, AlreadyAnsweredError) for r in results if r is not None)

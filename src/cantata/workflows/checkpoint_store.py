@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -28,7 +27,7 @@ from ..core import (
     StoreError,
     short_repr,
 )
-from ..stores import MemoryStore, StateStore, seal, unseal
+from ..stores import MemoryStore, StateStore, seal, take_claim, unseal
 from ._file_store import FileStore
 from .checkpoint import WorkflowCheckpoint
 
@@ -206,19 +205,8 @@ class StateStoreCheckpointStore:
 
     async def _take(self, key: str) -> bool:
         """Put-if-absent of a claim; with a lease, a claim past its deadline (its holder
-        died) is taken over."""
-        if self.claim_lease is None:
-            return await self.store.put_if_absent(key, True)
-        deadline = time.time() + self.claim_lease
-        if await self.store.put_if_absent(key, {"until": deadline}):
-            return True
-        held = await self.store.get(key)
-        until = held.get("until") if isinstance(held, dict) else None
-        if not isinstance(until, int | float) or until >= time.time():
-            return False
-        _log.warning("taking over the claim %s of a process that did not finish its run", key)
-        await self.store.delete(key)
-        return await self.store.put_if_absent(key, {"until": deadline})
+        died) is taken over, by one caller (`take_claim`)."""
+        return await take_claim(self.store, key, lease=self.claim_lease)
 
     async def release(self, checkpoint_id: str) -> None:
         """Give back a claim whose answer did not go on (refused before the run took it)."""
