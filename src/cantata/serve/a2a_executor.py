@@ -45,7 +45,7 @@ from a2a.types.a2a_pb2 import Message as A2AMessage
 from a2a.types.a2a_pb2 import Part, TaskState
 from a2a.utils.errors import InvalidRequestError
 
-from ..agents import AgentResponse, LocalThread, StateStoreMessageStore
+from ..agents import AgentResponse, Citation, LocalThread, StateStoreMessageStore
 from ..agents.remote_a2a import a2a_parts, cantata_messages
 from ..core import AlreadyAnsweredError, CantataError, DataContent, Message, TextContent, new_id
 from ..stores import StateStore, take_claim
@@ -66,7 +66,13 @@ from .human_input import (
 from .openai_messages import answer_text
 from .served import Served
 
-__all__ = ["CONTEXT_LOG_PREFIX", "MAX_WAITING", "ServedAgentExecutor", "context_thread"]
+__all__ = [
+    "CITATIONS_KEY",
+    "CONTEXT_LOG_PREFIX",
+    "MAX_WAITING",
+    "ServedAgentExecutor",
+    "context_thread",
+]
 
 CONTEXT_LOG_PREFIX = "a2a:ctx:"
 """The store log of an A2A context's thread is this prefix and the context id."""
@@ -102,6 +108,23 @@ def _status_parts(requests: list[InputRequest], said: str, why: str = "") -> lis
         item["arguments_json"] = json.dumps(item["arguments"], ensure_ascii=False, default=str)
         listed.append(item)
     return [text, new_data_part({INPUT_KEY: listed})]
+
+
+CITATIONS_KEY = "cantata_citations"
+"""Key of the data part of a completed task's message that lists the answer's citations."""
+
+
+def _citation(c: Citation) -> dict[str, Any]:
+    """A citation as A2A data; offsets as text, since a data part's numbers are doubles."""
+    return {
+        "document": c.document,
+        "chunk": c.chunk,
+        "heading": c.heading,
+        "start": str(c.start),
+        "end": str(c.end),
+        "page": str(c.page) if c.page is not None else "",
+        "text": c.text,
+    }
 
 
 class _Refused(Exception):
@@ -251,7 +274,10 @@ class ServedAgentExecutor(AgentExecutor):
         if waits_for_user(response.messages):  # a team asks the user: the task stays open
             await updater.requires_input(updater.new_agent_message([new_text_part(text)]))
             return
-        await updater.complete(updater.new_agent_message([new_text_part(text)]))
+        parts = [new_text_part(text)]
+        if response.citations:  # where the answer read it: a data part beside the text
+            parts.append(new_data_part({CITATIONS_KEY: [_citation(c) for c in response.citations]}))
+        await updater.complete(updater.new_agent_message(parts))
 
     async def claim_answer(self, task_id: str) -> None:
         """Take the answer to waiting task `task_id` for this request before the SDK runs
