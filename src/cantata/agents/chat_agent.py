@@ -10,6 +10,7 @@ that fails in between leaves no call without its result).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any, Unpack
 
@@ -27,7 +28,7 @@ from ..tools import (
 from ..tools.invoking import RECORDED
 from .agent import Agent, AgentInput
 from .agent_middleware import AgentMiddleware, AgentRunContext, run_chain, stream_chain
-from .closing import close_client
+from .closing import CLOSE_TIMEOUT, close_client
 from .context_providers import ContextProvider, Pipeline, check_providers
 from .instructions import InstructionTemplate
 from .message_store import MessageStoreFactory
@@ -101,6 +102,7 @@ class ChatAgent(Agent):
         answer_with_tool_results: bool = False,
         tool_results_format: str = DEFAULT_TOOL_RESULTS_FORMAT,
         context_providers: Iterable[ContextProvider] = (),
+        owns_providers: bool = False,
     ) -> None:
         super().__init__(
             name=name,
@@ -169,6 +171,8 @@ class ChatAgent(Agent):
         self.history_reducer = history_reducer
         """Shrinks each model request (never the thread); leading system messages stay."""
         self._providers = check_providers(context_providers, owner=name)
+        self.owns_providers = owns_providers
+        """Whether `aclose` closes the context providers too."""
 
     @property
     def context_providers(self) -> tuple[ContextProvider, ...]:
@@ -198,8 +202,13 @@ class ChatAgent(Agent):
         if self._closed:
             return
         self._closed = True
-        if self.owns_client:
-            await close_client(self.client, owner=self.name)
+        try:
+            if self.owns_providers:
+                for provider in self._providers:
+                    await asyncio.wait_for(provider.aclose(), CLOSE_TIMEOUT)
+        finally:
+            if self.owns_client:
+                await close_client(self.client, owner=self.name)
 
     # -- threads ---------------------------------------------------------------------
 

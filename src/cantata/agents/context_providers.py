@@ -173,6 +173,9 @@ class ContextProvider:
     async def after_run(self, run: ContextRun) -> None:
         """See the outcome: `run.input`, `run.response` or `run.error`, and `run.state`."""
 
+    async def aclose(self) -> None:
+        """Release what the provider holds (an agent that owns it calls this on close)."""
+
 
 def check_providers(
     providers: Iterable[ContextProvider], *, owner: str

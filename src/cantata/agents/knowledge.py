@@ -293,14 +293,31 @@ def _where(c: Citation) -> str:
 class KnowledgeProvider(ContextProvider):
     """Retrieves a `Knowledge`'s relevant chunks into each run; cites them after it."""
 
-    def __init__(self, knowledge: Knowledge, *, limit: int = 4, name: str = "knowledge") -> None:
+    def __init__(
+        self,
+        knowledge: Knowledge,
+        *,
+        limit: int = 4,
+        name: str = "knowledge",
+        files: Sequence[str | os.PathLike[str]] = (),
+        owns_store: bool = False,
+    ) -> None:
         super().__init__(name)
         self.knowledge = knowledge
         self.limit = limit
+        self.files = tuple(files)
+        """Ingested before the first run (again on each start: unchanged chunks cost nothing)."""
+        self.owns_store = owns_store
+        """Whether `aclose` closes the collection's store too."""
+        self._ingested: asyncio.Task[None] | None = None
         self._found: dict[int, list[Citation]] = {}  # by run, from before to after it
 
     async def before_run(self, run: ContextRun) -> None:
         """Put the relevant chunks, numbered, in front of the conversation."""
+        if self.files:
+            if self._ingested is None:
+                self._ingested = asyncio.ensure_future(self._ingest_files())
+            await asyncio.shield(self._ingested)
         query = " ".join(m.text for m in run.input if m.role == "user" and m.text)
         found = await self.knowledge.search(query, limit=self.limit)
         if not found:
@@ -311,6 +328,15 @@ class KnowledgeProvider(ContextProvider):
             f"you use by its number in brackets, like [1].\n\n{listed}"
         )
         self._found[id(run)] = found
+
+    async def _ingest_files(self) -> None:
+        for path in self.files:
+            await self.knowledge.ingest(path)
+
+    async def aclose(self) -> None:
+        """Close the collection's store when owned."""
+        if self.owns_store:
+            await self.knowledge.store.close()
 
     async def after_run(self, run: ContextRun) -> None:
         """Set the response's citations: the sources it cites, else all it was given."""

@@ -225,8 +225,11 @@ class MemoryProvider(ContextProvider):
         limit: int = 5,
         wait: bool = True,
         name: str = "memory",
+        owns_store: bool = False,
     ) -> None:
         super().__init__(name)
+        self.owns_store = owns_store
+        """Whether `aclose` closes the memory's store too."""
         self.memory = memory
         self.extractor = extractor
         self.limit = limit
@@ -283,6 +286,12 @@ class MemoryProvider(ContextProvider):
             if span is not None:
                 span.set_attribute("cantata.memory.operations", len(update.operations))
                 span.set_attribute("cantata.memory.written", len(touched))
+
+    async def aclose(self) -> None:
+        """Wait for background extractions (bounded), then close the store if owned."""
+        await self.drain()
+        if self.owns_store:
+            await self.memory.store.close()
 
     async def drain(self, timeout: float = 30.0) -> None:  # noqa: ASYNC109 (a bound)
         """Wait, at most `timeout` seconds, for the background extractions in flight."""

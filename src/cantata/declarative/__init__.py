@@ -20,6 +20,7 @@ from ..core import ConfigurationError
 
 _BUILTINS = (
     "_builtin_models",
+    "_builtin_memory",
     "_builtin_agents",
     "_builtin_teams",
     "_builtin_swarms",

@@ -8,6 +8,7 @@ from typing import Any
 from ..agents import ChatAgent, SummarizingReducer, TruncatingReducer
 from ..core import RetryPolicy
 from ..tools import FunctionTool
+from ._builtin_memory import LEARN_ATTR
 from ._builtin_models import _fields, _typed
 from .errors import SpecError
 from .options import options_from_data, options_to_data
@@ -50,6 +51,8 @@ def _dump_agent(agent: ChatAgent, ctx: ConfigContext) -> dict[str, Any]:
     out["max_iterations"] = agent.max_iterations
     if agent.retry_policy is not None:
         out["retry_policy"] = _retry_to_data(agent.retry_policy)
+    if agent.context_providers:  # written only when set: older configs stay the same
+        out["context_providers"] = [_dump(p, ctx) for p in agent.context_providers]
     if agent.answer_with_tool_results:  # written only when set: older configs stay the same
         out["answer_with_tool_results"] = True
         out["tool_results_format"] = agent.tool_results_format
@@ -78,7 +81,7 @@ def _retry_from_data(data: Any, where: str) -> RetryPolicy:
 _AGENT_FIELDS = {
     "name", "description", "instructions", "arguments", "client", "tools", "options",
     "history_reducer", "max_iterations", "retry_policy", "answer_with_tool_results",
-    "tool_results_format",
+    "tool_results_format", "context_providers",
 }  # fmt: skip
 
 
@@ -97,6 +100,15 @@ def _build_agent(config: Mapping[str, Any], ctx: ConfigContext) -> ChatAgent:
     ]
     reducer = args.pop("history_reducer", None)
     retry = args.pop("retry_policy", None)
+    found = args.pop("context_providers", [])
+    if not isinstance(found, list):
+        raise SpecError(f"{where}: 'context_providers' must be a list of provider configs")
+    providers = [
+        build(p, ctx, where=f"{where}.context_providers[{i}]") for i, p in enumerate(found)
+    ]
+    for provider in providers:
+        if getattr(provider, LEARN_ATTR, False):
+            provider.extractor = client  # learns with the agent's own model
     return ChatAgent(
         client,
         tools=tools,
@@ -106,6 +118,8 @@ def _build_agent(config: Mapping[str, Any], ctx: ConfigContext) -> ChatAgent:
         else None,
         owns_client=True,
         retry_policy=_retry_from_data(retry, where) if retry is not None else None,
+        context_providers=providers,
+        owns_providers=True,
         **args,
     )
 

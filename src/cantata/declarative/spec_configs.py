@@ -87,6 +87,21 @@ def agent_config(spec: AgentSpec) -> dict[str, Any]:
         )
     if spec.max_iterations is not None:
         config["max_iterations"] = spec.max_iterations
+    providers = []
+    if spec.memory is not None:
+        providers.append(
+            _component(
+                "cantata.agents.MemoryProvider", "context_provider", spec.memory.model_dump()
+            )
+        )
+    if spec.knowledge is not None:
+        providers.append(
+            _component(
+                "cantata.agents.KnowledgeProvider", "context_provider", spec.knowledge.model_dump()
+            )
+        )
+    if providers:
+        config["context_providers"] = providers
     return _component("cantata.agents.ChatAgent", "agent", config)
 
 

@@ -77,6 +77,33 @@ class InputSpec(_Strict):
     required: bool = False
 
 
+class MemorySpec(_Strict):
+    """Long-term memory: facts recalled into each run, learned after it by the agent's model."""
+
+    store: str = Field(description="Item store URL: sqlite:///memory.db, memory://, ...")
+    scope: list[str] = Field(
+        default_factory=lambda: ["user", "{user_id}", "facts"],
+        description="Namespace template, filled from the run's tool_kwargs.",
+    )
+    embeddings: str | dict[str, Any] = Field(
+        "hash", description="'hash', 'local', or {base_url, model} of an embeddings server."
+    )
+    learn: bool = Field(True, description="Extract new facts after each run.")
+    limit: int = 5
+
+
+class KnowledgeSpec(_Strict):
+    """Documents the agent searches and cites."""
+
+    store: str = Field(description="Item store URL: sqlite:///knowledge.db, memory://, ...")
+    collection: list[str] = Field(default_factory=lambda: ["knowledge", "default"])
+    embeddings: str | dict[str, Any] = "hash"
+    files: list[str] = Field(
+        default_factory=list, description="Ingested before the first run (changes only)."
+    )
+    limit: int = 4
+
+
 class AgentSpec(_Strict):
     """A chat agent. When both `instructions` and `template` are given, `instructions` wins
     (`template` is the Semantic Kernel spelling; both are Jinja2 templates)."""
@@ -94,6 +121,8 @@ class AgentSpec(_Strict):
     response_format: dict[str, Any] | None = Field(None, description="A JSON schema.")
     history: int | None = Field(None, description="Keep the last N messages per request.")
     max_iterations: int | None = None
+    memory: MemorySpec | None = None
+    knowledge: KnowledgeSpec | None = None
 
 
 class RemoteAgentSpec(_Strict):
