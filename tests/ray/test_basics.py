@@ -178,3 +178,15 @@ async def test_the_senders_trace_context_reaches_the_handler(cluster: object) ->
         f"{sends[0].context.trace_id:032x}",
         f"{sends[0].context.span_id:016x}",
     ]
+
+
+async def test_the_runtime_logs_its_pool_at_info(
+    cluster: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="cantata.runtime.ray"):
+        async with fresh() as rt:
+            await rt.register_factory("counter", ra.Counter)
+    said = [r.getMessage() for r in caplog.records if r.name == "cantata.runtime.ray"]
+    assert any("pool of 4 hosts on 2 nodes" in m for m in said), said
