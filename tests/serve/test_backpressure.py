@@ -52,11 +52,14 @@ def _long(messages: list[Message], options: ChatOptions) -> str:
 
 
 @asynccontextmanager
-async def _server(model: _Counting, limits: Limits) -> AsyncIterator[tuple[int, uvicorn.Server]]:
+async def _server(
+    model: _Counting, limits: Limits, cors_origins: Sequence[str] = ()
+) -> AsyncIterator[tuple[int, uvicorn.Server]]:
     sock = listen_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
     store = MemoryStore()
-    app = build_app(ChatAgent(model, name="long"), store=store, limits=limits)
+    agent = ChatAgent(model, name="long")
+    app = build_app(agent, store=store, limits=limits, cors_origins=cors_origins)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
@@ -72,13 +75,14 @@ async def _server(model: _Counting, limits: Limits) -> AsyncIterator[tuple[int, 
         await store.close()
 
 
-def _request(port: int) -> bytes:
+def _request(port: int, origin: str | None = None) -> bytes:
     body = json.dumps(
         {"model": "long", "stream": True, "messages": [{"role": "user", "content": "go"}]}
     ).encode()
     head = (
         f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        + (f"Origin: {origin}\r\n" if origin else "")
+        + f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body
 
@@ -92,15 +96,20 @@ async def _metric(port: int, name: str) -> float:
     return 0.0
 
 
-async def test_a_client_that_never_reads_pauses_then_ends_its_stream_and_run() -> None:
+@pytest.mark.parametrize("origin", [None, "http://app.test"])
+async def test_a_client_that_never_reads_pauses_then_ends_its_stream_and_run(
+    origin: str | None,
+) -> None:
+    """Also from a page of an origin the server allows, whose answer CORS wraps."""
     model = _Counting(_long, chunk_size=CHUNK)
-    async with _server(model, Limits(write_timeout=1.0)) as (port, server):
+    cors = [origin] if origin else []
+    async with _server(model, Limits(write_timeout=1.0), cors) as (port, server):
         client = socket.socket()
         client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         client.connect(("127.0.0.1", port))
         try:
             mine = client.getsockname()[1]
-            client.sendall(_request(port))  # then never read a byte
+            client.sendall(_request(port, origin))  # then never read a byte
             async with asyncio.timeout(WAIT):
                 while await _metric(port, "cantata_serve_stalled_streams_total") < 1:  # noqa: ASYNC110
                     await asyncio.sleep(0.05)
