@@ -111,10 +111,10 @@ def serve_command(
         bool,
         typer.Option(
             "--allow-remote-code-execution",
-            help="Serve agents that run model-written Python (a coder agent, a code runner) "
-            "outside a sandbox (ContainerCodeExecutor is one): anyone who can send a prompt "
-            "can have code run on this machine, on loopback too (a proxy, a tunnel, another "
-            "user). Refused without this flag.",
+            help="Serve agents that run model-written Python on this machine (a coder agent, "
+            "a code runner, in LocalCodeExecutor's sandbox or not; ContainerCodeExecutor needs "
+            "no flag): anyone who can send a prompt can have code run here, on loopback too (a "
+            "proxy, a tunnel, another user). Refused without this flag.",
         ),
     ] = False,
     allowed_host: Annotated[

@@ -4,11 +4,11 @@ can refuse to offer them unless the user says they accept the risk.
 An entry runs local code when an agent in it (the agent itself, a team's participants, a
 workflow's agent executors, an agent used as a tool, at any depth of nesting) is a
 `CodeRunnerAgent` or has a tool made by `python_tool`, over an executor that does not say
-the kernel confines it (``isolated``: a `ContainerCodeExecutor` runs each snippet in a
-container, without the network or the host's files). A tool of your own that runs code
-some other way is not recognised. Anyone who can send such an entry a prompt can have the
-model write code that runs here, and loopback is no exception: a proxy, a tunnel or another
-user of the machine reaches it too.
+it runs code apart (``isolated``: a `ContainerCodeExecutor` runs each snippet in a
+container; `LocalCodeExecutor`'s kernel sandbox is on this machine, so it needs the flag).
+A tool of your own that runs code some other way is not recognised. Anyone who can send
+such an entry a prompt can have the model write code that runs here, and loopback is no
+exception: a proxy, a tunnel or another user of the machine reaches it too.
 """
 
 from __future__ import annotations
@@ -73,8 +73,8 @@ def check_local_code(served: ServedSet, *, allow: bool) -> None:
     if names:
         raise ConfigurationError(
             f"{', '.join(repr(n) for n in names)} run model-written Python on this machine "
-            "(a coder agent or a code runner) outside a sandbox: anyone who can send a "
-            "prompt (through a proxy, a tunnel, or another user of this machine, on loopback "
-            f"too) could have code run here. Pass {ALLOW_FLAG} if you accept that risk, or "
-            "give the agent an executor the kernel confines (ContainerCodeExecutor)"
+            "(a coder agent or a code runner): anyone who can send a prompt (through a "
+            "proxy, a tunnel, or another user of this machine, on loopback too) could have "
+            f"code run here. Pass {ALLOW_FLAG} if you accept that risk, or give the agent an "
+            "executor that runs it elsewhere (ContainerCodeExecutor)"
         )

@@ -118,8 +118,10 @@ class _ScratchExecutor:
     private one it removes on `close`, at exit or on SIGTERM, or the caller's, left alone)."""
 
     isolated: ClassVar[bool] = False
-    """Whether the code runs confined by the kernel (a container, namespaces), so that
-    `cantata serve` may offer it to clients without ``--allow-remote-code-execution``."""
+    """Whether the code runs apart from this machine's user session (a container), so that
+    `cantata serve` may offer it to clients without ``--allow-remote-code-execution``.
+    `LocalCodeExecutor`'s sandbox confines the code, but on this machine's kernel, CPU and
+    disk, with no image between: serving it stays the operator's explicit choice."""
 
     def __init__(
         self,
