@@ -169,8 +169,19 @@ def test_team_run_json_shows_every_participants_tool_calls(tmp_path: Path) -> No
 
 
 def test_run_has_verbose_and_names_allow_as_a_flag(tmp_path: Path) -> None:
+    import logging
+
     spec = _write(tmp_path, "a.yaml", AGENT)
-    result = runner.invoke(app, ["run", spec, "weather?", "--verbose"])
+    root, ours = logging.getLogger(), logging.getLogger("cantata")
+    handlers, levels = list(root.handlers), (root.level, ours.level)
+    try:  # --verbose logs to the runner's stderr, closed after the call: put logging back
+        result = runner.invoke(app, ["run", spec, "weather?", "--verbose"])
+    finally:
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+        root.setLevel(levels[0])
+        ours.setLevel(levels[1])
     assert result.exit_code == 1
     assert "No such option" not in result.output
     assert "allow=[" not in result.output
