@@ -23,10 +23,13 @@ import os
 
 if os.environ.get("PYTEST_XDIST_WORKER"):  # before llama.cpp's libgomp is loaded
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import importlib
+import shutil
 import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -119,6 +122,29 @@ def require_service(name: str, host: str, port: int) -> None:
     message = f"{name} is not reachable on {host}:{port}"
     if IN_CI:
         pytest.fail(f"{message}, and CI is set: start it (see .ci/run)")
+    pytest.skip(message)
+
+
+def require_module(name: str, install: str) -> ModuleType:
+    """`name` imported; when it is missing, skip the test, or fail it under CI (where the
+    project's extras are installed). `install` says how to get it."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        if IN_CI:
+            pytest.fail(f"{name} is not installed, and CI is set: {install}")
+        pytest.skip(f"{name} is not installed ({install})")
+
+
+def require_programs(*names: str) -> None:
+    """Skip the test when a program is not on PATH, or fail it under CI (where .ci/run's
+    machine has them)."""
+    missing = [n for n in names if shutil.which(n) is None]
+    if not missing:
+        return
+    message = f"{', '.join(missing)} not on PATH"
+    if IN_CI:
+        pytest.fail(f"{message}, and CI is set")
     pytest.skip(message)
 
 

@@ -8,14 +8,13 @@ A library that is not installed skips its tests locally; under ``CI=true`` it fa
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Iterator
 from types import ModuleType
 
 import pytest
 
-from ..conftest import IN_CI
+from ..conftest import require_module
 from ..serve._servers import cli_server
 
 # litellm fetches a price list from the internet at import unless told to use its own copy
@@ -25,12 +24,7 @@ os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 
 def need(module: str) -> ModuleType:
     """`module`, or a skip (a failure under CI) when the compat extra lacks it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        if IN_CI:
-            raise
-        pytest.skip(f"{module} is not installed (pip install -e '.[compat]')")
+    return require_module(module, "pip install -e '.[compat]'")
 
 
 @pytest.fixture(scope="session")

@@ -6,11 +6,10 @@ without Node or npm the test skips."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from ..conftest import require_programs
 
 HERE = Path(__file__).parent / "vercel"
 INSTALL_TIMEOUT = 300
@@ -33,8 +32,7 @@ def _install() -> None:
 
 
 def test_the_vercel_ai_sdk(base_url: str) -> None:
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("Node.js and npm are not installed")
+    require_programs("node", "npm")
     _install()
     done = subprocess.run(
         ["node", str(HERE / "check.mjs"), base_url],

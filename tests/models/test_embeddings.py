@@ -24,6 +24,7 @@ from cantata.models.embeddings import (
 )
 
 from .._chat_server import Reply, chat_server
+from ._llama_server import llama_server
 
 
 class Counting(BaseEmbeddingClient):
@@ -202,49 +203,11 @@ async def test_openai_client_pools_token_vectors() -> None:
 # -- llama.cpp's server, for real ---------------------------------------------------------------
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def llama_embedding_server() -> Iterator[str]:
     """llama_cpp.server with embeddings on, on the default SmolLM2 model, on 127.0.0.1."""
-    pytest.importorskip("llama_cpp.server")
-    from cantata.models._llama_model import default_model_path
-
-    port = _free_port()
-    cmd = [
-        sys.executable, "-m", "llama_cpp.server", "--model", default_model_path(),
-        "--host", "127.0.0.1", "--port", str(port), "--embedding", "true", "--n_ctx", "512",
-    ]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    ready = threading.Event()
-    log: list[str] = []
-
-    def watch() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            log.append(line)
-            if "Uvicorn running on" in line:
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=watch, daemon=True).start()
-    try:
-        if not ready.wait(120) or proc.poll() is not None:
-            pytest.fail("llama_cpp.server did not start:\n" + "".join(log[-20:]))
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with llama_server("--embedding", "true", "--n_ctx", "512") as url:
+        yield url
 
 
 @pytest.mark.openai_server

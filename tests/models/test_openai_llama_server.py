@@ -4,11 +4,6 @@ through the fallbacks for what that server lacks (forced tool choice, ``json_sch
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 
 import pytest
@@ -18,6 +13,8 @@ from cantata.agents import ChatAgent
 from cantata.core import Message
 from cantata.models import ChatOptions, ChatResponse, OpenAIChatClient, ToolSpec
 from cantata.tools import tool
+
+from ._llama_server import llama_server as run_llama_server
 
 WEATHER = ToolSpec(
     "get_weather",
@@ -34,60 +31,11 @@ class City(BaseModel):
 # --- llama.cpp's OpenAI-compatible server, for real ------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def llama_server() -> Iterator[str]:
     """llama_cpp.server on the default SmolLM2 model, on a free port of 127.0.0.1."""
-    pytest.importorskip("llama_cpp.server")
-    from cantata.models._llama_model import default_model_path
-
-    port = _free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "llama_cpp.server",
-        "--model",
-        default_model_path(),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--chat_format",
-        "chatml-function-calling",
-        "--n_ctx",
-        "2048",
-    ]
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=os.environ.copy()
-    )
-    ready = threading.Event()
-    log: list[str] = []
-
-    def watch() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            log.append(line)
-            if "Uvicorn running on" in line:
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=watch, daemon=True).start()
-    try:
-        if not ready.wait(120) or proc.poll() is not None:
-            pytest.fail("llama_cpp.server did not start:\n" + "".join(log[-20:]))
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with run_llama_server("--chat_format", "chatml-function-calling", "--n_ctx", "2048") as url:
+        yield url
 
 
 def _server_client(url: str) -> OpenAIChatClient:

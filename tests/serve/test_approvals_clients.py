@@ -16,6 +16,7 @@ import pytest
 
 from cantata.stores import MemoryStore
 
+from ..conftest import require_module
 from ._refunds import make_support
 from ._servers import serving
 
@@ -74,7 +75,7 @@ async def test_the_approval_names_a_server_listed_in_the_tools_and_the_client_ma
 
 
 async def test_the_agents_sdk_answers_an_approval_with_a_hosted_mcp_tool(support_url: str) -> None:
-    agents = pytest.importorskip("agents")
+    agents = require_module("agents", "pip install -e '.[compat]'")
     from openai import AsyncOpenAI
 
     agents.set_tracing_disabled(True)
@@ -147,7 +148,7 @@ async def test_a_text_only_client_answers_yes_after_its_own_copy_of_the_conversa
 
 
 async def test_pydantic_ai_answers_an_approval_with_yes(support_url: str, tmp_path: Path) -> None:
-    pytest.importorskip("pydantic_ai")
+    require_module("pydantic_ai", "pip install -e '.[compat]'")
     from pydantic_ai import Agent
     from pydantic_ai.models.openai import OpenAIResponsesModel
     from pydantic_ai.providers.openai import OpenAIProvider

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import shutil
 import struct
 import sys
 import zlib
@@ -28,12 +27,18 @@ from cantata.models import ChatOptions, ScriptedChatClient, tool_call
 from cantata.models._openai_mapping import to_openai_messages
 from cantata.tools.mcp_tools import MCPTools, _result_value
 
+from ..conftest import require_programs
 from ..serve._servers import running
 
 TIMEOUT = 120.0  # npx may fetch its package on a first run
 EVERYTHING = "@modelcontextprotocol/server-everything@2026.8.31"
 FILESYSTEM = "@modelcontextprotocol/server-filesystem@2026.8.31"
-needs_npx = pytest.mark.skipif(shutil.which("npx") is None, reason="npx (Node.js) is not installed")
+needs_npx = pytest.mark.usefixtures("_npx")
+
+
+@pytest.fixture
+def _npx() -> None:
+    require_programs("npx")
 
 
 def _png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:

@@ -144,6 +144,13 @@ class ContextRun:
             )
         (self._addition.kept if keep else self._addition.messages).extend(out)
 
+    def _discard(self) -> None:
+        """Forget what the provider added to this run (it failed and is skipped)."""
+        self._tools.clear()
+        self._addition.instructions.clear()
+        self._addition.messages.clear()
+        self._addition.kept.clear()
+
     def add_tools(self, tools: Iterable[ToolLike]) -> None:
         """Offer tools for this run only (beside the agent's own and the call's): typed
         functions, `FunctionTool`s, agents or plugins, as an agent's ``tools=`` takes."""
@@ -243,19 +250,11 @@ class Pipeline:
     async def before(self) -> None:
         for provider, run in zip(self._providers, self._runs, strict=True):
             try:
-                with tracing.span(
-                    f"context_provider {provider.name}",
-                    {"cantata.context.source": provider.name, "cantata.context.step": "before"},
-                ):
+                with _span(provider, "before"):
                     await provider.before_run(run)
             except Exception as exc:
                 self._failed(provider, run, exc, "before the run")
-                run._tools.clear()
-                addition = run._addition
-                addition.instructions.clear()
-                addition.messages.clear()
-                addition.kept.clear()
-                addition.tools.clear()
+                run._discard()  # skipped: nothing it added so far goes into the request
 
     async def after(self, response: AgentResponse | None, error: BaseException | None) -> None:
         for provider, run in zip(self._providers, self._runs, strict=True):
@@ -263,10 +262,7 @@ class Pipeline:
                 continue
             run.response, run.error = response, error
             try:
-                with tracing.span(
-                    f"context_provider {provider.name}",
-                    {"cantata.context.source": provider.name, "cantata.context.step": "after"},
-                ):
+                with _span(provider, "after"):
                     await provider.after_run(run)
             except Exception as exc:
                 if error is not None:  # the run's own failure is what the caller sees
@@ -318,6 +314,13 @@ class Pipeline:
                 run._addition.tools.extend(t.name for t in made)
                 out.extend(made)
         return out
+
+
+def _span(provider: ContextProvider, step: str) -> Any:
+    return tracing.span(
+        f"context_provider {provider.name}",
+        {"cantata.context.source": provider.name, "cantata.context.step": step},
+    )
 
 
 def _own_state(state: dict[str, Any], name: str) -> dict[str, Any]:

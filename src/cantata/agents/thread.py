@@ -194,6 +194,7 @@ class LocalThread(AgentThread):
             factory = message_store_factory or _memory_store
             message_store = factory(self._id)
         self.message_store: MessageStore = message_store
+        self._stored_context: str | None = None  # the providers' state as last read or written
 
     @property
     def id(self) -> str:
@@ -237,15 +238,18 @@ class LocalThread(AgentThread):
         found = await load()
         if found is not None:
             self._context = _context_data(found)
+            self._stored_context = _context_json(found)
 
     async def save_context_state(self) -> None:
-        """Write the providers' state to the message store, when it keeps one."""
+        """Write the providers' state to the message store, when it keeps one and the state
+        changed since it was read or written (a turn that changed nothing writes nothing)."""
         save = getattr(self.message_store, "save_context", None)
         if not self._context:
             return
         text = _context_json(self._context)
-        if save is not None:
+        if save is not None and text != self._stored_context:
             await save(json.loads(text))
+            self._stored_context = text
 
     @classmethod
     async def deserialize(

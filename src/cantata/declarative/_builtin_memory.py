@@ -67,15 +67,23 @@ def _dump(provider: Any, ctx: ConfigContext) -> dict[str, Any]:
     return dict(config)
 
 
+def _store_args(
+    config: Mapping[str, Any], allowed: set[str], types: dict[str, type], where: str, file: str
+) -> dict[str, Any]:
+    """A provider config's fields, checked: known names, their types, a store URL."""
+    args = _fields(config, allowed, where)
+    _typed(args, {"store": str, "limit": int, "name": str, **types}, where)
+    if "store" not in args:
+        raise SpecError(f"{where}: 'store' (an item store URL such as sqlite:///{file})")
+    return args
+
+
 _MEMORY = {"store", "scope", "embeddings", "learn", "limit", "name", "ttl"}
 
 
 def _build_memory(config: Mapping[str, Any], ctx: ConfigContext) -> MemoryProvider:
     where = "cantata.agents.MemoryProvider"
-    args = _fields(config, _MEMORY, where)
-    _typed(args, {"store": str, "learn": bool, "limit": int, "name": str}, where)
-    if "store" not in args:
-        raise SpecError(f"{where}: 'store' (an item store URL such as sqlite:///memory.db)")
+    args = _store_args(config, _MEMORY, {"learn": bool}, where, "memory.db")
     ttl = args.get("ttl")
     if ttl is not None and (not isinstance(ttl, int | float) or ttl <= 0):
         raise SpecError(f"{where}: 'ttl' is a number of seconds, got {ttl!r:.40}")
@@ -98,10 +106,7 @@ _KNOWLEDGE = {"store", "collection", "embeddings", "limit", "name", "files"}
 
 def _build_knowledge(config: Mapping[str, Any], ctx: ConfigContext) -> KnowledgeProvider:
     where = "cantata.agents.KnowledgeProvider"
-    args = _fields(config, _KNOWLEDGE, where)
-    _typed(args, {"store": str, "limit": int, "name": str, "files": list}, where)
-    if "store" not in args:
-        raise SpecError(f"{where}: 'store' (an item store URL such as sqlite:///knowledge.db)")
+    args = _store_args(config, _KNOWLEDGE, {"files": list}, where, "knowledge.db")
     files = args.get("files", [])
     if not all(isinstance(f, str) and f for f in files):
         raise SpecError(f"{where}: 'files' is a list of paths")
