@@ -197,7 +197,9 @@ async def serve_rows(quick: bool) -> list[Row]:
     from bench_serve import _server_process
 
     total = int(os.environ.get("SOAK_SERVE", 2_000 if quick else 10_000))
-    with _server_process(target="benchmarks/soak.py:team") as (url, proc):
+    store = os.environ.get("SOAK_SERVE_STORE")
+    extra = ("--store", store) if store else ()
+    with _server_process(*extra, target="benchmarks/soak.py:team") as (url, proc):
         async with httpx.AsyncClient(timeout=60) as http:
 
             async def one(i: int) -> None:

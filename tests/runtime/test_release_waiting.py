@@ -4,6 +4,7 @@ longer reachable from the server."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import time
@@ -71,3 +72,31 @@ def test_the_log_names_the_bound(caplog: pytest.LogCaptureFixture) -> None:
     time.sleep(0.03)
     assert waiting.take("x") is None
     assert "not answered within 0.01s" in caplog.text
+
+
+async def test_an_idle_server_releases_a_run_nobody_answers_when_its_time_is_up() -> None:
+    """No other request comes: the timer on the loop releases the run all the same."""
+    metrics = ServeMetrics()
+    waiting = WaitingThreads(abandon_after=0.05, abandoned=metrics.abandoned)
+    left = LocalThread()
+    ref = weakref.ref(left)
+    waiting.hold("left", left)
+    del left
+    for _ in range(100):  # bounded: 2 s at most
+        if "left" not in waiting:
+            break
+        await asyncio.sleep(0.02)
+    assert "left" not in waiting
+    gc.collect()
+    assert ref() is None
+    assert _abandoned(metrics, "timeout") == 1
+    assert waiting._timer is None  # nothing held, nothing armed
+
+
+async def test_a_run_answered_before_its_time_leaves_no_timer_behind() -> None:
+    waiting = WaitingThreads(abandon_after=60)
+    thread = LocalThread()
+    waiting.hold("x", thread)
+    assert waiting._timer is not None
+    assert waiting.take("x") is thread
+    assert waiting._timer is None

@@ -32,6 +32,7 @@ task keeps waiting.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -434,8 +435,9 @@ class WaitingThreads:
     """Thread objects whose run waits for a person, by the id the answer will name (an A2A
     context id, a response id). An agent view keeps a waiting run with its thread object, so
     the process that asked answers without restoring it; at most `limit` of them, each for
-    at most `abandon_after` seconds (looked at whenever a run starts waiting or an answer
-    comes). One dropped, the oldest past the limit or one past its time, is abandoned: the
+    at most `abandon_after` seconds (a timer on the running loop releases the oldest when
+    its time is up, so an idle server lets go of them too). One dropped, the oldest past the
+    limit or one past its time, is abandoned: the
     log says so, `abandoned` (a counter, labelled ``limit`` or ``timeout``) counts it, and
     its answer then restores the run from the store, when it was checkpointed there, else
     is refused."""
@@ -451,6 +453,7 @@ class WaitingThreads:
         self._limit = limit
         self._abandon_after = abandon_after
         self._abandoned = abandoned
+        self._timer: asyncio.TimerHandle | None = None
 
     def hold(self, key: str, thread: LocalThread) -> None:
         """Keep `thread` until `take(key)`, or until it is abandoned."""
@@ -461,12 +464,35 @@ class WaitingThreads:
             dropped, _ = self._threads.popitem(last=False)
             _log.warning("dropped the waiting run of %s (over %s waiting)", dropped, self._limit)
             self._count("limit")
+        self._arm()
 
     def take(self, key: str) -> LocalThread | None:
         """The thread held for `key`, no longer held."""
         self._expire()
         held = self._threads.pop(key, None)
+        self._arm()
         return None if held is None else held[0]
+
+    def _arm(self) -> None:
+        """Wake when the oldest held run's time is up (none while nothing is held). A timer,
+        not a task: it holds no reference the loop's shutdown would wait on."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._threads:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # held outside a loop: looked at on the next hold or take
+            return
+        _, since = next(iter(self._threads.values()))
+        delay = max(0.0, since + self._abandon_after - time.monotonic())
+        self._timer = loop.call_later(delay, self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        self._expire()
+        self._arm()
 
     def _expire(self) -> None:
         """Release the runs that waited longer than `abandon_after` (the oldest come first)."""
