@@ -5,7 +5,9 @@ by meaning and by words at once (hybrid search). Its scope is a namespace templa
 ``("user", "{user_id}", "facts")``, filled from the run's ``tool_kwargs`` (what the caller
 knows and the model can neither see nor forge) or ``arguments``: every read and write goes
 to the store with that namespace, so the store's own query enforces it and one user's
-facts never reach another's run. A template whose field is missing refuses the run.
+facts never reach another's run. A template whose field is missing refuses the run. Run
+on behalf of an owner (`cantata serve`'s identities, `cantata.core.owned_by`), the
+namespace starts with ``@<owner>``: one client's memories are never another's.
 
 `MemoryProvider` is the context provider: before a run it recalls the facts relevant to
 the new input into the request; after it, given a chat client to extract with, it asks
@@ -30,7 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..core import Message, UsageError, new_id, tracing
+from ..core import Message, UsageError, current_owner, new_id, tracing
 from ..core.durable import current_effects
 from ..models import ChatClient, ChatOptions
 from ..models.embeddings import EmbeddingClient
@@ -93,7 +95,9 @@ class Memory:
         self.ttl = ttl
 
     def namespace(self, fields: Mapping[str, Any] | None = None) -> Namespace:
-        """The scope with its ``{fields}`` filled; a missing field refuses."""
+        """The scope with its ``{fields}`` filled; a missing field refuses. Run for an owner
+        (`cantata.core.owned_by`: a served request of a named identity), it comes after
+        ``@<owner>``, so no identity reaches another's facts, whatever the template."""
         given = fields or {}
         out: list[str] = []
         for part in self.scope:
@@ -107,7 +111,8 @@ class Memory:
             if not filled:
                 raise UsageError(f"memory scope {self.scope!r}: {part!r} filled in is empty")
             out.append(filled)
-        return tuple(out)
+        owner = current_owner()  # a server's client: its memories are its own
+        return tuple(out) if owner is None else (f"@{owner}", *out)
 
     async def remember(self, namespace: Namespace, text: str, *, key: str | None = None) -> str:
         """Store a fact (replacing the one at `key`); returns its key. Inside a durable

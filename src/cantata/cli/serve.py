@@ -43,7 +43,9 @@ def serve_command(
         typer.Option(
             "--token",
             envvar="CANTATA_SERVE_TOKEN",
-            help="Token clients must send (Authorization: Bearer); required off loopback.",
+            help="Token clients must send (Authorization: Bearer); required off loopback "
+            "unless --keys-file or --trust-identity-header is given. Its holders are one "
+            "identity, the anonymous one.",
             show_envvar=True,
         ),
     ] = None,
@@ -141,6 +143,30 @@ def serve_command(
             "its A2A agent cards; its host is allowed. Default: the address a request came in on.",
         ),
     ] = None,
+    keys_file: Annotated[
+        str | None,
+        typer.Option(
+            "--keys-file",
+            help="A file of client keys, one 'identity:key' per line (keys of 16 characters "
+            "or more; '#' starts a comment). Each identity sees only what it stored.",
+        ),
+    ] = None,
+    trust_identity_header: Annotated[
+        str | None,
+        typer.Option(
+            "--trust-identity-header",
+            help="A header (X-Forwarded-User) naming the request's identity, set by a proxy "
+            "in front; believed only from --trusted-proxy addresses, refused (403) from others.",
+        ),
+    ] = None,
+    trusted_proxy: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--trusted-proxy",
+            help="An address or network (127.0.0.1, 10.0.0.0/8) of a proxy whose "
+            "--trust-identity-header is believed (repeatable).",
+        ),
+    ] = None,
     setting: SettingOption = None,
     allow: AllowOption = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of failures.")] = False,
@@ -151,17 +177,37 @@ def serve_command(
     from .failure import report
 
     try:
-        from ..serve import DEFAULT_STORE_URL, Limits, ServedSet, check_bind, serve
+        from ..serve import (
+            DEFAULT_STORE_URL,
+            HeaderTrust,
+            Limits,
+            ServedSet,
+            check_bind,
+            read_keys_file,
+            serve,
+        )
         from ..serve.local_code import check_local_code
 
-        check_bind(host, token)  # before loading anything: a refusal is instant
+        keys = read_keys_file(keys_file) if keys_file is not None else None
+        proxies = list(trusted_proxy or [])
+        if trust_identity_header is not None:
+            HeaderTrust(trust_identity_header, proxies)  # checked before anything loads
+        elif proxies:
+            raise UsageError("--trusted-proxy is for --trust-identity-header: give both")
+        identities = keys is not None or trust_identity_header is not None
+        check_bind(host, token, identities=identities)  # before loading: a refusal is instant
         if log_level not in _LEVELS:
             raise UsageError(f"--log-level {log_level!r} is not one of {', '.join(_LEVELS)}")
         loaded = load_served(target, parse_settings(setting or []), allow or [])
         served = ServedSet(loaded)
         check_local_code(served, allow=allow_remote_code_execution)
         hosts, origins = list(allowed_host or []), list(cors_origin or [])
-        _check_exposure(token, allowed_hosts=hosts, cors_origins=origins, public_url=public_url)
+        _check_exposure(
+            token or ("keys" if identities else None),
+            allowed_hosts=hosts,
+            cors_origins=origins,
+            public_url=public_url,
+        )
         names = ", ".join(f"{n} ({e.kind})" for n, e in served.items())
         limits = Limits(
             max_body_bytes=max_body,
@@ -195,6 +241,9 @@ def serve_command(
                     allowed_hosts=hosts,
                     cors_origins=origins,
                     public_url=public_url,
+                    keys_file=os.path.abspath(keys_file) if keys_file is not None else None,
+                    trust_identity_header=trust_identity_header,
+                    trusted_proxies=proxies,
                 ),
                 host=host,
                 port=port,
@@ -215,6 +264,9 @@ def serve_command(
             allowed_hosts=hosts,
             cors_origins=origins,
             public_url=public_url,
+            keys=keys,
+            trust_identity_header=trust_identity_header,
+            trusted_proxies=proxies,
         )
     except (CantataError, OSError, ImportError) as exc:
         # no model flags (a spec names its model); a tool the spec may not import is --allow

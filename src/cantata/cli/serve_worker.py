@@ -47,6 +47,10 @@ class WorkerConfig:
     allowed_hosts: list[str] = field(default_factory=list)
     cors_origins: list[str] = field(default_factory=list)
     public_url: str | None = None
+    keys_file: str | None = None
+    """Read by each worker itself: the keys never pass through the environment."""
+    trust_identity_header: str | None = None
+    trusted_proxies: list[str] = field(default_factory=list)
 
     def to_env(self) -> str:
         """The config as the environment variable's value."""
@@ -100,7 +104,7 @@ def _ask_kernel() -> bool:
 
 def create_app() -> Any:
     """The ASGI app of one worker (uvicorn's app factory)."""
-    from ..serve import Limits, build_app
+    from ..serve import Limits, build_app, read_keys_file
     from ..serve.drain import process_drain
     from ..serve.server import prepare_process
 
@@ -126,4 +130,7 @@ def create_app() -> Any:
         allowed_hosts=config.allowed_hosts,
         cors_origins=config.cors_origins,
         public_url=config.public_url,
+        keys=read_keys_file(config.keys_file) if config.keys_file else None,
+        trust_identity_header=config.trust_identity_header,
+        trusted_proxies=config.trusted_proxies,
     )

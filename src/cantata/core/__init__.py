@@ -54,6 +54,7 @@ from .messages import (
     Usage,
     UsageContent,
 )
+from .owner import current_owner, owned_by
 from .retry import ErrorClass, NeedsPerson, RetryPolicy, classify
 from .serialization import (
     TYPE_KEY,
@@ -119,11 +120,13 @@ __all__ = [
     "check_json_depth",
     "classify",
     "compact_json",
+    "current_owner",
     "dumps",
     "from_json",
     "loads",
     "loads_json",
     "new_id",
+    "owned_by",
     "parse_json",
     "register",
     "registry",

@@ -6,7 +6,8 @@ the OpenAI-compatible endpoints (``/v1/models``, ``/v1/chat/completions``,
 contribute through route providers (see `app`); ``/metrics`` in Prometheus's format. Model
 work is admitted within bounds (`Limits`; the rest is answered 429), streams follow their
 client's reading, and a server told to stop drains (`Drain`). It listens on loopback by
-default; on any other address it needs a token.
+default; on any other address it needs a token, or keys for its clients (`identity`:
+every client's conversations, tasks and runs are its own).
 """
 
 from .app import (
@@ -18,9 +19,20 @@ from .app import (
     build_app,
     default_providers,
 )
-from .auth import TOKEN_COOKIE, TOKEN_ENV, check_bind, is_loopback
+from .auth import TOKEN_COOKIE, TOKEN_ENV, IdentityMiddleware, check_bind, is_loopback
 from .drain import Drain
 from .errors import OverloadedError, RequestError, ServerStoppingError
+from .identity import (
+    ANONYMOUS,
+    HeaderTrust,
+    Identity,
+    KeysFileError,
+    ServeKeys,
+    check_identity_name,
+    identity_of,
+    parse_keys,
+    read_keys_file,
+)
 from .limits import (
     DEFAULT_ABANDON_AFTER,
     DEFAULT_MAX_BODY_BYTES,
@@ -34,11 +46,13 @@ from .limits import (
 from .mcp_routes import MCP_PATH
 from .mcp_server import DEFAULT_MCP_CALL_TIMEOUT, MCP_TASK_ARGUMENT, as_mcp_server, run_mcp_stdio
 from .metrics import METRICS_PATH, ServeMetrics
+from .owned_store import OwnedStore, owned_key
 from .served import Served, ServedKind, ServedSet, load_target
 from .server import DEFAULT_GRACE, DEFAULT_STORE_URL, serve
 from .threads import RESPONSE_SCHEMA_VERSION, ResponseRecord, ResponseThreads
 
 __all__ = [
+    "ANONYMOUS",
     "DEFAULT_ABANDON_AFTER",
     "DEFAULT_GRACE",
     "DEFAULT_MAX_BODY_BYTES",
@@ -58,13 +72,19 @@ __all__ = [
     "TOKEN_ENV",
     "Contribution",
     "Drain",
+    "HeaderTrust",
+    "Identity",
+    "IdentityMiddleware",
+    "KeysFileError",
     "Limits",
     "OverloadedError",
+    "OwnedStore",
     "RequestError",
     "ResponseRecord",
     "ResponseThreads",
     "RouteProvider",
     "ServeContext",
+    "ServeKeys",
     "ServeMetrics",
     "Served",
     "ServedKind",
@@ -74,9 +94,14 @@ __all__ = [
     "as_mcp_server",
     "build_app",
     "check_bind",
+    "check_identity_name",
     "default_providers",
+    "identity_of",
     "is_loopback",
     "load_target",
+    "owned_key",
+    "parse_keys",
+    "read_keys_file",
     "run_mcp_stdio",
     "serve",
 ]

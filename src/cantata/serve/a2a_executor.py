@@ -64,6 +64,7 @@ from .human_input import (
     request_parts,
 )
 from .openai_messages import answer_text
+from .owned_store import owned_key
 from .served import Served
 
 __all__ = [
@@ -159,9 +160,10 @@ class ServedAgentExecutor(AgentExecutor):
         self._claimed: set[str] = set()
 
     def _turn(self, context_id: str) -> asyncio.Lock:
-        lock = self._turns.get(context_id)
+        key = owned_key(context_id)  # one identity's context never waits on another's
+        lock = self._turns.get(key)
         if lock is None:
-            lock = self._turns[context_id] = asyncio.Lock()
+            lock = self._turns[key] = asyncio.Lock()
         return lock
 
     def _thread(self, context_id: str) -> LocalThread:

@@ -31,8 +31,8 @@ _MAX_ID = 200
 class StoreTaskStore(TaskStore):
     """The a2a-sdk `TaskStore` on a cantata `StateStore` (memory, SQLite, PostgreSQL, Redis).
 
-    Tasks are not scoped by user: the server has one token for every client, so every
-    client that holds it sees every task, as with the server's other routes."""
+    On a `cantata serve` app the store is the identity's own view (`OwnedStore`): each
+    identity lists, gets and cancels only the tasks it made."""
 
     def __init__(self, store: StateStore, *, prefix: str = _PREFIX) -> None:
         self._store = store

@@ -8,9 +8,9 @@ routes are one provider; A2A, MCP and the dev UI are others, found by module nam
 of the server is added by writing its module, not by editing this one.
 
 Middleware, outermost first: CORS (only for the origins given), the guard against web pages
-(`guard`: the ``Host`` and content-type checks, default security headers), the token check
-(when a token is set), then the limits (body size, admission, request timeout, write
-timeout, cancel on disconnect), then the routes.
+(`guard`: the ``Host`` and content-type checks, default security headers), the identity
+check (`auth`: the token or keys, or a trusted proxy's header), then the limits (body
+size, admission, request timeout, write timeout, cancel on disconnect), then the routes.
 ``GET /metrics`` answers with the app's metrics (Prometheus text format).
 
 When the app stops (the ASGI lifespan's shutdown, after the server's drain), the callbacks
@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -37,12 +37,14 @@ from starlette.types import ASGIApp
 from ..core import ConfigurationError
 from ..stores import MemoryStore, StateStore, open_store
 from ..workflows import StateStoreCheckpointStore
-from .auth import TokenAuthMiddleware
+from .auth import IdentityMiddleware
 from .drain import Drain
 from .errors import RequestError, error_body, error_headers, status_for
 from .guard import check_allowed_host, check_cors_origin, check_public_url, guarded
+from .identity import HeaderTrust, ServeKeys
 from .limits import Limits, LimitsMiddleware
 from .metrics import METRICS_PATH, ServeMetrics
+from .owned_store import OwnedStore
 from .served import ServedSet
 from .threads import ResponseThreads
 
@@ -67,7 +69,8 @@ _log = logging.getLogger("cantata.serve")
 @dataclass(frozen=True, slots=True)
 class ServeContext:
     """What every route provider gets: the served set, the store for server-side threads
-    (namespace your keys and logs, e.g. ``a2a:``), the limits, the rolling-id threads
+    (namespace your keys and logs, e.g. ``a2a:``; it is an `OwnedStore`, so what a request
+    keeps there is its identity's alone, see `identity`), the limits, the rolling-id threads
     of the Responses API, the app's drain (wrap a run in ``drain.stoppable()`` so that
     shutdown ends it cleanly) and metrics, and `on_shutdown`: async callbacks run when the
     app stops, before the store closes (each bounded to 10 s; a failure is logged).
@@ -131,6 +134,9 @@ def build_app(
     allowed_hosts: Sequence[str] = (),
     cors_origins: Sequence[str] = (),
     public_url: str | None = None,
+    keys: Mapping[str, str] | None = None,
+    trust_identity_header: str | None = None,
+    trusted_proxies: Sequence[str] = (),
 ) -> ASGIApp:
     """One ASGI app serving `served` (an agent, workflow or team, a dict or list of them, or
     a `ServedSet`).
@@ -146,12 +152,30 @@ def build_app(
     POST must be JSON (see `guard`). `cors_origins` are the web origins whose pages may call
     the server (none by default). `public_url` (``https://agents.example.com``) is the URL
     clients reach the server at, for what names it (the A2A cards).
+
+    Identities (see `identity`): `keys` maps each client's key to its identity's name
+    (`read_keys_file` reads them from a file); `token` is one more key, of the anonymous
+    identity. `trust_identity_header` names a header that `trusted_proxies` (addresses or
+    networks) set to the identity of each request. Everything a request stores belongs to
+    its identity: no other identity finds it.
     """
     public = check_public_url(public_url) if public_url is not None else None
     hosts = [check_allowed_host(h) for h in allowed_hosts]
     if public is not None:
         hosts.append(check_allowed_host(_host_of_url(public)))
-    origins = [check_cors_origin(o, token=token) for o in cors_origins]
+    server_keys = ServeKeys.of(token=token, keys=keys)
+    trust = (
+        HeaderTrust(trust_identity_header, list(trusted_proxies))
+        if trust_identity_header is not None
+        else None
+    )
+    if trust is None and trusted_proxies:
+        raise ConfigurationError(
+            "--trusted-proxy is for --trust-identity-header: name the header those proxies "
+            "set the identity in"
+        )
+    guarded_by = token if token is not None else ("keys" if server_keys or trust else None)
+    origins = [check_cors_origin(o, token=guarded_by) for o in cors_origins]
     owned = store is None or isinstance(store, str)
     state = open_store(store) if isinstance(store, str) else (store or MemoryStore())
     if not isinstance(state, StateStore):
@@ -162,13 +186,15 @@ def build_app(
     # a run is bounded by the request timeout: a session claimed by a process that died
     # is answerable again a minute after that
     lease = limits.request_timeout + _CLAIM_SLACK
-    checkpoints = StateStoreCheckpointStore(state, claim_lease=lease)
+    # every route reads and writes its identity's namespace (`owned_store`)
+    owned_state = OwnedStore(state)
+    checkpoints = StateStoreCheckpointStore(owned_state, claim_lease=lease)
     entries = ServedSet(served, checkpoint_store=checkpoints)
     ctx = ServeContext(
         entries,
-        state,
+        owned_state,
         limits,
-        ResponseThreads(state),
+        ResponseThreads(owned_state),
         drain=drain or Drain(),
         public_url=public,
     )
@@ -193,8 +219,7 @@ def build_app(
     )
     app.state.cantata = ctx
     wrapped: ASGIApp = LimitsMiddleware(app, ctx.limits, metrics=ctx.metrics, drain=ctx.drain)
-    if token is not None:
-        wrapped = TokenAuthMiddleware(wrapped, token)
+    wrapped = IdentityMiddleware(wrapped, server_keys, trust=trust)
     return guarded(wrapped, allowed_hosts=hosts, cors_origins=origins)
 
 

@@ -24,10 +24,13 @@ framed nowhere.
 Chats and runs live in the server's store (``--store``), so on a durable store they are
 still there after a restart: a chat goes on, and a past run shows its events and
 checkpoints and resumes from them (see `devui_runs` for what is kept and its bounds).
+Chats and runs belong to the identity that started them (`identity`): another identity's
+list does not show them and their ids are a 404 for it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import AsyncIterator, Mapping
@@ -42,7 +45,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..agents import LocalThread, StateStoreMessageStore
-from ..core import SerializationError, loads_json, new_id
+from ..core import SerializationError, current_owner, loads_json, new_id
 from ..workflows import CheckpointStore, StateStoreCheckpointStore
 from .app import Contribution, ServeContext
 from .auth import TOKEN_COOKIE
@@ -81,7 +84,7 @@ def contribute(ctx: ServeContext) -> Contribution:
         try:
             yield
         finally:
-            await ui.runs.close()
+            await ui.close()
 
     routes = [
         Route("/", ui.page, methods=["GET"]),
@@ -182,8 +185,22 @@ class _DevUI:
 
     def __init__(self, ctx: ServeContext) -> None:
         self.ctx = ctx
-        self.runs = RunRegistry(ctx.store, self._restore)
+        self._registries: dict[str | None, RunRegistry] = {}
         self._store = StateStoreCheckpointStore(ctx.store)
+
+    @property
+    def runs(self) -> RunRegistry:
+        """The runs of the identity this request is from (each has its own, in memory as in
+        the store: one identity's runs are not in another's list)."""
+        owner = current_owner()
+        registry = self._registries.get(owner)
+        if registry is None:
+            registry = self._registries[owner] = RunRegistry(self.ctx.store, self._restore)
+        return registry
+
+    async def close(self) -> None:
+        """Cancel every identity's runs still going."""
+        await asyncio.gather(*(r.close() for r in list(self._registries.values())))
 
     def _restore(self, record: dict[str, Any], events: list[Any]) -> DevRun | None:
         entry = self.ctx.served.get(str(record.get("name")))

@@ -58,6 +58,7 @@ from ..stores import StateStore, held_claim, settle_claim, take_claim
 from ..workflows.as_agent import RUN_KEY
 from .errors import RequestError
 from .limits import DEFAULT_ABANDON_AFTER
+from .owned_store import owned_key
 
 if TYPE_CHECKING:
     from a2a.types.a2a_pb2 import Part
@@ -440,7 +441,8 @@ class WaitingThreads:
     limit or one past its time, is abandoned: the
     log says so, `abandoned` (a counter, labelled ``limit`` or ``timeout``) counts it, and
     its answer then restores the run from the store, when it was checkpointed there, else
-    is refused."""
+    is refused. Keys are the current owner's (`owned_key`): a context id one identity
+    chose names nothing another identity holds."""
 
     def __init__(
         self,
@@ -458,6 +460,7 @@ class WaitingThreads:
     def hold(self, key: str, thread: LocalThread) -> None:
         """Keep `thread` until `take(key)`, or until it is abandoned."""
         self._expire()
+        key = owned_key(key)
         self._threads[key] = (thread, time.monotonic())
         self._threads.move_to_end(key)
         while len(self._threads) > self._limit:
@@ -469,7 +472,7 @@ class WaitingThreads:
     def take(self, key: str) -> LocalThread | None:
         """The thread held for `key`, no longer held."""
         self._expire()
-        held = self._threads.pop(key, None)
+        held = self._threads.pop(owned_key(key), None)
         self._arm()
         return None if held is None else held[0]
 
@@ -515,7 +518,7 @@ class WaitingThreads:
             self._abandoned.labels(reason).inc()
 
     def __contains__(self, key: object) -> bool:
-        return key in self._threads
+        return isinstance(key, str) and owned_key(key) in self._threads
 
 
 def needs_held_run(requests: Sequence[InputRequest]) -> bool:

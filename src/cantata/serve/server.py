@@ -20,7 +20,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -114,17 +114,21 @@ def serve(
     cors_origins: Sequence[str] = (),
     public_url: str | None = None,
     allow_remote_code_execution: bool = False,
+    keys: Mapping[str, str] | None = None,
+    trust_identity_header: str | None = None,
+    trusted_proxies: Sequence[str] = (),
 ) -> None:
     """Serve `served` until interrupted (Ctrl-C, SIGTERM). Refuses a non-loopback `host`
     without a `token`, and agents that run model-written code outside a sandbox unless
     `allow_remote_code_execution` (see `local_code`); the store keeps the Responses API's
     conversations across restarts. When told to stop, requests under way get `grace`
-    seconds to finish. `allowed_hosts`, `cors_origins` and `public_url` are `build_app`'s.
+    seconds to finish. `allowed_hosts`, `cors_origins`, `public_url`, `keys`,
+    `trust_identity_header` and `trusted_proxies` are `build_app`'s.
 
     Once the app has started, what is alive in the process is put out of the garbage
     collector's reach (`gc.freeze`), and the embedded model decodes `DECODE_NICENESS` nicer
     than the event loop: the process is the server's."""
-    check_bind(host, token)
+    check_bind(host, token, identities=bool(keys) or trust_identity_header is not None)
     entries = served if isinstance(served, ServedSet) else ServedSet(served)
     check_local_code(entries, allow=allow_remote_code_execution)
     if type(port) is not int or not 0 <= port <= 65535:
@@ -141,6 +145,9 @@ def serve(
         allowed_hosts=allowed_hosts,
         cors_origins=cors_origins,
         public_url=public_url,
+        keys=keys,
+        trust_identity_header=trust_identity_header,
+        trusted_proxies=trusted_proxies,
     )
     config = _config(app, host=host, port=port, log_level=log_level, grace=grace)
     sock = listen_socket(host, port)
