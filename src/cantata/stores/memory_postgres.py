@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import numpy as np
@@ -22,30 +22,13 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..core import ConfigurationError, StoreError, short_repr
-from ._codec import encode
 from ._lifecycle import StoreLifecycle
 from .errors import StoreClosedError, StoreSchemaError, StoreTimeoutError
-from .memory_errors import VectorSizeError
-from .memory_filters import Condition, parse_filter, postgres_where
-from .memory_items import (
-    Item,
-    ItemWrite,
-    Namespace,
-    SearchHit,
-    check_key,
-    check_limit,
-    check_namespace,
-    check_text,
-    check_ttl,
-    check_value,
-    decode_path,
-    encode_path,
-    path_upper,
-    unit_vector,
-)
-from .memory_local import candidates
-from .memory_text import fuse, tokenize, tsquery
-from .memory_vectors import VectorCache, load_matrix, top_k
+from .memory_base import CheckedWrite, ItemStoreBase, Query, hits, opened_size, settled_size
+from .memory_filters import Condition, postgres_where
+from .memory_items import Item, Namespace, SearchHit, decode_path, path_upper
+from .memory_text import tokenize, tsquery
+from .memory_vectors import VectorCache, load_matrix, masked, top_k
 
 __all__ = ["PostgresItemStore"]
 
@@ -53,9 +36,19 @@ SCHEMA_VERSION = 1
 _PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,39}")
 _COLUMNS = "i.id, i.path, i.key, i.value, i.text, i.created_at, i.updated_at, i.expires_at"
 _LIVE = "(i.expires_at IS NULL OR i.expires_at > %s)"
+_BUMP = "UPDATE {spaces} SET version = version + 1 WHERE path = %s"
+_UPSERT = (
+    "INSERT INTO {items} AS i (ns, path, key, value, text, tsv, vector, created_at, "
+    "updated_at, expires_at) VALUES (%s, %s, %s, %s::jsonb, %s, to_tsvector('simple', %s), "
+    "%s, %s, %s, %s) ON CONFLICT (path, key) DO UPDATE SET value = excluded.value, "
+    "text = excluded.text, tsv = excluded.tsv, vector = excluded.vector, "
+    "updated_at = excluded.updated_at, expires_at = excluded.expires_at, created_at = CASE "
+    "WHEN i.expires_at IS NOT NULL AND i.expires_at <= excluded.updated_at "
+    "THEN excluded.created_at ELSE i.created_at END"
+)
 
 
-class PostgresItemStore(StoreLifecycle):
+class PostgresItemStore(StoreLifecycle, ItemStoreBase):
     """An `ItemStore` in three PostgreSQL tables (``<prefix>items`` and two beside it).
 
     `table_prefix` keeps several stores apart in one database. Every statement is bounded
@@ -101,11 +94,6 @@ class PostgresItemStore(StoreLifecycle):
         self._pool: AsyncConnectionPool | None = None
         p = table_prefix
         self._meta, self._spaces, self._items = f"{p}item_meta", f"{p}item_namespaces", f"{p}items"
-
-    @property
-    def dimensions(self) -> int | None:
-        """The size of the store's vectors, or None until the first vector fixes it."""
-        return self._dimensions
 
     def _sql(self, text: str) -> bytes:
         return (
@@ -180,18 +168,12 @@ class PostgresItemStore(StoreLifecycle):
                     f"{short_repr(version)}, this cantata knows {SCHEMA_VERSION}"
                 )
             stored = meta.get("dimensions")
+            self._dimensions = opened_size(stored, self._dimensions, store=self._label)
             if stored is None and self._dimensions is not None:
                 await conn.execute(
                     self._sql("INSERT INTO {meta} VALUES ('dimensions', %s)"),
                     (str(self._dimensions),),
                 )
-            elif stored is not None:
-                if self._dimensions is not None and int(stored) != self._dimensions:
-                    raise VectorSizeError(
-                        f"{self._label}: the tables hold vectors of {stored} dimensions, the "
-                        f"store was opened with dimensions={self._dimensions}"
-                    )
-                self._dimensions = int(stored)
 
     async def _disconnect(self) -> None:
         pool, self._pool = self._pool, None
@@ -207,6 +189,9 @@ class PostgresItemStore(StoreLifecycle):
                 action=action,
             ) from exc
         raise StoreError(f"{self._label}: cannot {action}: {exc}; check the server") from exc
+
+    async def _begin(self) -> None:
+        await self._ready()
 
     async def _run(self, action: str, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(conn, *args)` inside one transaction on a pooled connection."""
@@ -224,50 +209,21 @@ class PostgresItemStore(StoreLifecycle):
 
     # -- writes ---------------------------------------------------------------------------
 
-    async def put(
-        self,
-        namespace: Namespace,
-        key: str,
-        value: Mapping[str, Any],
-        *,
-        text: str | None = None,
-        vector: Sequence[float] | None = None,
-        ttl: float | None = None,
-    ) -> None:
-        """Create or replace the item at (namespace, key)."""
-        await self.put_many([ItemWrite(namespace, key, dict(value), text, vector, ttl)])
-
-    async def put_many(self, writes: Sequence[ItemWrite]) -> None:
-        """Several puts in one transaction: all or none."""
-        await self._ready()
-        label, dims = self._label, self._dimensions
-        rows = []
-        sizes = set()
-        for w in writes:
-            path = encode_path(check_namespace(w.namespace, store=label))
-            key = check_key(w.key, store=label)
-            value = encode(check_value(w.value, store=label), store=label, where=f"item {key!r}")
-            text = check_text(w.text, store=label)
-            blob = None
-            if w.vector is not None:
-                unit = unit_vector(w.vector, dims, store=label)
-                dims = unit.size
-                sizes.add(unit.size)
-                blob = unit.tobytes()
-            words = None if text is None else " ".join(tokenize(text))
-            rows.append((path, key, value, text, words, blob, check_ttl(w.ttl, store=label)))
-        if rows:
-            await self._run("write items", self._write, rows, sizes)
+    async def _write_items(self, writes: builtins.list[CheckedWrite], size: int | None) -> None:
+        await self._run("write items", self._write, writes, size)
 
     async def _write(
-        self, conn: psycopg.AsyncConnection[Any], rows: builtins.list[Any], sizes: set[int]
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        writes: builtins.list[CheckedWrite],
+        size: int | None,
     ) -> None:
         now = self._clock()
-        if sizes:
-            await self._settle(conn, sizes)
+        if size is not None:
+            await self._settle(conn, size)
         await self._sweep_in(conn, now)
         ids: dict[str, int] = {}
-        for path in dict.fromkeys(r[0] for r in rows):
+        for path in dict.fromkeys(w.path for w in writes):
             cur = await conn.execute(
                 self._sql(
                     "INSERT INTO {spaces} (path, version) VALUES (%s, 0) ON CONFLICT (path) "
@@ -276,35 +232,24 @@ class PostgresItemStore(StoreLifecycle):
                 (path,),
             )
             ids[path] = (await cur.fetchone())[0]  # type: ignore[index]
-        async with conn.cursor() as cur:
-            await cur.executemany(
-                self._sql(
-                    "INSERT INTO {items} AS i (ns, path, key, value, text, tsv, vector, "
-                    "created_at, updated_at, expires_at) VALUES (%s, %s, %s, %s::jsonb, %s, "
-                    "to_tsvector('simple', %s), %s, %s, %s, %s) ON CONFLICT (path, key) DO "
-                    "UPDATE SET value = excluded.value, text = excluded.text, tsv = excluded.tsv, "
-                    "vector = excluded.vector, updated_at = excluded.updated_at, "
-                    "expires_at = excluded.expires_at, created_at = CASE WHEN i.expires_at IS "
-                    "NOT NULL AND i.expires_at <= excluded.updated_at THEN excluded.created_at "
-                    "ELSE i.created_at END"
-                ),
-                [
-                    (ids[p], p, k, v, t, w, b, now, now, None if ttl is None else now + ttl)
-                    for p, k, v, t, w, b, ttl in rows
-                ],
+        rows = []
+        for w in writes:
+            words = None if w.text is None else " ".join(tokenize(w.text))
+            deadline = None if w.ttl is None else now + w.ttl
+            rows.append(
+                (ids[w.path], w.path, w.key, w.json, w.text, words, w.blob, now, now, deadline)
             )
+        async with conn.cursor() as cur:
+            await cur.executemany(self._sql(_UPSERT), rows)
 
-    async def _settle(self, conn: psycopg.AsyncConnection[Any], sizes: set[int]) -> None:
-        size = min(sizes)
+    async def _settle(self, conn: psycopg.AsyncConnection[Any], size: int) -> None:
         await conn.execute(
             self._sql("INSERT INTO {meta} VALUES ('dimensions', %s) ON CONFLICT DO NOTHING"),
             (str(size),),
         )
         cur = await conn.execute(self._sql("SELECT value FROM {meta} WHERE name = 'dimensions'"))
-        self._dimensions = int((await cur.fetchone())[0])  # type: ignore[index]
-        for other in sizes:
-            if other != self._dimensions:
-                unit_vector(np.ones(other), self._dimensions, store=self._label)  # raises
+        stored = (await cur.fetchone())[0]  # type: ignore[index]
+        self._dimensions = settled_size(stored, size, store=self._label)
 
     async def _sweep_in(self, conn: psycopg.AsyncConnection[Any], now: float) -> int:
         cur = await conn.execute(
@@ -316,16 +261,10 @@ class PostgresItemStore(StoreLifecycle):
         )
         gone = await cur.fetchall()
         for path in sorted({p for (p,) in gone}):
-            await conn.execute(
-                self._sql("UPDATE {spaces} SET version = version + 1 WHERE path = %s"), (path,)
-            )
+            await conn.execute(self._sql(_BUMP), (path,))
         return len(gone)
 
-    async def delete(self, namespace: Namespace, key: str) -> bool:
-        """Remove an item; True if a live one was there."""
-        path = encode_path(check_namespace(namespace, store=self._label))
-        check_key(key, store=self._label)
-
+    async def _delete_item(self, path: str, key: str) -> bool:
         async def run(conn: psycopg.AsyncConnection[Any]) -> bool:
             cur = await conn.execute(
                 self._sql("DELETE FROM {items} WHERE path = %s AND key = %s RETURNING expires_at"),
@@ -334,18 +273,13 @@ class PostgresItemStore(StoreLifecycle):
             row = await cur.fetchone()
             if row is None:
                 return False
-            await conn.execute(
-                self._sql("UPDATE {spaces} SET version = version + 1 WHERE path = %s"), (path,)
-            )
+            await conn.execute(self._sql(_BUMP), (path,))
             return bool(row[0] is None or row[0] > self._clock())
 
         result: bool = await self._run(f"delete item {key!r}", run)
         return result
 
-    async def clear(self, prefix: Namespace) -> int:
-        """Remove every item under `prefix`; returns how many live ones there were."""
-        path = encode_path(check_namespace(prefix, store=self._label, prefix=True))
-
+    async def _clear_items(self, path: str) -> int:
         async def run(conn: psycopg.AsyncConnection[Any]) -> int:
             where, params = _range("path", path)
             cur = await conn.execute(
@@ -366,9 +300,7 @@ class PostgresItemStore(StoreLifecycle):
         result: int = await self._run("clear items", run)
         return result
 
-    async def sweep(self) -> int:
-        """Remove expired items now; returns how many."""
-
+    async def _sweep_items(self) -> int:
         async def run(conn: psycopg.AsyncConnection[Any]) -> int:
             return await self._sweep_in(conn, self._clock())
 
@@ -385,10 +317,7 @@ class PostgresItemStore(StoreLifecycle):
         rows: builtins.list[Any] = await self._run(action, run)
         return rows
 
-    async def get(self, namespace: Namespace, key: str) -> Item | None:
-        """The live item at (namespace, key), or None."""
-        path = encode_path(check_namespace(namespace, store=self._label))
-        check_key(key, store=self._label)
+    async def _get_item(self, path: str, key: str) -> Item | None:
         rows = await self._rows(
             f"read item {key!r}",
             f"SELECT {_COLUMNS} FROM {{items}} i WHERE i.path = %s AND i.key = %s AND {_LIVE}",
@@ -396,18 +325,9 @@ class PostgresItemStore(StoreLifecycle):
         )
         return _item(rows[0]) if rows else None
 
-    async def list(
-        self,
-        prefix: Namespace,
-        *,
-        filter: Mapping[str, Any] | None = None,
-        limit: int = 100,
-        offset: int = 0,
+    async def _list_items(
+        self, path: str, conditions: builtins.list[Condition], limit: int, offset: int
     ) -> builtins.list[Item]:
-        """Live items under `prefix` that match `filter`, by namespace then key."""
-        path = encode_path(check_namespace(prefix, store=self._label, prefix=True))
-        conditions = parse_filter(filter, store=self._label)
-        check_limit(limit, offset, store=self._label)
         where, params = self._scope(path, conditions, self._clock())
         rows = await self._rows(
             "list items",
@@ -417,9 +337,7 @@ class PostgresItemStore(StoreLifecycle):
         )
         return [_item(r) for r in rows]
 
-    async def namespaces(self, prefix: Namespace = ()) -> builtins.list[Namespace]:
-        """The namespaces under `prefix` that hold live items, sorted."""
-        path = encode_path(check_namespace(prefix, store=self._label, prefix=True))
+    async def _list_namespaces(self, path: str) -> builtins.list[Namespace]:
         where, params = _range("n.path", path)
         rows = await self._rows(
             "list namespaces",
@@ -429,70 +347,26 @@ class PostgresItemStore(StoreLifecycle):
         )
         return [decode_path(p) for (p,) in rows]
 
-    async def search(
-        self,
-        prefix: Namespace,
-        *,
-        vector: Sequence[float] | None = None,
-        text: str | None = None,
-        filter: Mapping[str, Any] | None = None,
-        limit: int = 10,
-    ) -> builtins.list[SearchHit]:
-        """The best `limit` live items under `prefix` (see `ItemStore.search`)."""
-        label = self._label
-        path = encode_path(check_namespace(prefix, store=label, prefix=True))
-        conditions = parse_filter(filter, store=label)
-        check_limit(limit, 0, store=label)
-        query_text = check_text(text, store=label)
-        if vector is None and query_text is None:
-            items = await self.list(prefix, filter=filter, limit=limit)
-            return [SearchHit(i, 0.0) for i in items]
-        await self._ready()
-        query = None if vector is None else unit_vector(vector, self._dimensions, store=label)
-        result: builtins.list[SearchHit] = await self._run(
-            "search items", self._search, path, conditions, query, query_text, limit
-        )
+    async def _search_items(self, query: Query) -> builtins.list[SearchHit]:
+        result: builtins.list[SearchHit] = await self._run("search items", self._search, query)
         return result
 
     async def _search(
-        self,
-        conn: psycopg.AsyncConnection[Any],
-        path: str,
-        conditions: builtins.list[Condition],
-        query: np.ndarray | None,
-        text: str | None,
-        limit: int,
+        self, conn: psycopg.AsyncConnection[Any], query: Query
     ) -> builtins.list[SearchHit]:
         await conn.execute(b"SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         now = self._clock()
-        if query is not None and self._dimensions is None:
+        if query.vector is not None and self._dimensions is None:
             cur = await conn.execute(
                 self._sql("SELECT value FROM {meta} WHERE name = 'dimensions'")
             )
-            row = await cur.fetchone()
-            if row is None:
-                query = None if text is not None else query
-                if text is None:
-                    return []
-            else:
+            row = await cur.fetchone()  # another store may have fixed it since
+            if row is not None:
                 self._dimensions = int(row[0])
-                query = unit_vector(query, self._dimensions, store=self._label)
-        depth = limit if query is None or text is None else candidates(limit)
-        vector_hits = (
-            []
-            if query is None
-            else await self._vector_ids(conn, path, conditions, query, depth, now)
-        )
-        text_hits = (
-            [] if text is None else await self._text_ids(conn, path, conditions, text, depth, now)
-        )
-        fused: builtins.list[tuple[int, float, float | None, float | None]]
-        if text is None:
-            fused = [(i, s, s, None) for i, s in vector_hits]
-        elif query is None:
-            fused = [(i, s, None, s) for i, s in text_hits]
-        else:
-            fused = fuse(vector_hits, text_hits, limit)
+                query = query.sized(self._dimensions, store=self._label)
+        vector_hits = [] if query.vector is None else await self._vector_ids(conn, query, now)
+        text_hits = [] if query.text is None else await self._text_ids(conn, query, now)
+        fused = query.rank(vector_hits, text_hits)
         ids = [i for i, *_ in fused]
         items: dict[int, Item] = {}
         if ids:
@@ -500,19 +374,14 @@ class PostgresItemStore(StoreLifecycle):
                 self._sql(f"SELECT {_COLUMNS} FROM {{items}} i WHERE i.id = ANY(%s)"), (ids,)
             )
             items = {r[0]: _item(r) for r in await cur.fetchall()}
-        return [SearchHit(items[i], s, v, t) for i, s, v, t in fused if i in items]
+        return hits(fused, items)
 
     async def _vector_ids(
-        self,
-        conn: psycopg.AsyncConnection[Any],
-        path: str,
-        conditions: builtins.list[Condition],
-        query: np.ndarray,
-        depth: int,
-        now: float,
+        self, conn: psycopg.AsyncConnection[Any], query: Query, now: float
     ) -> builtins.list[tuple[int, float]]:
-        if self._dimensions is None:
+        if self._dimensions is None or query.vector is None:
             return []
+        path, conditions = query.path, query.conditions
         where, params = _range("path", path)
         cur = await conn.execute(
             self._sql(f"SELECT id, version FROM {{spaces}} WHERE {where}"), params
@@ -533,49 +402,37 @@ class PostgresItemStore(StoreLifecycle):
                 )
                 self._cache.put(ns_id, entry)
             matrices.append(entry)
-        scope, sparams = self._scope(path, conditions, now)
-        parts: builtins.list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]
         if conditions:
+            scope, sparams = self._scope(path, conditions, now)
             sql = f"SELECT i.id FROM {{items}} i WHERE {scope} AND i.vector IS NOT NULL"
             mask_ids = await conn.execute(self._sql(sql), sparams)
             allowed = np.array([r[0] for r in await mask_ids.fetchall()], dtype=np.int64)
-            parts = [(m.ids, m.matrix, np.isin(m.ids, allowed)) for m in matrices]
-        else:
-            rng, rparams = _range("i.path", path)
-            gone = await conn.execute(
-                self._sql(
-                    "SELECT i.id FROM {items} i WHERE i.expires_at IS NOT NULL "
-                    f"AND i.expires_at <= %s AND {rng}"
-                ),
-                (now, *rparams),
-            )
-            expired = np.array([r[0] for r in await gone.fetchall()], dtype=np.int64)
-            parts = [
-                (m.ids, m.matrix, ~np.isin(m.ids, expired) if len(expired) else None)
-                for m in matrices
-            ]
-        return top_k(parts, query, depth)
+            return top_k(masked(matrices, allowed=allowed), query.vector, query.depth)
+        rng, rparams = _range("i.path", path)
+        gone = await conn.execute(
+            self._sql(
+                "SELECT i.id FROM {items} i WHERE i.expires_at IS NOT NULL "
+                f"AND i.expires_at <= %s AND {rng}"
+            ),
+            (now, *rparams),
+        )
+        expired = np.array([r[0] for r in await gone.fetchall()], dtype=np.int64)
+        return top_k(masked(matrices, expired=expired), query.vector, query.depth)
 
     async def _text_ids(
-        self,
-        conn: psycopg.AsyncConnection[Any],
-        path: str,
-        conditions: builtins.list[Condition],
-        text: str,
-        depth: int,
-        now: float,
+        self, conn: psycopg.AsyncConnection[Any], query: Query, now: float
     ) -> builtins.list[tuple[int, float]]:
-        match = tsquery(text)
+        match = None if query.text is None else tsquery(query.text)
         if match is None:
             return []
-        scope, params = self._scope(path, conditions, now)
+        scope, params = self._scope(query.path, query.conditions, now)
         cur = await conn.execute(
             self._sql(
                 "SELECT i.id, ts_rank(i.tsv, q) AS score FROM {items} i, "
                 f"to_tsquery('simple', %s) q WHERE i.tsv @@ q AND {scope} "
                 "ORDER BY score DESC, i.id LIMIT %s"
             ),
-            (match, *params, depth),
+            (match, *params, query.depth),
         )
         return [(int(i), float(s)) for i, s in await cur.fetchall()]
 

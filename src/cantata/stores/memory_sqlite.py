@@ -17,36 +17,21 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn, TypeVar
 
 import numpy as np
 
 from ..core import ConfigurationError, StoreError, short_repr
-from ._codec import decode, encode
+from ._codec import decode
 from ._lifecycle import StoreLifecycle
 from .errors import StoreClosedError, StoreSchemaError, StoreTimeoutError
-from .memory_filters import Condition, parse_filter, sqlite_where
-from .memory_items import (
-    Item,
-    ItemWrite,
-    Namespace,
-    SearchHit,
-    check_key,
-    check_limit,
-    check_namespace,
-    check_text,
-    check_ttl,
-    check_value,
-    decode_path,
-    encode_path,
-    path_upper,
-    unit_vector,
-)
-from .memory_local import candidates
-from .memory_text import fts5_query, fuse
-from .memory_vectors import NamespaceMatrix, VectorCache, load_matrix, top_k
+from .memory_base import CheckedWrite, ItemStoreBase, Query, hits, opened_size, settled_size
+from .memory_filters import Condition, sqlite_where
+from .memory_items import Item, Namespace, SearchHit, decode_path, path_upper
+from .memory_text import fts5_query
+from .memory_vectors import NamespaceMatrix, VectorCache, load_matrix, masked, top_k
 
 __all__ = ["SQLiteItemStore"]
 
@@ -134,10 +119,8 @@ ON CONFLICT (path, key) DO UPDATE SET
 """
 _BUMP = "UPDATE cantata_item_namespaces SET version = version + 1 WHERE path = ?"
 
-_Write = tuple[str, str, str, str | None, bytes | None, float | None, int | None]
 
-
-class SQLiteItemStore(StoreLifecycle):
+class SQLiteItemStore(StoreLifecycle, ItemStoreBase):
     """An `ItemStore` in one SQLite file (or ``":memory:"``), shared safely by processes.
 
     The file may be the one a `SQLiteStore` uses: the tables are apart. `dimensions`
@@ -171,11 +154,6 @@ class SQLiteItemStore(StoreLifecycle):
         self._cache = VectorCache(cache_rows)
         self._db: sqlite3.Connection | None = None
         self._worker: ThreadPoolExecutor | None = None
-
-    @property
-    def dimensions(self) -> int | None:
-        """The size of the store's vectors, or None until the first vector fixes it."""
-        return self._dimensions
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -246,22 +224,11 @@ class SQLiteItemStore(StoreLifecycle):
             self._settle_dimensions(db, meta.get("dimensions"))
 
     def _settle_dimensions(self, db: sqlite3.Connection, stored: str | None) -> None:
-        if stored is None:
-            if self._dimensions is not None:
-                db.execute(
-                    "INSERT INTO cantata_item_meta VALUES ('dimensions', ?)",
-                    (str(self._dimensions),),
-                )
-            return
-        if self._dimensions is not None and int(stored) != self._dimensions:
-            from .memory_errors import VectorSizeError
-
-            raise VectorSizeError(
-                f"{self._label}: the file holds vectors of {stored} dimensions, the store "
-                f"was opened with dimensions={self._dimensions}; use the same model, or "
-                "another file"
+        self._dimensions = opened_size(stored, self._dimensions, store=self._label)
+        if stored is None and self._dimensions is not None:
+            db.execute(
+                "INSERT INTO cantata_item_meta VALUES ('dimensions', ?)", (str(self._dimensions),)
             )
-        self._dimensions = int(stored)
 
     def _close_sync(self) -> None:
         db, self._db = self._db, None
@@ -275,6 +242,9 @@ class SQLiteItemStore(StoreLifecycle):
             raise StoreClosedError(f"{self._label} is closed; create a new store to keep working")
         return await asyncio.get_running_loop().run_in_executor(worker, fn, *args)
 
+    async def _begin(self) -> None:
+        await self._ready()
+
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         await self._ready()
         return await self._in_worker(self._guarded, fn, *args)
@@ -286,7 +256,8 @@ class SQLiteItemStore(StoreLifecycle):
         try:
             return fn(db, *args)
         except sqlite3.Error as exc:
-            self._fail(getattr(fn, "__name__", "run").strip("_").replace("_", " "), exc)
+            name = getattr(fn, "__name__", "run").removesuffix("_sync")
+            self._fail(name.strip("_").replace("_", " "), exc)
 
     def _fail(self, action: str, exc: sqlite3.Error) -> NoReturn:
         text = str(exc)
@@ -300,83 +271,52 @@ class SQLiteItemStore(StoreLifecycle):
 
     # -- writes ---------------------------------------------------------------------------
 
-    async def put(
-        self,
-        namespace: Namespace,
-        key: str,
-        value: Mapping[str, Any],
-        *,
-        text: str | None = None,
-        vector: Sequence[float] | None = None,
-        ttl: float | None = None,
+    async def _write_items(self, writes: builtins.list[CheckedWrite], size: int | None) -> None:
+        await self._run(self._write_items_sync, writes, size)
+
+    def _write_items_sync(
+        self, db: sqlite3.Connection, writes: builtins.list[CheckedWrite], size: int | None
     ) -> None:
-        """Create or replace the item at (namespace, key)."""
-        await self.put_many([ItemWrite(namespace, key, value, text, vector, ttl)])  # type: ignore[arg-type]
-
-    async def put_many(self, writes: Sequence[ItemWrite]) -> None:
-        """Several puts in one transaction: all or none."""
-        await self._ready()
-        checked = self._checked(writes)
-        if checked:
-            await self._run(self._write_items, checked)
-
-    def _checked(self, writes: Sequence[ItemWrite]) -> builtins.list[_Write]:
-        label = self._label
-        dims = self._dimensions
-        rows: builtins.list[_Write] = []
-        for w in writes:
-            path = encode_path(check_namespace(w.namespace, store=label))
-            key = check_key(w.key, store=label)
-            value = encode(check_value(w.value, store=label), store=label, where=f"item {key!r}")
-            text = check_text(w.text, store=label)
-            blob = None
-            dims_of = None
-            if w.vector is not None:
-                unit = unit_vector(w.vector, dims, store=label)
-                dims = dims_of = unit.size
-                blob = unit.tobytes()
-            rows.append((path, key, value, text, blob, check_ttl(w.ttl, store=label), dims_of))
-        return rows
-
-    def _write_items(self, db: sqlite3.Connection, rows: builtins.list[_Write]) -> None:
         now = self._clock()
         with _transaction(db):
-            self._check_dimensions(db, rows)
+            if size is not None:
+                self._settle_size(db, size)
             self._sweep_in(db, now)
             ns_ids: dict[str, int] = {}
-            for path in dict.fromkeys(r[0] for r in rows):
+            for path in dict.fromkeys(w.path for w in writes):
                 ns_ids[path] = db.execute(_UPSERT_NS, (path,)).fetchone()[0]
             db.executemany(
                 _UPSERT,
                 [
-                    (ns_ids[p], p, k, v, t, b, now, now, None if ttl is None else now + ttl)
-                    for p, k, v, t, b, ttl, _ in rows
+                    (
+                        ns_ids[w.path],
+                        w.path,
+                        w.key,
+                        w.json,
+                        w.text,
+                        w.blob,
+                        now,
+                        now,
+                        None if w.ttl is None else now + w.ttl,
+                    )
+                    for w in writes
                 ],
             )
 
-    def _check_dimensions(self, db: sqlite3.Connection, rows: builtins.list[_Write]) -> None:
-        sizes = {r[6] for r in rows if r[6] is not None}
-        if not sizes:
-            return
+    def _settle_size(self, db: sqlite3.Connection, size: int) -> None:
         stored = db.execute(
             "SELECT value FROM cantata_item_meta WHERE name = 'dimensions'"
         ).fetchone()
-        size = sizes.pop()
+        self._dimensions = settled_size(
+            None if stored is None else stored[0], size, store=self._label
+        )
         if stored is None:
             db.execute("INSERT INTO cantata_item_meta VALUES ('dimensions', ?)", (str(size),))
-            stored = (str(size),)
-        self._dimensions = int(stored[0])
-        for other in (size, *sizes):
-            if other != self._dimensions:
-                unit_vector(np.ones(other), self._dimensions, store=self._label)  # raises
 
-    async def delete(self, namespace: Namespace, key: str) -> bool:
-        """Remove an item; True if a live one was there."""
-        path = encode_path(check_namespace(namespace, store=self._label))
-        check_key(key, store=self._label)
-        return await self._run(self._delete_item, path, key)
+    async def _delete_item(self, path: str, key: str) -> bool:
+        return await self._run(self._delete_item_sync, path, key)
 
-    def _delete_item(self, db: sqlite3.Connection, path: str, key: str) -> bool:
+    def _delete_item_sync(self, db: sqlite3.Connection, path: str, key: str) -> bool:
         now = self._clock()
         with _transaction(db):
             row = db.execute(
@@ -388,12 +328,10 @@ class SQLiteItemStore(StoreLifecycle):
             db.execute(_BUMP, (path,))
         return bool(row[0] is None or row[0] > now)
 
-    async def clear(self, prefix: Namespace) -> int:
-        """Remove every item under `prefix`; returns how many live ones there were."""
-        path = encode_path(check_namespace(prefix, store=self._label, prefix=True))
-        return await self._run(self._clear_items, path)
+    async def _clear_items(self, path: str) -> int:
+        return await self._run(self._clear_items_sync, path)
 
-    def _clear_items(self, db: sqlite3.Connection, path: str) -> int:
+    def _clear_items_sync(self, db: sqlite3.Connection, path: str) -> int:
         now = self._clock()
         where, params = _range("path", path)
         with _transaction(db):
@@ -409,11 +347,10 @@ class SQLiteItemStore(StoreLifecycle):
             self._cache.drop(ns_id)
         return int(live)
 
-    async def sweep(self) -> int:
-        """Remove expired items now; returns how many."""
-        return await self._run(self._sweep_items)
+    async def _sweep_items(self) -> int:
+        return await self._run(self._sweep_items_sync)
 
-    def _sweep_items(self, db: sqlite3.Connection) -> int:
+    def _sweep_items_sync(self, db: sqlite3.Connection) -> int:
         with _transaction(db):
             return self._sweep_in(db, self._clock())
 
@@ -429,34 +366,22 @@ class SQLiteItemStore(StoreLifecycle):
 
     # -- reads ----------------------------------------------------------------------------
 
-    async def get(self, namespace: Namespace, key: str) -> Item | None:
-        """The live item at (namespace, key), or None."""
-        path = encode_path(check_namespace(namespace, store=self._label))
-        check_key(key, store=self._label)
-        return await self._run(self._get_item, path, key)
+    async def _get_item(self, path: str, key: str) -> Item | None:
+        return await self._run(self._get_item_sync, path, key)
 
-    def _get_item(self, db: sqlite3.Connection, path: str, key: str) -> Item | None:
+    def _get_item_sync(self, db: sqlite3.Connection, path: str, key: str) -> Item | None:
         row = db.execute(
             f"SELECT {_COLUMNS} FROM cantata_items i WHERE i.path = ? AND i.key = ? AND {_LIVE}",
             (path, key, self._clock()),
         ).fetchone()
         return None if row is None else self._item(row)
 
-    async def list(
-        self,
-        prefix: Namespace,
-        *,
-        filter: Mapping[str, Any] | None = None,
-        limit: int = 100,
-        offset: int = 0,
+    async def _list_items(
+        self, path: str, conditions: builtins.list[Condition], limit: int, offset: int
     ) -> builtins.list[Item]:
-        """Live items under `prefix` that match `filter`, by namespace then key."""
-        path = encode_path(check_namespace(prefix, store=self._label, prefix=True))
-        conditions = parse_filter(filter, store=self._label)
-        check_limit(limit, offset, store=self._label)
-        return await self._run(self._list_items, path, conditions, limit, offset)
+        return await self._run(self._list_items_sync, path, conditions, limit, offset)
 
-    def _list_items(
+    def _list_items_sync(
         self,
         db: sqlite3.Connection,
         path: str,
@@ -472,12 +397,10 @@ class SQLiteItemStore(StoreLifecycle):
         ).fetchall()
         return [self._item(r) for r in rows]
 
-    async def namespaces(self, prefix: Namespace = ()) -> builtins.list[Namespace]:
-        """The namespaces under `prefix` that hold live items, sorted."""
-        path = encode_path(check_namespace(prefix, store=self._label, prefix=True))
-        return await self._run(self._namespaces, path)
+    async def _list_namespaces(self, path: str) -> builtins.list[Namespace]:
+        return await self._run(self._list_namespaces_sync, path)
 
-    def _namespaces(self, db: sqlite3.Connection, path: str) -> builtins.list[Namespace]:
+    def _list_namespaces_sync(self, db: sqlite3.Connection, path: str) -> builtins.list[Namespace]:
         where, params = _range("n.path", path)
         rows = db.execute(
             f"SELECT n.path FROM cantata_item_namespaces n WHERE {where} AND EXISTS ("
@@ -486,86 +409,31 @@ class SQLiteItemStore(StoreLifecycle):
         ).fetchall()
         return [decode_path(p) for (p,) in rows]
 
-    async def search(
-        self,
-        prefix: Namespace,
-        *,
-        vector: Sequence[float] | None = None,
-        text: str | None = None,
-        filter: Mapping[str, Any] | None = None,
-        limit: int = 10,
-    ) -> builtins.list[SearchHit]:
-        """The best `limit` live items under `prefix` (see `ItemStore.search`)."""
-        label = self._label
-        path = encode_path(check_namespace(prefix, store=label, prefix=True))
-        conditions = parse_filter(filter, store=label)
-        check_limit(limit, 0, store=label)
-        query_text = check_text(text, store=label)
-        if vector is None and query_text is None:
-            items = await self.list(prefix, filter=filter, limit=limit)
-            return [SearchHit(i, 0.0) for i in items]
-        await self._ready()
-        query = None if vector is None else unit_vector(vector, self._dimensions, store=label)
-        return await self._run(self._search, path, conditions, query, query_text, limit)
+    async def _search_items(self, query: Query) -> builtins.list[SearchHit]:
+        return await self._run(self._search_items_sync, query)
 
-    def _search(
-        self,
-        db: sqlite3.Connection,
-        path: str,
-        conditions: builtins.list[Condition],
-        query: np.ndarray | None,
-        text: str | None,
-        limit: int,
-    ) -> builtins.list[SearchHit]:
+    def _search_items_sync(self, db: sqlite3.Connection, query: Query) -> builtins.list[SearchHit]:
         with _snapshot(db):
-            return self._search_in(db, path, conditions, query, text, limit)
-
-    def _search_in(
-        self,
-        db: sqlite3.Connection,
-        path: str,
-        conditions: builtins.list[Condition],
-        query: np.ndarray | None,
-        text: str | None,
-        limit: int,
-    ) -> builtins.list[SearchHit]:
-        now = self._clock()
-        if query is not None and self._dimensions is None:
-            self._read_dimensions(db)  # another store on the file may have fixed it since
-            if self._dimensions is not None:
-                query = unit_vector(query, self._dimensions, store=self._label)
-        depth = limit if query is None or text is None else candidates(limit)
-        vector_hits = (
-            [] if query is None else self._vector_ids(db, path, conditions, query, depth, now)
-        )
-        text_hits = [] if text is None else self._text_ids(db, path, conditions, text, depth, now)
-        fused: builtins.list[tuple[int, float, float | None, float | None]]
-        if text is None:
-            fused = [(i, s, s, None) for i, s in vector_hits]
-        elif query is None:
-            fused = [(i, s, None, s) for i, s in text_hits]
-        else:
-            fused = fuse(vector_hits, text_hits, limit)
-        items = self._items_by_id(db, [i for i, *_ in fused])
-        return [SearchHit(items[i], score, sim, rel) for i, score, sim, rel in fused if i in items]
+            now = self._clock()
+            if query.vector is not None and self._dimensions is None:
+                self._read_dimensions(db)  # another store on the file may have fixed it since
+                query = query.sized(self._dimensions, store=self._label)
+            vector_hits = [] if query.vector is None else self._vector_ids(db, query, now)
+            text_hits = [] if query.text is None else self._text_ids(db, query, now)
+            fused = query.rank(vector_hits, text_hits)
+            return hits(fused, self._items_by_id(db, [i for i, *_ in fused]))
 
     def _vector_ids(
-        self,
-        db: sqlite3.Connection,
-        path: str,
-        conditions: builtins.list[Condition],
-        query: np.ndarray,
-        depth: int,
-        now: float,
+        self, db: sqlite3.Connection, query: Query, now: float
     ) -> builtins.list[tuple[int, float]]:
-        if self._dimensions is None:
+        if self._dimensions is None or query.vector is None:
             return []  # no vector was ever written
+        path, conditions = query.path, query.conditions
         where, params = _range("path", path)
         spaces = db.execute(
             f"SELECT id, version FROM cantata_item_namespaces WHERE {where}", params
         ).fetchall()
         matrices = [self._matrix(db, ns_id, version) for ns_id, version in spaces]
-        parts: builtins.list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]
         if conditions:
             scope, sparams = self._scope(path, conditions, now)
             allowed = _ids(
@@ -573,21 +441,16 @@ class SQLiteItemStore(StoreLifecycle):
                 f"SELECT i.id FROM cantata_items i WHERE {scope} AND i.vector IS NOT NULL",
                 sparams,
             )
-            parts = [(m.ids, m.matrix, np.isin(m.ids, allowed)) for m in matrices]
-        else:
-            expired = _ids(
-                db,
-                # The expiry index, not the path range: expired rows are few, a scope many.
-                "SELECT i.id FROM cantata_items i INDEXED BY cantata_items_expiry "
-                "WHERE i.expires_at IS NOT NULL "
-                f"AND i.expires_at <= ? AND {_range('i.path', path)[0]}",
-                (now, *params),
-            )
-            parts = [
-                (m.ids, m.matrix, ~np.isin(m.ids, expired) if len(expired) else None)
-                for m in matrices
-            ]
-        return top_k(parts, query, depth)
+            return top_k(masked(matrices, allowed=allowed), query.vector, query.depth)
+        expired = _ids(
+            db,
+            # The expiry index, not the path range: expired rows are few, a scope many.
+            "SELECT i.id FROM cantata_items i INDEXED BY cantata_items_expiry "
+            "WHERE i.expires_at IS NOT NULL "
+            f"AND i.expires_at <= ? AND {_range('i.path', path)[0]}",
+            (now, *params),
+        )
+        return top_k(masked(matrices, expired=expired), query.vector, query.depth)
 
     def _read_dimensions(self, db: sqlite3.Connection) -> None:
         row = db.execute("SELECT value FROM cantata_item_meta WHERE name = 'dimensions'").fetchone()
@@ -608,23 +471,17 @@ class SQLiteItemStore(StoreLifecycle):
         return entry
 
     def _text_ids(
-        self,
-        db: sqlite3.Connection,
-        path: str,
-        conditions: builtins.list[Condition],
-        text: str,
-        depth: int,
-        now: float,
+        self, db: sqlite3.Connection, query: Query, now: float
     ) -> builtins.list[tuple[int, float]]:
-        match = fts5_query(text)
+        match = None if query.text is None else fts5_query(query.text)
         if match is None:
             return []
-        scope, params = self._scope(path, conditions, now)
+        scope, params = self._scope(query.path, query.conditions, now)
         rows = db.execute(
             "SELECT i.id, -bm25(cantata_items_fts) AS score FROM cantata_items_fts "
             "JOIN cantata_items i ON i.id = cantata_items_fts.rowid "
             f"WHERE cantata_items_fts MATCH ? AND {scope} ORDER BY score DESC, i.id LIMIT ?",
-            (match, *params, depth),
+            (match, *params, query.depth),
         ).fetchall()
         return [(int(i), float(s)) for i, s in rows]
 

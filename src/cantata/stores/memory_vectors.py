@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["NamespaceMatrix", "VectorCache", "top_k"]
+__all__ = ["NamespaceMatrix", "VectorCache", "masked", "top_k"]
 
 
 @dataclass(slots=True)
@@ -73,6 +73,21 @@ class VectorCache:
     def clear(self) -> None:
         self._entries.clear()
         self._rows = 0
+
+
+def masked(
+    matrices: Sequence[NamespaceMatrix],
+    *,
+    allowed: np.ndarray | None = None,
+    expired: np.ndarray | None = None,
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+    """The parts of `top_k` for cached matrices: only the `allowed` ids (those that match a
+    filter, found by the database), or all but the `expired` ones."""
+    if allowed is not None:
+        return [(m.ids, m.matrix, np.isin(m.ids, allowed)) for m in matrices]
+    if expired is None or not len(expired):
+        return [(m.ids, m.matrix, None) for m in matrices]
+    return [(m.ids, m.matrix, ~np.isin(m.ids, expired)) for m in matrices]
 
 
 def top_k(
