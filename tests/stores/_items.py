@@ -11,7 +11,12 @@ import pytest
 from cantata.core import new_id
 from cantata.stores import InMemoryItemStore, ItemStore, SQLiteItemStore
 
-BACKENDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+BACKENDS = [
+    "memory",
+    "sqlite",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("redis", marks=pytest.mark.redis),
+]
 
 
 class Clock:
@@ -45,7 +50,7 @@ class Opener:
 async def provide(
     name: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[Opener]:
-    """An `Opener` for backend `name`; PostgreSQL skips when down (fails under CI)."""
+    """An `Opener` for backend `name`; PostgreSQL and Redis skip when down (fail under CI)."""
     cleanup: Callable[[], Any] | None = None
     if name == "memory":
         opener = Opener(name, InMemoryItemStore)
@@ -65,6 +70,20 @@ async def provide(
             with psycopg.connect(dsn, autocommit=True) as conn:
                 for table in ("item_meta", "item_namespaces", "items"):
                     conn.execute(f'DROP TABLE IF EXISTS "{prefix}{table}" CASCADE'.encode())
+
+    elif name == "redis":
+        url = request.getfixturevalue("redis_url")
+        from cantata.stores import RedisItemStore
+
+        key_prefix = f"cantata-test:{new_id()[:12]}:"
+        opener = Opener(name, lambda **o: RedisItemStore(url, prefix=key_prefix, **o))
+
+        def cleanup() -> None:
+            import redis
+
+            with redis.Redis.from_url(url) as client:
+                for key in client.scan_iter(match=f"{key_prefix}*"):
+                    client.delete(key)
 
     else:
         raise ValueError(name)

@@ -358,3 +358,69 @@ async def test_open_item_store_postgres(postgres_dsn: str) -> None:
         with psycopg.connect(postgres_dsn, autocommit=True) as conn:
             for table in ("item_meta", "item_namespaces", "items"):
                 conn.execute(f'DROP TABLE IF EXISTS "{prefix}{table}"'.encode())
+
+
+async def test_a_second_store_sees_the_firsts_writes(opener: Opener, clock: Clock) -> None:
+    """Two stores on one database (as two processes are): every write by one is seen by the
+    other's next read, though each keeps copies of what it queried (vectors, and on Redis
+    whole namespaces)."""
+    if opener.name == "memory":
+        pytest.skip("an in-memory store is one process's own")
+    one = await opener(clock=clock)
+    two = await opener(clock=clock)
+    await one.put(NS, "a", {"n": 1}, text="green tea", vector=_vec(1))
+    assert [h.item.key for h in await two.search(NS, vector=_vec(1), text="tea")] == ["a"]
+    assert two.dimensions == 8
+    await one.put(NS, "b", {"n": 2}, text="black tea", vector=_vec(2))
+    hits = await two.search(NS, vector=_vec(2), limit=1)
+    assert [h.item.key for h in hits] == ["b"]
+    assert await one.delete(NS, "b") is True
+    assert [h.item.key for h in await two.search(NS, vector=_vec(2))] == ["a"]
+    await two.put(NS, "a", {"n": 3})
+    listed = await one.list(NS)
+    assert [i.value for i in listed] == [{"n": 3}] and listed[0].text is None
+    assert await one.search(NS, text="tea") == []
+    with pytest.raises(VectorSizeError):
+        await two.put(NS, "c", {}, vector=_vec(3, 4))
+    assert await one.clear(("user",)) == 1
+    assert await two.namespaces() == [] and await two.list(NS) == []
+
+
+async def test_concurrent_writers_lose_nothing(opener: Opener, clock: Clock) -> None:
+    """Writers racing on one namespace (with TTLs, so every write also sweeps): each write
+    lands whole, none is lost (on Redis a write whose reads went stale retries)."""
+    stores = [await opener(clock=clock) for _ in range(2 if opener.name != "memory" else 1)]
+
+    async def write(n: int) -> None:
+        store = stores[n % len(stores)]
+        batch = [ItemWrite(NS, f"k{n}-{i}", {"n": n}, text=f"word{n}", ttl=50) for i in range(3)]
+        await store.put_many(batch)
+
+    import asyncio
+
+    await asyncio.gather(*(write(n) for n in range(12)))
+    listed = await stores[-1].list(NS, limit=100)
+    assert sorted(i.key for i in listed) == sorted(f"k{n}-{i}" for n in range(12) for i in range(3))
+    clock.advance(50)
+    assert await stores[0].sweep() == 36 and await stores[-1].list(NS) == []
+
+
+@pytest.mark.redis
+async def test_open_item_store_redis(redis_url: str) -> None:
+    import redis
+
+    from cantata.core import new_id
+    from cantata.stores import RedisItemStore
+
+    prefix = f"cantata-test:{new_id()[:12]}:"
+    store = open_item_store(redis_url, prefix=prefix)
+    try:
+        assert isinstance(store, RedisItemStore)
+        await store.put(NS, "a", {"x": 1}, text="hello there", vector=[0, 1])
+        hits = await store.search(NS, vector=[0, 1], text="hello")
+        assert [h.item.key for h in hits] == ["a"] and store.dimensions == 2
+    finally:
+        await store.close()
+        with redis.Redis.from_url(redis_url) as client:
+            for key in client.scan_iter(match=f"{prefix}*"):
+                client.delete(key)

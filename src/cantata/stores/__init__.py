@@ -24,6 +24,7 @@ from .url import open_store
 if TYPE_CHECKING:
     from .memory_local import InMemoryItemStore
     from .memory_postgres import PostgresItemStore
+    from .memory_redis import RedisItemStore
     from .memory_sqlite import SQLiteItemStore
     from .postgres import PostgresStore
     from .redis import RedisStore
@@ -39,6 +40,7 @@ __all__ = [
     "NamespaceError",
     "PostgresItemStore",
     "PostgresStore",
+    "RedisItemStore",
     "RedisStore",
     "SQLiteItemStore",
     "SQLiteStore",
@@ -62,7 +64,10 @@ __all__ = [
 _LAZY = {"PostgresStore": "postgres", "RedisStore": "redis"}
 # The item stores need numpy, imported on first use so that `import cantata` stays light.
 _LAZY_LOCAL = {"InMemoryItemStore": "memory_local", "SQLiteItemStore": "memory_sqlite"}
-_LAZY_EXTRA = {"PostgresItemStore": ("postgres", "memory_postgres")}
+_LAZY_EXTRA = {
+    "PostgresItemStore": ("postgres", "memory_postgres", "PostgresStore"),
+    "RedisItemStore": ("redis", "memory_redis", "RedisStore"),
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -74,8 +79,8 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY_EXTRA:
         from .url import _backend
 
-        needs, module = _LAZY_EXTRA[name]
-        _backend(needs, "PostgresStore")  # the extra's check, with what to install
+        needs, module, state_store = _LAZY_EXTRA[name]
+        _backend(needs, state_store)  # the extra's check, with what to install
         return getattr(importlib.import_module(f"{__name__}.{module}"), name)
     extra = _LAZY.get(name)
     if extra is None:

@@ -13,7 +13,7 @@ __all__ = ["open_item_store"]
 
 def open_item_store(url: str, **options: Any) -> ItemStore:
     """An item store for `url` (``memory://``, ``sqlite:///path.db``,
-    ``postgresql://user@host/db``).
+    ``postgresql://user@host/db``, ``redis://host:port/db``).
 
     Keyword `options` go to the backend (``dimensions=384``, for one). The store connects
     on first use, or on ``await store.open()`` or ``async with``. A URL whose scheme has no
@@ -36,8 +36,14 @@ def open_item_store(url: str, **options: Any) -> ItemStore:
         from .memory_postgres import PostgresItemStore
 
         return PostgresItemStore(url, **options)
+    if scheme in ("redis", "rediss", "unix"):
+        _backend("redis", "RedisStore")  # redis-py installed, or the extra to install
+        from .memory_redis import RedisItemStore
+
+        return RedisItemStore(url, **options)
     raise ConfigurationError(
-        f"no item store for URL {short_repr(url, 200)}: the scheme must be memory, sqlite or "
-        "postgresql (memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db, "
-        "sqlite://:memory:, postgresql://user@host:port/db)"
+        f"no item store for URL {short_repr(url, 200)}: the scheme must be memory, sqlite, "
+        "postgresql or redis (memory://, sqlite:///relative/path.db, "
+        "sqlite:////absolute/path.db, sqlite://:memory:, postgresql://user@host:port/db, "
+        "redis://host:port/db)"
     )

@@ -21,6 +21,43 @@ T = TypeVar("T")
 _GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
 
 
+def redis_client(
+    url: str, connect_timeout: float, timeout: float | None
+) -> tuple[aioredis.Redis, str]:
+    """A client for `url` (it connects on first use), and where it points, for messages."""
+    try:
+        client = aioredis.Redis.from_url(
+            url,
+            socket_connect_timeout=connect_timeout,
+            socket_timeout=timeout,
+            decode_responses=False,
+        )
+    except ValueError as exc:
+        raise ConfigurationError(f"invalid Redis URL {short_repr(url, 200)}: {exc}") from exc
+    kwargs = client.connection_pool.connection_kwargs
+    where = kwargs.get("path") or f"{kwargs.get('host')}:{kwargs.get('port')}"
+    return client, f"{where}/{kwargs.get('db', 0)}"
+
+
+def connect_error(where: str, exc: RedisError) -> StoreError:
+    """The error for a first connection that failed."""
+    kind = StoreTimeoutError if isinstance(exc, RedisTimeoutError) else StoreError
+    return kind(
+        f"cannot connect to Redis at {where}: {exc}; is the server running, and is the URL right?"
+    )
+
+
+def failure(label: str, action: str, exc: RedisError, timeout: float | None) -> StoreError:
+    """The store's error for a Redis command that failed."""
+    if isinstance(exc, RedisTimeoutError):
+        return StoreTimeoutError(
+            f"{label}: cannot {action}: no answer within timeout={timeout}s ({exc}); is the "
+            "server overloaded or blocked? Raise timeout if it is slow",
+            action=action,
+        )
+    return StoreError(f"{label}: cannot {action}: {exc}; is the server running and reachable?")
+
+
 class RedisStore(StoreLifecycle):
     """A `StateStore` in Redis keys under `prefix`.
 
@@ -44,18 +81,8 @@ class RedisStore(StoreLifecycle):
             raise ConfigurationError(
                 f"RedisStore prefix must be a string without NUL: {short_repr(prefix)}"
             )
-        try:
-            self._client: aioredis.Redis | None = aioredis.Redis.from_url(
-                url,
-                socket_connect_timeout=connect_timeout,
-                socket_timeout=timeout,
-                decode_responses=False,
-            )
-        except ValueError as exc:
-            raise ConfigurationError(f"invalid Redis URL {short_repr(url, 200)}: {exc}") from exc
-        kwargs = self._client.connection_pool.connection_kwargs
-        where = kwargs.get("path") or f"{kwargs.get('host')}:{kwargs.get('port')}"
-        self._where = f"{where}/{kwargs.get('db', 0)}"
+        client, self._where = redis_client(url, connect_timeout, timeout)
+        self._client: aioredis.Redis | None = client
         super().__init__(f"RedisStore at {self._where} (prefix {quoted(prefix)})")
         self.url = url
         self.prefix = prefix
@@ -76,11 +103,7 @@ class RedisStore(StoreLifecycle):
             await client.set(version_key, str(SCHEMA_VERSION), nx=True)
             version = await client.get(version_key)
         except RedisError as exc:
-            kind = StoreTimeoutError if isinstance(exc, RedisTimeoutError) else StoreError
-            raise kind(
-                f"cannot connect to Redis at {self._where}: {exc}; is the server running, "
-                "and is the URL right?"
-            ) from exc
+            raise connect_error(self._where, exc) from exc
         if version != str(SCHEMA_VERSION).encode():
             raise StoreSchemaError(
                 f"{self._label}: key {quoted(version_key)} says store schema version "
@@ -121,15 +144,7 @@ class RedisStore(StoreLifecycle):
             ) from None
 
     def _fail(self, action: str, exc: RedisError) -> NoReturn:
-        if isinstance(exc, RedisTimeoutError):
-            raise StoreTimeoutError(
-                f"{self._label}: cannot {action}: no answer within timeout={self._timeout}s "
-                f"({exc}); is the server overloaded or blocked? Raise timeout if it is slow",
-                action=action,
-            ) from exc
-        raise StoreError(
-            f"{self._label}: cannot {action}: {exc}; is the server running and reachable?"
-        ) from exc
+        raise failure(self._label, action, exc, self._timeout) from exc
 
     # -- logs ------------------------------------------------------------------------------
 
