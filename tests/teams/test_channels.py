@@ -28,7 +28,8 @@ from cantata.teams import (
     ServiceChannel,
     channel_key,
 )
-from cantata.teams.channels import Reduction, factories_for
+from cantata.teams.channels import factories_for
+from cantata.teams.replication import Reduction, ReplicatedChannels
 
 from ._agents import counting_agent
 from ._server import ChatServer, ServerAgent
@@ -411,7 +412,7 @@ async def test_catching_up_skips_what_the_channel_wrote_and_retries_a_failed_del
     server = ChatServer()
     agent = ServerAgent(server, name="ra")
     key = channel_key(agent)
-    channels = ChannelSet(factories_for([agent]))
+    channels = ReplicatedChannels(factories_for([agent]))
     history = [Message("user", "task")]
     channel = await channels.catch_up(key, agent, history)
     assert isinstance(channel, ServiceChannel)
@@ -429,7 +430,7 @@ async def test_catching_up_skips_what_the_channel_wrote_and_retries_a_failed_del
 async def test_a_reply_that_never_reached_the_history_resets_the_channel() -> None:
     local = counting_agent("la")
     key = channel_key(local)
-    channels = ChannelSet(factories_for([local]))
+    channels = ReplicatedChannels(factories_for([local]))
     history = [Message("user", "task")]
     channel = await channels.catch_up(key, local, history)
     assert isinstance(channel, LocalChannel)
@@ -444,7 +445,7 @@ async def test_a_reply_that_never_reached_the_history_resets_the_channel() -> No
 async def test_catching_up_after_a_reduction_mirrors_the_reduced_history() -> None:
     local = counting_agent("la")
     key = channel_key(local)
-    channels = ChannelSet(factories_for([local]))
+    channels = ReplicatedChannels(factories_for([local]))
     history = [Message("user", str(i)) for i in range(4)]
     await channels.catch_up(key, local, history)
     summary = Reduction(len(history), [Message("user", "summary")])

@@ -24,8 +24,8 @@ from ..core import Message, Usage, tracing
 from ..models import ChatOptions
 from ..workflows import AgentUpdateEvent, WorkflowContext, handler
 from ._paused import ASKING, PausingParticipant, WentOn, requests_of, team_tools_of
-from .channels import LocalChannel
-from .manager import sourced, turn_options, turn_span
+from ._run_kwargs import turn_options, turn_span
+from .channels import LocalChannel, sourced
 from .turns import HISTORY_LOG, PausedTurn, SpeakTurn, TurnDone, _authored
 
 __all__ = ["FreshTurnParticipant", "HistorySelector", "OptionsFor", "view_for"]

@@ -36,7 +36,7 @@ from ..core import (
 from ..models import ChatOptions
 from ..workflows import Executor, WorkflowContext, response_handler
 from ..workflows._agent_messages import open_requests
-from .manager import turn_span
+from ._run_kwargs import turn_span
 from .turns import PausedTurn, SpeakTurn, TurnDone, _authored
 
 __all__ = ["ASKING", "PausingParticipant", "WentOn", "requests_of", "team_tools_of"]

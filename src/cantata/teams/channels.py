@@ -6,32 +6,21 @@ kind of thread. A local channel keeps the mirror here and shows each local agent
 conversation from its own side; a service channel holds one server-side thread and hands it
 what it has not seen yet.
 
-`ChannelSet` is the broadcast queue between them. A new message is queued for every other
-channel and delivered in the background: the writer does not wait. Reading a channel (to
-run an agent on it) waits until its queue is empty; a delivery that failed is kept, and
-its error is raised there, at that sync point. Delivery peeks at the head of the queue and
-pops it only once the channel took it, so a failed batch is delivered again at the next
-sync and nothing is lost. A channel made late receives the whole history first. Messages
-are trimmed to the contents a channel takes, and a message left with none is not
-forwarded. Reducing the history resets every channel and delivers the reduced history.
-
-On a runtime that copies messages (Ray, or a `LocalRuntime` that serializes them) the
-participants run in other processes, where no broadcast reaches: there each process keeps
-the channel sets it serves in a registry by session key (`channels_for`), and a channel
-catches up from the run's shared history log when it is read (`ChannelSet.catch_up`):
-whatever it has not seen, minus the messages it wrote itself, after the latest reduction.
+The channels of one conversation sit behind one interface, `TeamChannels`, which the
+session chooses once and every executor reaches through `channels_of`: `ChannelSet` (in
+`broadcast.py`) broadcasts in process; `ReplicatedChannels` (in `replication.py`) serves a
+runtime that copies messages (Ray, or a `LocalRuntime` that serializes them), where the
+participants run in other processes and each channel catches up from the run's history
+log when it is read. Messages are trimmed to the contents a channel takes (`admit`), and
+a message left with none is not forwarded.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import weakref
+import importlib
 from abc import ABC, abstractmethod
-from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypedDict, TypeVar, Unpack
 
 from ..agents import Agent, AgentResponse, AgentResponseUpdate, AgentThread, LocalThread
 from ..agents import ServiceThread as _ServiceThread
@@ -46,22 +35,24 @@ from ..core import (
     RunError,
     TextContent,
     TimeoutError,
-    register,
 )
 from ..models import ChatOptions
+
+if TYPE_CHECKING:
+    from ..workflows import WorkflowContext
 
 __all__ = [
     "AgentChannel",
     "ChannelFactory",
-    "ChannelSet",
     "ChannelSyncError",
     "LocalChannel",
     "ServiceChannel",
+    "TeamChannels",
     "TurnOptions",
     "channel_key",
-    "channels_for",
     "default_channel_factory",
-    "register_channels",
+    "factories_for",
+    "sourced",
 ]
 
 UpdateSink = Callable[[AgentResponseUpdate], None]
@@ -419,40 +410,29 @@ def factories_for(
     return out
 
 
-class _Entry:
-    __slots__ = ("broken", "channel", "failure", "own", "queue", "reductions", "seen", "task")
-
-    def __init__(self, channel: AgentChannel) -> None:
-        self.channel = channel
-        self.queue: deque[list[tuple[str, Message]]] = deque()
-        self.task: asyncio.Task[None] | None = None
-        self.failure: BaseException | None = None
-        # catching up from the history log (a copying runtime):
-        self.seen = 0
-        """How many history entries the channel has taken (or skipped as its own)."""
-        self.own: set[str] = set()
-        """Ids of messages written on this channel, not yet passed in the history."""
-        self.reductions = 0
-        """How many history reductions the channel has applied."""
-        self.broken = False
-        """A reset began and its delivery failed: the next catch-up starts over."""
+class _Held(Protocol):
+    channel: AgentChannel
 
 
-class ChannelSet:
-    """The channels of one conversation (one team run) and the queue between them.
+HeldT = TypeVar("HeldT", bound=_Held)
 
-    Made per session, never shared by two conversations. `sync_timeout` bounds how long
-    reading a channel waits for its deliveries.
+
+class TeamChannels(Generic[HeldT]):
+    """The channels of one conversation, as a team's executors reach them (`channels_of`).
+
+    Two implementations, one chosen by the session for the whole conversation:
+    `ChannelSet` (in process: new messages are broadcast to the channels) and
+    `ReplicatedChannels` (a runtime that copies messages: each channel catches up from the
+    run's history log when it is read). A participant asks `ready` (no wait needed) and
+    else `read`, then says what its turn `wrote`; the manager `publish`es what joined the
+    history, and passes a reduction on (`apply_reduction`). A plain base class, not an
+    ABC: the accessor's isinstance
+    test runs at every turn.
     """
 
-    def __init__(
-        self,
-        factories: Mapping[str, ChannelFactory],
-        *,
-        sync_timeout: float = 60.0,
-    ) -> None:
+    def __init__(self, factories: Mapping[str, ChannelFactory], *, sync_timeout: float) -> None:
         self._factories = dict(factories)
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[str, HeldT] = {}
         self.sync_timeout = sync_timeout
 
     @property
@@ -465,186 +445,32 @@ class ChannelSet:
         entry = self._entries.get(key)
         return None if entry is None else entry.channel
 
-    def _reaches_others(self, key: str) -> bool:
-        """Whether a channel other than `key` was made (one a broadcast would reach)."""
-        entries = self._entries
-        return len(entries) > 1 or (len(entries) == 1 and key not in entries)
-
-    def broadcast(self, messages: Sequence[tuple[str, Message]], *, exclude: str = "") -> None:
-        """Queue messages for every channel but `exclude`, and return at once."""
-        for key, entry in self._entries.items():
-            if key == exclude:
-                continue
-            admitted = [
-                (source, kept)
-                for source, m in messages
-                if (kept := entry.channel.admit(m)) is not None
-            ]
-            if not admitted:
-                continue
-            idle = not entry.queue and entry.failure is None
-            if not (idle and entry.channel.receive_nowait(admitted)):
-                entry.queue.append(admitted)
-                self._start(entry)
-
-    def _start(self, entry: _Entry) -> None:
-        if entry.failure is None and (entry.task is None or entry.task.done()):
-            entry.task = asyncio.ensure_future(self._deliver(entry))
-
-    async def _deliver(self, entry: _Entry) -> None:
-        while entry.queue:
-            batch = entry.queue[0]  # peek: popped only once delivered
-            try:
-                await entry.channel.receive(batch)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                entry.failure = exc
-                return
-            entry.queue.popleft()
-
     def ready(self, key: str) -> AgentChannel | None:
-        """The channel `key` if reading it needs no wait: made, nothing queued or under
-        way, no failure kept (else None: `sync` it)."""
-        entry = self._entries.get(key)
-        if (
-            entry is None
-            or entry.queue
-            or entry.failure is not None
-            or (entry.task is not None and not entry.task.done())
-        ):
-            return None
-        return entry.channel
+        """The channel `key` if reading it needs no wait (else None: `read` it)."""
+        return None
 
-    async def sync(
-        self,
-        key: str,
-        agent: Agent,
-        history: Callable[[], Sequence[tuple[str, Message]]],
-    ) -> AgentChannel:
-        """The channel `key`, caught up with the history; raises a kept delivery failure.
-
-        A channel made now first receives the whole `history()`."""
-        entry = self._entries.get(key)
-        if entry is None:
-            entry = _Entry(self._make(key, agent))
-            self._entries[key] = entry
-            everything = [
-                (source, kept)
-                for source, m in history()
-                if (kept := entry.channel.admit(m)) is not None
-            ]
-            if everything:
-                entry.queue.append(everything)
-        if entry.failure is not None:
-            failure, entry.failure = entry.failure, None
-            raise ChannelSyncError(
-                f"channel {key!r} failed to receive {sum(len(b) for b in entry.queue)} "
-                f"message(s) before participant {agent.name!r} could read it: {failure}; they "
-                "are kept and delivered again at the next sync"
-            ) from failure
-        if entry.queue:
-            self._start(entry)
-        if entry.task is not None and not entry.task.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(entry.task), self.sync_timeout)
-            except builtins_timeout as exc:
-                raise _late(key, agent, self.sync_timeout) from exc
-        if entry.failure is not None:
-            return await self.sync(key, agent, history)
-        return entry.channel
-
-    async def reset(self, history: Sequence[tuple[str, Message]]) -> None:
-        """The history was reduced to `history`: reset every channel and deliver it."""
-        for entry in self._entries.values():
-            await self._stop(entry)
-            entry.queue.clear()
-            entry.failure = None
-            await entry.channel.reset()
-        self.broadcast(history)
-
-    async def _stop(self, entry: _Entry) -> None:
-        task, entry.task = entry.task, None
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    async def close(self) -> None:
-        """Stop deliveries under way and forget every channel."""
-        for entry in self._entries.values():
-            await self._stop(entry)
-        self._entries.clear()
-
-    # -- catching up from the history log (a runtime that copies messages) ---------------
+    async def read(self, key: str, agent: Agent, ctx: WorkflowContext[Any, Any]) -> AgentChannel:
+        """The channel `key`, up to date with the run's history for `agent`'s turn (made
+        first if needed); raises `ChannelSyncError` for a delivery that failed."""
+        raise NotImplementedError
 
     def wrote(self, key: str, messages: Sequence[Message]) -> None:
-        """Messages written on channel `key` (an agent's reply): it skips them when it
-        catches up, since it has them already."""
-        entry = self._entries.get(key)
-        if entry is not None:
-            entry.own.update(m.message_id for m in messages)
+        """Messages written on channel `key` (an agent's reply), which the history will
+        hold too. Nothing by default."""
 
-    async def catch_up(
-        self,
-        key: str,
-        agent: Agent,
-        history: Sequence[Message],
-        reductions: Sequence[Reduction] = (),
-    ) -> AgentChannel:
-        """The channel `key`, given what it has not seen of `history` (the run's shared
-        log), minus what was written on it, after the latest of `reductions`; made first
-        if needed. A delivery that fails raises `ChannelSyncError`, and the next catch-up
-        delivers the same messages again."""
-        entry = self._entries.get(key)
-        if entry is None:
-            entry = self._entries[key] = _Entry(self._make(key, agent))
-        channel = entry.channel
-        own = entry.own
-        unseen = history[entry.seen :] if entry.seen <= len(history) else None
-        # a reply written here that never reached the history (its turn was cancelled, and
-        # the cancellation came late): the channel holds what the team never said
-        orphaned = bool(own) and (unseen is None or not own <= {m.message_id for m in unseen})
-        batch: list[tuple[str, Message]] = []
-        reset = True
-        if len(reductions) > entry.reductions:
-            latest = reductions[-1]
-            start = min(latest.at, len(history))
-            batch = self._admitted(channel, latest.messages)
-        elif unseen is None or orphaned or entry.broken:  # start over from the whole history
-            start = 0
-        else:
-            reset, start = False, entry.seen
-        if reset:
-            own.clear()  # an empty channel takes its own messages too
-            entry.broken = True
-        passed: list[str] = []  # its own messages, passed in the history
-        for m in history[start:]:
-            if m.message_id in own:
-                passed.append(m.message_id)
-                continue
-            kept = channel.admit(m)
-            if kept is not None:
-                batch.append((m.author_name or m.role, kept))
-        try:
-            async with asyncio.timeout(self.sync_timeout):
-                if reset:
-                    await channel.reset()
-                if batch:
-                    await channel.receive(batch)
-        except builtins_timeout as exc:
-            raise _late(key, agent, self.sync_timeout) from exc
-        except Exception as exc:
-            raise ChannelSyncError(
-                f"channel {key!r} failed to receive {len(batch)} message(s) before "
-                f"participant {agent.name!r} could read it: {exc}; they are delivered again "
-                "at the next sync"
-            ) from exc
-        own.difference_update(passed)  # only now: a failed delivery is done again in full
-        entry.seen = len(history)
-        entry.reductions = len(reductions)
-        entry.broken = False
-        return channel
+    def publish(self, messages: Sequence[Message], *, exclude: str = "") -> None:
+        """Messages joined the history (written on channel `exclude`, or by nobody's
+        channel). Nothing by default."""
+
+    async def apply_reduction(
+        self, reduced: Sequence[Message], ctx: WorkflowContext[Any, Any]
+    ) -> None:
+        """The history was reduced to `reduced`: every channel mirrors that from now on."""
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Stop what is under way and forget every channel."""
+        self._entries.clear()
 
     def _make(self, key: str, agent: Agent) -> AgentChannel:
         factory = self._factories.get(key)
@@ -655,69 +481,10 @@ class ChannelSet:
             )
         return factory(key, agent)
 
-    @staticmethod
-    def _admitted(channel: AgentChannel, messages: Sequence[Message]) -> list[tuple[str, Message]]:
-        return [
-            (m.author_name or m.role, kept)
-            for m in messages
-            if (kept := channel.admit(m)) is not None
-        ]
 
-    def state(self) -> dict[str, Any]:
-        """For tests and diagnostics: per channel, queued batches and a kept failure."""
-        return {
-            k: {"queued": len(e.queue), "failed": e.failure is not None}
-            for k, e in self._entries.items()
-        }
-
-
-builtins_timeout = asyncio.TimeoutError
-
-
-@register(name="cantata.teams.Reduction")
-@dataclass(slots=True)
-class Reduction:
-    """A history reduction, as data in the run's shared log `REDUCED_LOG`: the history
-    had `at` entries when it was reduced to `messages` (what the channels then mirror)."""
-
-    at: int
-    messages: list[Message] = field(default_factory=list)
-
-
-REDUCED_LOG = "team.reduced"
-"""The run's shared log of history reductions (channels in other processes reset from it)."""
-
-_MADE_HERE = 64
-"""How many channel sets of sessions in other processes one process keeps (the least
-recently used beyond that are dropped: a later turn there rebuilds from the history log)."""
-
-_sessions: weakref.WeakValueDictionary[str, ChannelSet] = weakref.WeakValueDictionary()
-"""Channel sets of sessions of this process, by session key (the session holds them)."""
-_made: OrderedDict[str, ChannelSet] = OrderedDict()
-"""Channel sets this process made for sessions elsewhere, least recently used first."""
-
-
-def register_channels(session: str, channels: ChannelSet) -> None:
-    """Make a session's own channel set the one its participants in this process use."""
-    _sessions[session] = channels
-
-
-def channels_for(
-    session: str, factories: Mapping[str, ChannelFactory], sync_timeout: float
-) -> ChannelSet:
-    """The channel set of `session` in this process: the session's own if it lives here,
-    else one made here from `factories` and kept (bounded) for the session's next turns."""
-    found = _sessions.get(session)
-    if found is not None:
-        return found
-    found = _made.get(session)
-    if found is None:
-        found = _made[session] = ChannelSet(factories, sync_timeout=sync_timeout)
-        while len(_made) > _MADE_HERE:
-            _made.popitem(last=False)
-    else:
-        _made.move_to_end(session)
-    return found
+def sourced(messages: Sequence[Message]) -> list[tuple[str, Message]]:
+    """Messages with their source, as channels take them."""
+    return [(m.author_name or m.role, m) for m in messages]
 
 
 def _late(key: str, agent: Agent, sync_timeout: float) -> TimeoutError:
@@ -727,3 +494,22 @@ def _late(key: str, agent: Agent, sync_timeout: float) -> TimeoutError:
         f"participant {agent.name!r} could read it; raise sync_timeout or look at "
         "why its thread is slow to take messages"
     )
+
+
+_ELSEWHERE = {
+    "ChannelSet": "cantata.teams.broadcast",
+    "REDUCED_LOG": "cantata.teams.replication",
+    "Reduction": "cantata.teams.replication",
+    "ReplicatedChannels": "cantata.teams.replication",
+    "channels_for": "cantata.teams.replication",
+    "register_channels": "cantata.teams.replication",
+}
+"""Names this module has always offered whose code lives with its implementation (they
+import this module, so they resolve on first use)."""
+
+
+def __getattr__(name: str) -> Any:
+    home = _ELSEWHERE.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,10 +30,18 @@ from ..core import (
     to_json,
     tracing,
 )
-from ..models import ChatOptions
 from ..workflows import Executor, WorkflowContext, handler, response_handler
 from ._control import CONTROL_KEY, RunControl
-from .channels import REDUCED_LOG, ChannelSet, Reduction, channels_for
+from ._run_kwargs import (
+    CHANNELS_KEY,
+    OPTIONS_KEY,
+    TEAM_KEY,
+    channels_of,
+    team_name_of,
+    turn_options,
+    turn_span,
+)
+from .channels import ChannelFactory
 from .events import RoutingEvent, TeamMessageEvent, TeamStoppedEvent
 from .result import StopMessage, TaskResult
 from .termination import Observation, TerminationCondition
@@ -60,26 +68,8 @@ ROUTING_LOG = "team.routing"
 their `TaskResult` (``run(task, include_routing=True)``)."""
 MANAGER_ID = "team.manager"
 """Executor id of a team's manager (agent names cannot contain a dot, so it never clashes)."""
-CHANNELS_KEY = "cantata.teams.channels"
-"""The run keyword argument that carries the session's `ChannelSet` to the executors (in
-process), or the session's key (a string: on a runtime that copies messages, where each
-process finds the session's channels with `channels_for`)."""
 STOP_SOURCE = "stop"
 """The source of the stop message of a run ended by `TeamSession.stop()`."""
-TEAM_KEY = "cantata.teams.team"
-"""The run keyword argument that carries the team's name (for its spans)."""
-OPTIONS_KEY = "cantata.teams.options"
-"""The run keyword argument that carries chat options for every participant's turns (a
-served request's ``temperature``, say), laid over the agents' own."""
-
-
-def turn_options(ctx: WorkflowContext[Any, Any], own: ChatOptions | None) -> ChatOptions | None:
-    """A participant's options for a turn: the session's (`OPTIONS_KEY`), with the
-    participant's own in the team (a handoff's transfer tools) laid over them."""
-    given = ctx.kwargs.get(OPTIONS_KEY)
-    if not isinstance(given, ChatOptions):
-        return own
-    return given.merge(own)
 
 
 @register(name="cantata.teams.ManagerState")
@@ -129,51 +119,6 @@ class ManagerState:
         return self.__deepcopy__({})
 
 
-def channels_of(ctx: WorkflowContext[Any, Any], executor: Any = None) -> ChannelSet:
-    """The session's channel set: handed to the run as a keyword argument in process, or
-    found by the session key in this process's registry (made from `executor`'s channel
-    factories, which travel with the executor, on a runtime that copies messages)."""
-    channels = ctx.kwargs.get(CHANNELS_KEY)
-    if isinstance(channels, ChannelSet):
-        return channels
-    factories = getattr(executor, "channel_factories", None)
-    if isinstance(channels, str):
-        if factories is not None:
-            return channels_for(channels, factories, executor.sync_timeout)
-        raise ConfigurationError(
-            f"executor {ctx.executor_id!r} of a team reads the team's channels on a runtime "
-            "that copies messages, where they are made in each process from the team's "
-            "channel factories: pass the executor to channels_of(ctx, executor), and give "
-            "it channel_factories and sync_timeout as ParticipantExecutor has (a team sets "
-            "them on every ParticipantExecutor of its workflow)"
-        )
-    raise ConfigurationError(
-        f"executor {ctx.executor_id!r} of a team runs without its channels: run a team "
-        "through team.run(), team.create_session() or team.resume(), not its workflow"
-    )
-
-
-def team_name_of(ctx: WorkflowContext[Any, Any]) -> str:
-    """The name of the team whose run this is (a session hands it to the run)."""
-    name = ctx.kwargs.get(TEAM_KEY)
-    return name if isinstance(name, str) else "team"
-
-
-def turn_span(ctx: WorkflowContext[Any, Any], turn: SpeakTurn, speaker: str) -> Any:
-    """The ``team_turn {team}`` span around one participant's turn (its agent's span nests
-    inside); a no-op context manager while tracing is off."""
-    team = team_name_of(ctx)
-    return tracing.span(
-        f"team_turn {team}",
-        {
-            "cantata.team.name": team,
-            "cantata.team.turn": turn.turn,
-            "cantata.team.speaker": speaker,
-            "cantata.correlation_id": turn.correlation_id,
-        },
-    )
-
-
 def visible(turn: Sequence[Message]) -> list[Message]:
     """A turn's messages as the transcript shows them: tool calls and results are hidden
     unless they are the turn's last message."""
@@ -183,11 +128,6 @@ def visible(turn: Sequence[Message]) -> list[Message]:
         if i == last or m.text or any(type(c) is DataContent for c in m.contents):
             out.append(m)
     return out
-
-
-def sourced(messages: Sequence[Message]) -> list[tuple[str, Message]]:
-    """Messages with their source, as channels take them."""
-    return [(m.author_name or m.role, m) for m in messages]
 
 
 class TeamManager(Executor):
@@ -217,6 +157,10 @@ class TeamManager(Executor):
         self.participants = tuple(participants)
         self.termination = termination
         self.max_turns = max_turns
+        self.channel_factories: Mapping[str, ChannelFactory] | None = None
+        """The team's channel factories (its team sets them), so that the manager reaches
+        the session's channels through `channels_of` on a copying runtime too."""
+        self.sync_timeout = 60.0
 
     # -- hooks for team types ----------------------------------------------------------
 
@@ -244,12 +188,7 @@ class TeamManager(Executor):
         (the authoritative history stays whole). In process the channels are reset here;
         elsewhere the reduction is written to the shared log `REDUCED_LOG`, from which each
         channel resets when it is next read."""
-        channels = ctx.kwargs.get(CHANNELS_KEY)
-        if isinstance(channels, ChannelSet):
-            await channels.reset(sourced(reduced))
-        elif isinstance(channels, str):
-            at = len(ctx.log(HISTORY_LOG, shared=True))
-            ctx.log(REDUCED_LOG, shared=True).append(Reduction(at, list(reduced)))
+        await channels_of(ctx, self).apply_reduction(reduced, ctx)
 
     def publish(
         self,
@@ -273,9 +212,7 @@ class TeamManager(Executor):
         if ctx.streaming:
             for m in shown:
                 ctx.add_event(TeamMessageEvent(m, m.author_name or source))
-        channels = ctx.kwargs.get(CHANNELS_KEY)
-        if isinstance(channels, ChannelSet) and channels._reaches_others(channel):
-            channels.broadcast(sourced(messages), exclude=channel)
+        channels_of(ctx, self).publish(messages, exclude=channel)
 
     def speak(
         self,

@@ -5,10 +5,10 @@ raising one that failed), runs its agent on the channel's view of the history (w
 participant's run options, if it has any: a handoff's transfer tools, say), streaming the
 agent's chunks as workflow events in a streamed run, and hands the turn's messages back to
 the manager. A run that asks the caller for something (a tool's approval, a declared
-tool's result) pauses the turn instead, until the caller answers (see `_paused.py`). On a
-runtime that copies messages it runs in a process of its own: there its
-channel catches up from the run's history log instead (see `channels.py`), made from the
-channel factories the executor carries.
+tool's result) pauses the turn instead, until the caller answers (see `_paused.py`). It
+reaches the session's channels through `channels_of`, whichever kind the session chose (on
+a runtime that copies messages, made in this process from the channel factories the
+executor carries: see `replication.py`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from ..core import Message, Usage, tracing
 from ..models import ChatOptions
 from ..workflows import AgentUpdateEvent, WorkflowContext, handler
 from ._paused import ASKING, PausingParticipant, WentOn, requests_of, team_tools_of
-from .channels import REDUCED_LOG, AgentChannel, ChannelFactory, ChannelSet, channel_key
-from .manager import CHANNELS_KEY, channels_of, sourced, turn_options, turn_span
-from .turns import HISTORY_LOG, PausedTurn, SpeakTurn, TurnDone, _authored
+from ._run_kwargs import channels_of, turn_options, turn_span
+from .channels import AgentChannel, ChannelFactory, channel_key
+from .turns import PausedTurn, SpeakTurn, TurnDone, _authored
 
 __all__ = ["ParticipantExecutor"]
 
@@ -48,25 +48,11 @@ class ParticipantExecutor(PausingParticipant):
     @handler(output=TurnDone)
     async def take_turn(self, turn: SpeakTurn, ctx: WorkflowContext[Any, Any]) -> None:
         """Speak: run the agent on the shared history, then give the turn back."""
-        given: Any = ctx.kwargs.get(CHANNELS_KEY)
-        copying = not isinstance(given, ChannelSet)
-        channels: ChannelSet = channels_of(ctx, self) if copying else given
-        if copying:  # the session's key: perhaps another process, so the history log
-            channel = await channels.catch_up(
-                self.channel_key,
-                self.agent,
-                ctx.log(HISTORY_LOG, shared=True).entries,
-                ctx.log(REDUCED_LOG, shared=True).entries,
-            )
-        else:
-            ready = channels.ready(self.channel_key)
-            if ready is None:  # deliveries under way, a failure to raise, or a new channel
-
-                def history() -> list[tuple[str, Message]]:
-                    return sourced(ctx.log(HISTORY_LOG, shared=True).entries)
-
-                ready = await channels.sync(self.channel_key, self.agent, history)
-            channel = ready
+        channels = channels_of(ctx, self)
+        key = self.channel_key
+        channel = channels.ready(key)
+        if channel is None:  # deliveries under way, a failure to raise, a new channel, or
+            channel = await channels.read(key, self.agent, ctx)  # the history log to read
         on_update = None
         if ctx.streaming:
 
@@ -85,8 +71,7 @@ class ParticipantExecutor(PausingParticipant):
                 state = await channel.paused(self.agent)
                 self._pause(turn, response.messages, requests, usage, ctx, channel_state=state)
                 return
-        if copying:
-            channels.wrote(self.channel_key, response.messages)
+        channels.wrote(key, response.messages)
         name = self.agent.name
         messages = _authored(response.messages, name)
         ctx.send_message(TurnDone(name, messages, response.usage or Usage(), self.channel_key))
@@ -96,15 +81,7 @@ class ParticipantExecutor(PausingParticipant):
     ) -> WentOn:
         """The paused turn goes on on the participant's channel, caught up as for a turn
         (after a resume the channel is new, and is handed the turn so far again)."""
-        given: Any = ctx.kwargs.get(CHANNELS_KEY)
-        channels: ChannelSet = given if isinstance(given, ChannelSet) else channels_of(ctx, self)
-        history = ctx.log(HISTORY_LOG, shared=True).entries
-        if isinstance(given, ChannelSet):
-            channel = await channels.sync(self.channel_key, self.agent, lambda: sourced(history))
-        else:
-            channel = await channels.catch_up(
-                self.channel_key, self.agent, history, ctx.log(REDUCED_LOG, shared=True).entries
-            )
+        channel = await channels_of(ctx, self).read(self.channel_key, self.agent, ctx)
         on_update = None
         if ctx.streaming:
 
@@ -123,8 +100,7 @@ class ParticipantExecutor(PausingParticipant):
         return WentOn(response, self.team_tools, lambda: channel.paused(self.agent))
 
     def _went_on(self, said: list[Message], ctx: WorkflowContext[Any, Any]) -> str:
-        if not isinstance(ctx.kwargs.get(CHANNELS_KEY), ChannelSet):  # a copying runtime
-            channels_of(ctx, self).wrote(self.channel_key, said)
+        channels_of(ctx, self).wrote(self.channel_key, said)
         return self.channel_key
 
     def _run_agent(

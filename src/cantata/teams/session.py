@@ -43,9 +43,11 @@ from ..workflows import (
 )
 from ..workflows.placement import _copies_messages
 from ._control import CONTROL_KEY, RunControl
-from .channels import ChannelSet, register_channels
+from ._run_kwargs import CHANNELS_KEY, OPTIONS_KEY, TEAM_KEY
+from .channels import TeamChannels
 from .events import TeamEvent
-from .manager import CHANNELS_KEY, OPTIONS_KEY, TEAM_KEY, ManagerState, TeamManager
+from .manager import ManagerState, TeamManager
+from .replication import ReplicatedChannels, register_channels
 from .result import StopMessage, TaskResult
 from .turns import AwaitingTask, TeamTask
 
@@ -119,8 +121,9 @@ class TeamSession:
         return None if self._run is None else self._run.checkpoint_id
 
     @property
-    def channels(self) -> ChannelSet:
-        """The session's channels (one per thread kind among the participants)."""
+    def channels(self) -> TeamChannels[Any]:
+        """The session's channels (one per thread kind among the participants): a
+        `ChannelSet` in process, `ReplicatedChannels` on a runtime that copies messages."""
         return self._channels
 
     @property
@@ -310,11 +313,12 @@ class TeamSession:
                 return request.request_id
         return None
 
-    def _new_channels(self) -> ChannelSet:
-        """Fresh channels, under a new session key (a remote process's channel sets of the
+    def _new_channels(self) -> TeamChannels[Any]:
+        """Fresh channels of the kind this session uses, the one place it is chosen; a
+        copying session's under a new session key (a remote process's channel sets of the
         old key are then never read again)."""
-        channels = self.team._new_channels()
-        if self._copying:
+        channels = self.team._new_channels(copying=self._copying)
+        if isinstance(channels, ReplicatedChannels):
             self._key = f"{self.team.name}.{new_id()}"
             register_channels(self._key, channels)
         return channels

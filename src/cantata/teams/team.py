@@ -23,9 +23,11 @@ from ..core import CancellationToken, ConfigurationError, UsageError
 from ..core._serving import mcp_server
 from ..workflows import Executor, Workflow, WorkflowBuilder
 from ..workflows.placement import _copies_messages
-from .channels import ChannelFactory, ChannelSet, factories_for
+from .broadcast import ChannelSet
+from .channels import ChannelFactory, TeamChannels, factories_for
 from .manager import TeamManager
 from .participant import ParticipantExecutor
+from .replication import ReplicatedChannels
 from .result import TaskResult
 from .session import StreamItem, TaskInput, TeamSession
 
@@ -101,7 +103,7 @@ class Team(ABC):
         if self._workflow is None:
             workflow = self._build_workflow()
             for executor in workflow.executors.values():
-                if isinstance(executor, ParticipantExecutor):
+                if isinstance(executor, ParticipantExecutor | TeamManager):
                     executor.channel_factories = self._factories
                     executor.sync_timeout = self._sync_timeout
             self._workflow = workflow
@@ -151,7 +153,11 @@ class Team(ABC):
             builder.add_edge(ex, manager)
         return builder.build()
 
-    def _new_channels(self) -> ChannelSet:
+    def _new_channels(self, *, copying: bool = False) -> TeamChannels[Any]:
+        """A session's channels: broadcast in process, replicated from the run's log on a
+        runtime that copies messages (the one place the kind is chosen)."""
+        if copying:
+            return ReplicatedChannels(self._factories, sync_timeout=self._sync_timeout)
         return ChannelSet(self._factories, sync_timeout=self._sync_timeout)
 
     # -- sessions ---------------------------------------------------------------------------
