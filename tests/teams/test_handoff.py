@@ -8,11 +8,11 @@ from collections.abc import Sequence
 import pytest
 
 from cantata.agents import ChatAgent
-from cantata.core import ConfigurationError, Message
-from cantata.models import ChatOptions, ScriptedChatClient, tool_call
+from cantata.core import ConfigurationError, Message, UsageError
+from cantata.models import ChatOptions, ScriptedChatClient, ToolSpec, tool_call
 from cantata.teams import channel_key
 from cantata.teams.events import RoutingEvent
-from cantata.teams.handoff import USER, Handoff, Swarm, handoff_of
+from cantata.teams.handoff import HANDOFF_TO_KEY, USER, Handoff, Swarm, handoff_of
 from cantata.teams.termination import Handoff as HandoffTermination
 from cantata.teams.termination import MaxMessage
 from cantata.workflows import InMemoryCheckpointStore
@@ -236,3 +236,46 @@ async def test_participants_read_the_history_through_the_session_channels() -> N
     ]
     assert offered(a, 0) == offered(a, 1) == ["transfer_to_b"]
     assert a.options.tools is None  # the agent's own options are untouched
+
+
+def _to_elsewhere(name: str, script: Sequence[object]) -> ChatAgent:
+    """An agent with its own transfer tool to a name outside any team (AutoGen's agent
+    ``handoffs=["elsewhere"]``)."""
+    spec = ToolSpec("transfer_to_elsewhere", "hand off outside", {"type": "object"})
+    client = ScriptedChatClient(list(script))  # type: ignore[arg-type]
+    return ChatAgent(client, name=name, options=ChatOptions(tools=[spec]))
+
+
+async def test_a_handoff_outside_the_team_is_in_the_result_and_the_next_run_needs_one_in() -> None:
+    # AutoGen's swarm test: the last agent hands off to a name outside the team, which a
+    # HandoffTermination for that name stops on
+    a = agent("a", [transfer("b", "1"), "a again"])
+    b = agent("b", [transfer("c", "2")])
+    c = _to_elsewhere("c", [transfer("elsewhere", "3")])
+    team = Handoff(
+        [a, b, c],
+        handoffs={"a": ["b"], "b": ["c"]},
+        termination=HandoffTermination("elsewhere"),
+    )
+    session = team.create_session()
+    result = await session.run("task")
+    handed = [h for m in result.messages if (h := handoff_of(m)) is not None]
+    assert [(h.source, h.target) for h in handed] == [("a", "b"), ("b", "c"), ("c", "elsewhere")]
+    assert handoff_of(result.messages[-1]) == handed[-1]
+    assert result.stop_message is not None and result.stop_message.source == "Handoff"
+    assert offered(c) == ["transfer_to_elsewhere"]  # its own tool, answered by the team
+    for task in (None, "new task"):
+        with pytest.raises(UsageError, match="handed to 'elsewhere', which is not a participant"):
+            await session.run(task)
+    with pytest.raises(UsageError, match="hands the conversation to 'nobody'"):
+        await session.run(Message("user", "go", metadata={HANDOFF_TO_KEY: "nobody"}))
+    again = await session.run(Message("user", "back to a", metadata={HANDOFF_TO_KEY: "a"}))
+    assert [m.text for m in again.messages] == ["back to a", "a again"]
+
+    # without a condition for it, the run stops at the handoff all the same
+    alone = Handoff([_to_elsewhere("c", [transfer("elsewhere", "out")]), agent("d", [])])
+    stopped = await alone.run("task")
+    assert stopped.stop_reason == "c handed the conversation to elsewhere, who is not in the team"
+    assert handoff_of(stopped.messages[-1]) is not None
+    with pytest.raises(UsageError, match="handed to 'elsewhere'"):
+        await alone.run("more")

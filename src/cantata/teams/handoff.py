@@ -23,6 +23,14 @@ agent) before termination is checked, so a run that stops on the handoff's turn 
 condition, or ``max_turns``) leaves no call without a result, and the next `run()` starts
 with the agent handed to, as in AutoGen's swarm; the same holds after a resume.
 
+An agent may also declare its own ``transfer_to_<name>`` tools (tool specs in its options,
+as AutoGen's ``handoffs=`` on an agent) for a name outside the team: such a handoff is
+carried out like any other (its result, its note in the transcript), and the run stops
+there, since nobody in the team can take the conversation (a `Handoff` termination
+condition for that name says so first). As in AutoGen's swarm, the next run is refused
+unless its task hands the conversation to a participant: a message whose metadata has
+``handoff_to`` (`HANDOFF_TO_KEY`) naming one, which then takes the task.
+
 Where the seeds differ: AutoGen's swarm carries the history in the handoff message when
 asked to; here nothing is copied (one authoritative history is the design); both Agent
 Framework and AutoGen return to the agent that asked, and so does this.
@@ -40,6 +48,7 @@ from ..core import (
     FunctionCallContent,
     FunctionResultContent,
     Message,
+    UsageError,
 )
 from ..models import ChatOptions, ToolSpec
 from ..workflows import Workflow, WorkflowContext
@@ -71,7 +80,12 @@ _CORRELATION_KEY = "correlation_id"
 _ACTIVE = "handoff.active"
 _HANDED = "handoff.handed"
 """Set while the active agent was handed the conversation but has not spoken yet."""
+_OUTSIDE = "handoff.outside"
+"""Set when the conversation was handed to a name outside the team (the next run's task
+must hand it to a participant)."""
 _USER_INPUT = "user_input"
+_OUTSIDE_SOURCE = "handoff"
+"""The stop source of a run whose conversation was handed outside the team."""
 _DEFAULT_AUTONOMOUS_TURNS = 20
 
 
@@ -137,10 +151,13 @@ class HandoffManager(TeamManager):
         return_to_previous: bool,
         termination: TerminationCondition | None,
         max_turns: int | None,
+        outside: Mapping[str, tuple[str, ...]] | None = None,
     ) -> None:
         super().__init__(participants, termination=termination, max_turns=max_turns)
         self.start = start
         self.targets = dict(targets)
+        self.outside = dict(outside or {})
+        """Names outside the team each agent may hand off to (its own transfer tools)."""
         self.autonomous = autonomous
         self.return_to_previous = return_to_previous
         self._decided: tuple[TurnDone, FunctionCallContent | None, str] | None = None
@@ -148,10 +165,36 @@ class HandoffManager(TeamManager):
         `on_turn` does not work the decision out again (matched by identity: another
         session's turn on this manager in between only costs working it out again)."""
 
+    def validate_task(self, state: ManagerState | None, messages: Sequence[Message]) -> None:
+        """Refuse a run that would go on with a conversation handed outside the team, or
+        a task that hands it to someone who is not a participant (AutoGen's swarm refuses
+        both the same way)."""
+        names = list(self.participants)
+        target = _handed_in(messages)
+        if target is not None:
+            if target not in self.participants:
+                raise UsageError(
+                    f"the task hands the conversation to {target!r}, which is not a "
+                    f"participant of this handoff team; participants are {names}"
+                )
+            return
+        outside = None if state is None else state.extra.get(_OUTSIDE)
+        if isinstance(outside, str):
+            raise UsageError(
+                f"the conversation was handed to {outside!r}, which is not a participant of "
+                f"this handoff team (participants are {names}); start the next run with a "
+                f"task that hands it to one: Message('user', text, metadata={{"
+                f"{HANDOFF_TO_KEY!r}: name}}), or reset() the session"
+            )
+
     async def on_start(self, state: ManagerState, ctx: WorkflowContext[Any, Any]) -> None:
         active = state.extra.get(_ACTIVE)
         handed = state.extra.pop(_HANDED, False)
-        if handed and isinstance(active, str) and active in self.participants:
+        target = _handed_in(self.history(ctx)[state.run_start :])
+        if target is not None and target in self.participants:
+            state.extra.pop(_OUTSIDE, None)
+            active, reason = target, f"the task hands the conversation to {target}"
+        elif handed and isinstance(active, str) and active in self.participants:
             reason = f"{active} was handed the conversation when the last run stopped"
         elif self.return_to_previous and isinstance(active, str) and active in self.participants:
             reason = f"the user answered; back to {active}, who asked"
@@ -164,7 +207,7 @@ class HandoffManager(TeamManager):
         self, done: TurnDone
     ) -> tuple[list[FunctionCallContent], FunctionCallContent | None]:
         """The turn's transfer calls, and the one carried out (the first allowed)."""
-        allowed = self.targets.get(done.speaker, ())
+        allowed = self.targets.get(done.speaker, ()) + self.outside.get(done.speaker, ())
         calls = [
             c for m in done.messages for c in m.function_calls if c.name.startswith(TRANSFER_PREFIX)
         ]
@@ -199,6 +242,8 @@ class HandoffManager(TeamManager):
         self.publish(state, [note], ctx, source=speaker)
         if target == USER:
             state.extra[_ACTIVE] = speaker  # the user's answer goes back to who asked
+        elif target not in self.participants:
+            state.extra[_OUTSIDE] = target  # nobody here takes it: the next task must
         else:
             state.extra[_ACTIVE] = target
             state.extra[_HANDED] = True  # until the target is given the turn
@@ -219,6 +264,11 @@ class HandoffManager(TeamManager):
         target = chosen.name[len(TRANSFER_PREFIX) :]
         if target == USER:
             self._ask_user(state, speaker, summary or "the agent asks for your input", ctx)
+            return
+        if target not in self.participants:
+            state.extra[_ACTIVE] = speaker
+            why = f"{speaker} handed the conversation to {target}, who is not in the team"
+            self.stop(state, StopMessage(why, _OUTSIDE_SOURCE), ctx)
             return
         state.extra.pop(_HANDED, None)
         self.speak(
@@ -320,6 +370,7 @@ class Handoff(Team):
             )
         self.start = first
         self.targets = _targets(name, names, handoffs)
+        self._outside = _outside_targets(self.participants, names)
         if autonomous and max_turns is None:
             max_turns = _DEFAULT_AUTONOMOUS_TURNS
         self.autonomous = autonomous
@@ -342,6 +393,7 @@ class Handoff(Team):
             return_to_previous=self.return_to_previous,
             termination=self.termination,
             max_turns=self.max_turns,
+            outside=self._outside,
         )
         # The shared history through the channels (each agent's thread is handed only what
         # is new), with each agent's transfer tools as its run options.
@@ -349,7 +401,10 @@ class Handoff(Team):
         for a in self.participants:
             transfers = self.tools_for(a.name)
             executor = ParticipantExecutor(a, options=_transfer_options(a, transfers))
-            executor.team_tools = frozenset(spec.name for spec in transfers)
+            outside = self._outside.get(a.name, ())
+            executor.team_tools = frozenset(
+                [spec.name for spec in transfers] + [TRANSFER_PREFIX + t for t in outside]
+            )
             executors.append(executor)
         steps = 2 * self.max_turns + 8 if self.max_turns is not None else 10_000
         return self._star_workflow(manager, participants=executors, max_supersteps=steps)
@@ -413,3 +468,30 @@ def _targets(
                     "than 64 characters; give the agent a shorter name"
                 )
     return out
+
+
+def _outside_targets(agents: Sequence[Agent], names: list[str]) -> dict[str, tuple[str, ...]]:
+    """Per agent, the names outside the team its own declared ``transfer_to_<name>`` tools
+    hand off to (the tool specs in its options, as AutoGen's agent ``handoffs=``)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for agent in agents:
+        own = getattr(agent, "options", None)
+        declared = own.tools or () if isinstance(own, ChatOptions) else ()
+        targets = [
+            spec.name[len(TRANSFER_PREFIX) :]
+            for spec in declared
+            if isinstance(spec, ToolSpec) and spec.name.startswith(TRANSFER_PREFIX)
+        ]
+        found = tuple(t for t in dict.fromkeys(targets) if t and t not in names and t != USER)
+        if found:
+            out[agent.name] = found
+    return out
+
+
+def _handed_in(messages: Sequence[Message]) -> str | None:
+    """The target of the last message among `messages` that hands the conversation on."""
+    for m in reversed(messages):
+        target = m.metadata.get(HANDOFF_TO_KEY)
+        if isinstance(target, str):
+            return target
+    return None

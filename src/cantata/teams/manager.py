@@ -352,6 +352,12 @@ class TeamManager(Executor):
             return
         await self.on_turn(state, done, ctx)
 
+    def validate_task(self, state: ManagerState | None, messages: Sequence[Message]) -> None:
+        """Refuse a team run on `messages` before it starts (raise a `UsageError`), given
+        the state the last run left (None before the first): the session asks it at every
+        `run()`. Nothing by default; a handoff team refuses to go on with a conversation
+        handed outside the team (AutoGen's `validate_group_state`)."""
+
     def carry(self, state: ManagerState) -> dict[str, Any]:
         """What of `state` outlives a team run (who spoke last and how often in a row,
         the team type's bookkeeping: a handoff's active agent, magentic's ledger), as

@@ -236,6 +236,9 @@ class TeamSession:
         self._enter()
         try:
             start = TeamTask(Message.coerce(task), routing, context or [], carry)
+            manager = self._workflow.executors.get(self._workflow.start_id)
+            if isinstance(manager, TeamManager):
+                manager.validate_task(self._manager_state(), start.messages)
             before = 0 if self._run is None else len(self._run.outputs)
             if streaming:
                 stream = self._drive_stream(start, cancellation_token)
