@@ -12,16 +12,9 @@ import pytest
 from cantata.agents import Agent
 from cantata.core import ConfigurationError, Message, UsageError, WorkflowError, register
 from cantata.runtime import LocalRuntime
-from cantata.teams import (
-    ManagerState,
-    StopMessage,
-    TaskResult,
-    Team,
-    TeamManager,
-    TurnDone,
-)
-from cantata.teams.manager import channels_of
-from cantata.teams.turns import SpeakTurn
+from cantata.teams import StopMessage, TaskResult, Team, TeamManager
+from cantata.teams.manager import ManagerState, channels_of
+from cantata.teams.turns import SpeakTurn, TurnDone
 from cantata.workflows import (
     Executor,
     RequestInfoEvent,

@@ -11,7 +11,7 @@ import pytest
 
 import cantata.teams
 import cantata.tools
-from cantata.teams._moved import MOVED_TO_TOOLS
+from cantata.teams._moved import BEHIND, MOVED_TO_TOOLS
 
 OLD_MODULE_NAMES = {
     "cantata.teams.code_executor": [
@@ -71,3 +71,12 @@ def test_an_unknown_name_is_still_an_attribute_error() -> None:
     old = importlib.import_module("cantata.teams.file_tools")
     with pytest.raises(AttributeError):
         _ = old.nothing_here
+
+
+@pytest.mark.parametrize("name", sorted(BEHIND))
+def test_the_executors_protocol_resolves_from_cantata_teams_with_a_warning(name: str) -> None:
+    home = BEHIND[name]
+    with pytest.warns(DeprecationWarning, match=rf"cantata\.teams\.{name} moved.*{home}"):
+        value = getattr(cantata.teams, name)
+    assert value is getattr(importlib.import_module(home), name)
+    assert name not in cantata.teams.__all__

@@ -7,34 +7,33 @@ import importlib
 
 import cantata.teams as teams
 from cantata.core import Message, Usage, dumps, loads
-from cantata.teams import (
-    AgentReply,
-    AgentTask,
-    AwaitingTask,
-    ManagerState,
-    SpeakTurn,
-    StopMessage,
-    TaskResult,
-    TeamTask,
-    TurnDone,
-)
+from cantata.teams import AgentReply, AgentTask, StopMessage, TaskResult
+from cantata.teams.manager import ManagerState
+from cantata.teams.turns import AwaitingTask, SpeakTurn, TeamTask, TurnDone
 
 EXPECTED = {
-    "AgentActor", "AgentChannel", "AgentReply", "AgentTask", "AndTermination", "AwaitingTask",
+    "AgentActor", "AgentChannel", "AgentReply", "AgentTask", "AndTermination",
     "ChannelFactory", "ChannelSet", "ChannelSyncError", "ChatState", "DEFAULT_SELECTOR_PROMPT",
-    "External", "FunctionCall", "FunctionPolicy", "Functional", "GroupChat",
-    "GroupChatManager", "Handoff", "LocalChannel", "MANAGER_ID", "ManagerState", "MaxMessage",
-    "Observation", "OrTermination", "ParticipantExecutor", "RoundRobin", "RoutingEvent",
-    "STATE_SCHEMA_VERSION", "Selector", "ServiceChannel", "SourceMatch", "SpeakTurn",
+    "External", "FunctionCall", "FunctionPolicy", "Functional", "GroupChat", "HANDOFF_TO_KEY",
+    "Handoff", "LocalChannel", "MaxMessage", "Observation", "OrTermination", "RoundRobin",
+    "RoutingEvent", "STATE_SCHEMA_VERSION", "Selector", "ServiceChannel", "SourceMatch",
     "SpeakerChoice", "SpeakerFunction", "SpeakerPolicy", "StopMessage", "TaskInput",
     "TaskResult", "Team", "TeamAgent", "TeamBusyError", "TeamEvent", "TeamManager",
-    "TeamMessageEvent", "TeamSession", "TeamStoppedEvent", "TeamTask", "TerminationCondition",
-    "TextMention", "Timeout", "TokenUsage", "TurnDone", "channel_key", "register_agent",
+    "TeamMessageEvent", "TeamSession", "TeamStoppedEvent", "TerminationCondition",
+    "TextMention", "Timeout", "TokenUsage", "channel_key", "register_agent",
 }  # fmt: skip
+
+PROTOCOL = {
+    "AwaitingTask", "SpeakTurn", "TeamTask", "TurnDone", "MANAGER_ID", "ManagerState",
+    "ConcurrentManager", "GroupChatManager", "HandoffManager", "MagenticManager",
+    "SequentialManager", "ParticipantExecutor",
+}  # fmt: skip
+"""What the executors pass among themselves and the built-in executors: not exported."""
 
 
 def test_exported_names_import_and_stay_exported() -> None:
     assert set(teams.__all__) >= EXPECTED
+    assert not set(teams.__all__) & PROTOCOL
     module = importlib.import_module("cantata.teams")
     for name in teams.__all__:
         assert getattr(module, name) is not None, name

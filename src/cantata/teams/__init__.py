@@ -8,11 +8,16 @@ nests as an agent (`team.as_agent()`). A participant whose tool needs a person's
 request pending (`TeamSession.pending_requests`); `TeamSession.send_responses` answers it,
 the participant's turn goes on, and so does the team.
 
-The code executor and the file tools moved to `cantata.tools` (they are tools); their old
-names here still resolve for one release, with a `DeprecationWarning`.
+The package exports what users write: teams, speaker policies, termination conditions,
+channels, results and events, `Team` and `TeamManager` for a team of one's own. The
+messages the executors pass among themselves (`cantata.teams.turns`), the manager's state
+and the built-in managers and participants live in their modules. The code executor and
+the file tools moved to `cantata.tools` (they are tools). Old names here still resolve for
+one release, with a `DeprecationWarning`.
 """
 
 from ._fresh_turn import FreshTurnParticipant
+from ._moved import BEHIND as _BEHIND
 from ._moved import MOVED_TO_TOOLS as _MOVED_TO_TOOLS
 from ._moved import moved_getattr as _moved_getattr
 from .actor import AgentActor, AgentReply, AgentTask, register_agent
@@ -27,25 +32,23 @@ from .channels import (
     TurnOptions,
     channel_key,
 )
-from .concurrent import Aggregator, Concurrent, ConcurrentAnswer, ConcurrentManager
+from .concurrent import Aggregator, Concurrent, ConcurrentAnswer
 from .events import RoutingEvent, TeamEvent, TeamMessageEvent, TeamStoppedEvent
-from .group_chat import GroupChat, GroupChatManager
-from .handoff import Handoff, HandoffInfo, HandoffManager, Swarm, handoff_of
+from .group_chat import GroupChat
+from .handoff import HANDOFF_TO_KEY, Handoff, HandoffInfo, Swarm, handoff_of
 from .magentic import (
     Magentic,
     MagenticLedgerEvent,
-    MagenticManager,
     PlanReview,
     PlanReviewAnswer,
     PlanStep,
     ProgressLedger,
     TaskLedger,
 )
-from .manager import MANAGER_ID, ManagerState, TeamManager
-from .participant import ParticipantExecutor
+from .manager import TeamManager
 from .result import StopMessage, TaskResult
 from .routing_eval import LabelledTask, RoutingReport, TaskOutcome, evaluate_routing
-from .sequential import Sequential, SequentialManager
+from .sequential import Sequential
 from .session import STATE_SCHEMA_VERSION, TaskInput, TeamBusyError, TeamSession
 from .speakers import (
     DEFAULT_SELECTOR_PROMPT,
@@ -76,11 +79,10 @@ from .termination import (
     TokenUsage,
 )
 from .termination import Handoff as HandoffTermination
-from .turns import AwaitingTask, SpeakTurn, TeamTask, TurnDone
 
 __all__ = [
     "DEFAULT_SELECTOR_PROMPT",
-    "MANAGER_ID",
+    "HANDOFF_TO_KEY",
     "NEXT_IN_ORDER",
     "PREVIOUS_SPEAKER",
     "STATE_KEY",
@@ -91,7 +93,6 @@ __all__ = [
     "AgentTask",
     "Aggregator",
     "AndTermination",
-    "AwaitingTask",
     "ChannelFactory",
     "ChannelSet",
     "ChannelSyncError",
@@ -99,28 +100,22 @@ __all__ = [
     "CodeRunnerAgent",
     "Concurrent",
     "ConcurrentAnswer",
-    "ConcurrentManager",
     "External",
     "FreshTurnParticipant",
     "FunctionCall",
     "FunctionPolicy",
     "Functional",
     "GroupChat",
-    "GroupChatManager",
     "Handoff",
     "HandoffInfo",
-    "HandoffManager",
     "HandoffTermination",
     "LabelledTask",
     "LocalChannel",
     "Magentic",
     "MagenticLedgerEvent",
-    "MagenticManager",
-    "ManagerState",
     "MaxMessage",
     "Observation",
     "OrTermination",
-    "ParticipantExecutor",
     "PlanReview",
     "PlanReviewAnswer",
     "PlanStep",
@@ -130,10 +125,8 @@ __all__ = [
     "RoutingReport",
     "Selector",
     "Sequential",
-    "SequentialManager",
     "ServiceChannel",
     "SourceMatch",
-    "SpeakTurn",
     "SpeakerChoice",
     "SpeakerFunction",
     "SpeakerPolicy",
@@ -151,12 +144,10 @@ __all__ = [
     "TeamMessageEvent",
     "TeamSession",
     "TeamStoppedEvent",
-    "TeamTask",
     "TerminationCondition",
     "TextMention",
     "Timeout",
     "TokenUsage",
-    "TurnDone",
     "TurnOptions",
     "channel_key",
     "coder_agent",
@@ -168,6 +159,7 @@ __all__ = [
 ]
 
 
-# The code executor and the file tools moved to cantata.tools: their old names resolve
-# from here for one release, with a DeprecationWarning.
-__getattr__ = _moved_getattr("cantata.teams", _MOVED_TO_TOOLS)
+# The code executor and the file tools moved to cantata.tools, and the executors' own
+# protocol behind the package: their old names resolve from here for one release, with a
+# DeprecationWarning that names the new import.
+__getattr__ = _moved_getattr("cantata.teams", _MOVED_TO_TOOLS, behind=_BEHIND)
