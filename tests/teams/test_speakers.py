@@ -228,3 +228,24 @@ async def test_the_selector_prompt_shows_only_the_last_messages() -> None:
     prompt = client.calls[0].messages[0].text
     assert "planner: m29" in prompt and "planner: m27" in prompt
     assert "planner: m26" not in prompt
+
+
+async def test_the_selector_prompt_follows_what_changed_since_the_last_turn() -> None:
+    # the prompt's fixed parts and each message's line are made once: what changes since
+    # (the prompt, the options, a message given more contents) shows at the next turn
+    said = Message("assistant", "first", author_name="planner")
+    history = [said]
+    client = _answers("coder", "coder", "coder", "coder")
+    selector = Selector(client, prompt="{participants} / {history}")
+    state = _state("planner", history=history)
+    await selector.select(state)
+    assert client.calls[0].messages[0].text == "coder, tester / planner: first"
+    said.contents.append(Message("assistant", " and more").contents[0])
+    selector.prompt = "{participants!r} | {history:>5} | {roles}"  # str.format's own syntax
+    selector.options = ChatOptions(temperature=0.5)
+    await selector.select(state)
+    assert client.calls[1].messages[0].text == (
+        "'coder, tester' | planner: first and more | - coder: the coder\n- tester: the tester"
+    )
+    assert client.calls[1].options.temperature == 0.5
+    assert client.calls[1].options.max_tokens == 64

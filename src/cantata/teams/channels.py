@@ -426,8 +426,7 @@ class TeamChannels(Generic[HeldT]):
     run's history log when it is read). A participant asks `ready` (no wait needed) and
     else `read`, then says what its turn `wrote`; the manager `publish`es what joined the
     history, and passes a reduction on (`apply_reduction`). A plain base class, not an
-    ABC: the accessor's isinstance
-    test runs at every turn.
+    ABC: the accessor's isinstance test runs at every turn.
     """
 
     def __init__(self, factories: Mapping[str, ChannelFactory], *, sync_timeout: float) -> None:
