@@ -424,3 +424,67 @@ async def test_open_item_store_redis(redis_url: str) -> None:
         with redis.Redis.from_url(redis_url) as client:
             for key in client.scan_iter(match=f"{prefix}*"):
                 client.delete(key)
+
+
+async def test_sqlite_full_text_index_stays_whole(tmp_path: Path) -> None:
+    """The SQLite store keeps FTS5 itself, a statement a batch: after replaces, a batch that
+    writes one key twice, deletes, sweeps and clears, FTS5's own integrity check passes and
+    search finds exactly the live texts. A version 1 file (kept by triggers) is upgraded."""
+    import sqlite3
+
+    from cantata.stores import SQLiteItemStore
+
+    path = tmp_path / "items.db"
+    clock = Clock()
+    store = await SQLiteItemStore(path, clock=clock).open()
+    await store.put(NS, "a", {}, text="green tea")
+    await store.close()
+    with sqlite3.connect(path) as db:  # as version 1 left it
+        db.execute("UPDATE cantata_item_meta SET value = '1' WHERE name = 'schema_version'")
+        db.execute(
+            "CREATE TRIGGER cantata_items_fts_insert AFTER INSERT ON cantata_items "
+            "WHEN new.text IS NOT NULL BEGIN INSERT INTO cantata_items_fts (rowid, text) "
+            "VALUES (new.id, new.text); END"
+        )
+    store = await SQLiteItemStore(path, clock=clock).open()
+    await store.put_many(
+        [
+            ItemWrite(NS, "a", {}, text="black coffee"),
+            ItemWrite(NS, "b", {}, text="green tea"),
+            ItemWrite(NS, "b", {}, text="mint tea"),
+            ItemWrite(NS, "c", {}, text="tea for later", ttl=5),
+            ItemWrite(("other",), "d", {}, text="tea elsewhere"),
+        ]
+    )
+    await store.put(NS, "e", {}, text="green leaves")
+    await store.put(NS, "e", {})
+    assert await store.delete(NS, "a") is True
+    clock.advance(5)
+    await store.put(NS, "f", {}, text="oolong tea")
+    assert await store.clear(("other",)) == 1
+    assert sorted(h.item.key for h in await store.search((), text="tea")) == ["b", "f"]
+    assert await store.search((), text="green coffee") == []
+    await store.close()
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO cantata_items_fts (cantata_items_fts) VALUES ('integrity-check')")
+        triggers = db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall()
+        version = db.execute(
+            "SELECT value FROM cantata_item_meta WHERE name = 'schema_version'"
+        ).fetchone()
+    assert triggers == [("cantata_items_fts_delete",)] and version == ("2",)
+
+
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [([0.0] * 8, "norm"), ([float("nan")] * 8, "norm"), ([1.0] * 3, "3 dimensions"), ("abc", "sequence of numbers")],
+)
+async def test_a_bad_vector_in_a_batch_is_named(store: ItemStore, bad: object, match: str) -> None:
+    """Vectors are normalized a batch at a time; one bad vector still gets its own error,
+    and nothing of the batch is written."""
+    good = [ItemWrite(NS, str(i), {}, vector=_vec(i)) for i in range(3)]
+    with pytest.raises(VectorSizeError, match=match):
+        await store.put_many([*good, ItemWrite(NS, "bad", {}, vector=bad)])  # type: ignore[arg-type]
+    assert await store.list(NS) == []
+    await store.put_many(good)
+    hits = await store.search(NS, vector=_vec(1), limit=1)
+    assert [h.item.key for h in hits] == ["1"] and hits[0].score == pytest.approx(1.0)

@@ -133,25 +133,60 @@ def check_writes(
     """Every write checked before any is applied, and the size of their vectors.
 
     The first vector fixes the size for the rest when the store has none yet, so a batch
-    of mixed sizes is refused whole.
+    of mixed sizes is refused whole. Vectors are normalized together (one array
+    operation a batch); a batch with a bad one is checked vector by vector, so the error
+    names it.
     """
+    units = _units(writes, dimensions, store=store)
+    size = None if units is None else int(units.shape[1])
+    paths: dict[Namespace, str] = {}
     checked: builtins.list[CheckedWrite] = []
-    size: int | None = None
+    row = 0
     for w in writes:
-        namespace = check_namespace(w.namespace, store=store)
+        namespace = w.namespace
+        path = paths.get(namespace) if _plain(namespace) else None
+        if path is None:
+            namespace = check_namespace(namespace, store=store)
+            path = paths[namespace] = encode_path(namespace)
         key = check_key(w.key, store=store)
         value = check_value(w.value, store=store)
         text = check_text(w.text, store=store)
         unit = None
-        if w.vector is not None:
-            unit = unit_vector(w.vector, dimensions, store=store)
-            dimensions = size = unit.size
+        if w.vector is not None and units is not None:
+            unit = units[row]
+            row += 1
         ttl = check_ttl(w.ttl, store=store)
         json = encode(value, store=store, where=f"the value of item {key!r}")
-        checked.append(
-            CheckedWrite(namespace, encode_path(namespace), key, value, json, text, unit, ttl)
-        )
+        checked.append(CheckedWrite(namespace, path, key, value, json, text, unit, ttl))
     return checked, size
+
+
+def _plain(namespace: Any) -> bool:
+    """True if `namespace` is a tuple of strs (so hashable): it may be looked up."""
+    return type(namespace) is tuple and all(type(part) is str for part in namespace)
+
+
+def _units(writes: Sequence[ItemWrite], dimensions: int | None, *, store: str) -> np.ndarray | None:
+    """The unit vectors of the writes that have one, as rows of one float32 matrix."""
+    vectors = [w.vector for w in writes if w.vector is not None]
+    if not vectors:
+        return None
+    try:
+        matrix = np.asarray(vectors, dtype=np.float32)
+        if matrix.ndim == 2 and matrix.shape[1] and dimensions in (None, matrix.shape[1]):
+            with np.errstate(all="ignore"):
+                norms = np.linalg.norm(matrix, axis=1)
+            if np.isfinite(norms).all() and norms.all():
+                return np.ascontiguousarray(matrix / norms[:, None], dtype=np.float32)
+    except (TypeError, ValueError):
+        pass
+    # one is bad: find it, and refuse with what is wrong with it
+    units = []
+    for vector in vectors:
+        unit = unit_vector(vector, dimensions, store=store)
+        dimensions = unit.size
+        units.append(unit)
+    return np.stack(units)  # every vector was fine after all (it cannot get here otherwise)
 
 
 class ItemStoreBase:
