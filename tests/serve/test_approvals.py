@@ -98,7 +98,7 @@ async def test_concurrent_answers_to_a_lone_agents_approval_run_its_tool_once(
     store = f"sqlite:///{tmp_path / 'serve.db'}"
     args = ("--store", store, "--workers", str(workers))
     with cli_server(SUPPORT, *args, env={"REFUND_LOG": str(log)}) as (url, _):
-        for round_ in range(1, 4):
+        for round_ in range(1, 3):
             asked = await _ask(url, "support", "refund order 1001")
             assert _effects(log) == ["refund 1001"] * (round_ - 1)
             done, refused = await _at_once([url], "support", asked, 4)
@@ -183,7 +183,8 @@ async def _answered_once(urls: list[str], log: Path, before: list[str]) -> list[
     return effects
 
 
-@pytest.mark.parametrize("kind", ["one", "workers-2", "two-sqlite", "two-postgres", "two-redis"])
+# Two processes on one SQLite file answer every kind in the kill -9 and the A2A tests below.
+@pytest.mark.parametrize("kind", ["one", "workers-2", "two-postgres", "two-redis"])
 async def test_an_answer_runs_once_for_an_agent_a_team_and_a_workflow(
     tmp_path: Path, kind: str, request: pytest.FixtureRequest
 ) -> None:
@@ -191,7 +192,9 @@ async def test_an_answer_runs_once_for_an_agent_a_team_and_a_workflow(
     dsn = request.getfixturevalue(services[kind]) if kind in services else None
     log = tmp_path / "effects.log"
     with _deployment(kind, tmp_path, log, dsn) as urls:
-        await _answered_once(urls, log, await _answered_once(urls, log, []))
+        effects = await _answered_once(urls, log, [])
+        if kind == "workers-2":  # a second round, on workers that have each answered once
+            await _answered_once(urls, log, effects)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
