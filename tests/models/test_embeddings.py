@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -228,3 +229,26 @@ async def test_llama_server_embeddings(llama_embedding_server: str) -> None:
     async with OpenAIEmbeddingClient("smollm2", base_url=llama_embedding_server) as fresh:
         alone = np.array(await fresh.embed(texts[2:]))
         assert np.allclose(alone[0], vectors[2], atol=1e-3)
+
+
+async def test_embedding_spans(spans: Any) -> None:
+    """An ``embeddings <model>`` client span per call: texts, cache hits and batches as
+    sent to a real HTTP server; a failed call's span is an error."""
+    with chat_server(_answer([1, 0], [0, 1]), Reply(503, {"error": {"message": "busy"}})) as srv:
+        async with OpenAIEmbeddingClient(
+            "nomic", base_url=srv.url, api_key="k", batch_size=2
+        ) as client:
+            await client.embed(["a", "b"])
+            await client.embed(["b", "a"])
+            with pytest.raises(ModelHTTPError):
+                await client.embed(["c"])
+    await HashEmbeddingClient(8).embed(["x"])
+    found = [s for s in spans.get_finished_spans() if s.name.startswith("embeddings")]
+    assert [s.name for s in found] == ["embeddings nomic"] * 3 + ["embeddings HashEmbeddingClient"]
+    first, cached, failed, _ = (dict(s.attributes) for s in found)
+    assert first["gen_ai.operation.name"] == "embeddings"
+    assert first["gen_ai.request.model"] == "nomic"
+    assert (first["cantata.embeddings.texts"], first["cantata.embeddings.batches"]) == (2, 1)
+    assert first["gen_ai.embeddings.dimension.count"] == 2
+    assert (cached["cantata.embeddings.cached"], cached["cantata.embeddings.batches"]) == (2, 0)
+    assert found[2].status.status_code.name == "ERROR" and "cantata.embeddings.cached" not in failed

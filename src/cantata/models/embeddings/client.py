@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ...core import ConfigurationError, UsageError, short_repr
+from ...core import ConfigurationError, UsageError, short_repr, tracing
 
 __all__ = ["BaseEmbeddingClient", "EmbeddingClient", "EmbeddingStats"]
 
@@ -90,13 +90,41 @@ class BaseEmbeddingClient:
         """Cache hits, texts embedded and batches sent so far."""
         return EmbeddingStats(self._hits, self._misses, self._batches)
 
+    @property
+    def model_name(self) -> str:
+        """The model's name in traces (the client's own name where it has none)."""
+        return str(getattr(self, "model", None) or type(self).__name__)
+
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One vector per text, in order; cached texts and repeats are not embedded again."""
+        """One vector per text, in order; cached texts and repeats are not embedded again.
+
+        Traced as an ``embeddings <model>`` span (the GenAI conventions' operation), with
+        how many texts were asked for, found in the cache, and sent in how many batches.
+        """
         if isinstance(texts, str) or not isinstance(texts, Sequence):
             raise UsageError(
                 f"{type(self).__name__}.embed takes a list of strings, got "
                 f"{type(texts).__name__}; wrap a single text in a list"
             )
+        if not tracing.enabled():
+            return await self._embed(texts)
+        model = self.model_name
+        attributes = {
+            "gen_ai.operation.name": "embeddings",
+            "gen_ai.request.model": model,
+            "cantata.embeddings.texts": len(texts),
+        }
+        with tracing.span(f"embeddings {model}", attributes, kind="client") as span:
+            before = self.stats
+            vectors = await self._embed(texts)
+            after = self.stats
+            span.set_attribute("cantata.embeddings.cached", after.hits - before.hits)
+            span.set_attribute("cantata.embeddings.batches", after.batches - before.batches)
+            if self._dimensions is not None:
+                span.set_attribute("gen_ai.embeddings.dimension.count", self._dimensions)
+            return vectors
+
+    async def _embed(self, texts: Sequence[str]) -> list[list[float]]:
         digests = [_digest(t, type(self).__name__) for t in texts]
         found: dict[bytes, np.ndarray] = {}
         waiting: dict[bytes, asyncio.Future[np.ndarray]] = {}
