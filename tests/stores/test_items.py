@@ -476,7 +476,12 @@ async def test_sqlite_full_text_index_stays_whole(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("bad", "match"),
-    [([0.0] * 8, "norm"), ([float("nan")] * 8, "norm"), ([1.0] * 3, "3 dimensions"), ("abc", "sequence of numbers")],
+    [
+        ([0.0] * 8, "norm"),
+        ([float("nan")] * 8, "norm"),
+        ([1.0] * 3, "3 dimensions"),
+        ("abc", "sequence of numbers"),
+    ],
 )
 async def test_a_bad_vector_in_a_batch_is_named(store: ItemStore, bad: object, match: str) -> None:
     """Vectors are normalized a batch at a time; one bad vector still gets its own error,
