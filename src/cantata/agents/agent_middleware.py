@@ -51,6 +51,9 @@ class AgentRunContext:
     context_messages: list[Message] = field(default_factory=list)
     """Messages for this run's model request only (never recorded in the thread): what
     the agent's context providers added, after its instructions and before the history."""
+    loop_middleware: list[Any] = field(default_factory=list)
+    """Chat and function middleware for this run's model and tool calls only, outside the
+    agent's own (its guardrails and usage limits put theirs here)."""
 
 
 class AgentMiddleware(ABC):

@@ -26,10 +26,12 @@ from ..tools import (
     FunctionTool,
 )
 from ..tools.invoking import RECORDED
+from ._run_guard import AgentGuard, StreamTurn, Turn
 from .agent import Agent, AgentInput
 from .agent_middleware import AgentMiddleware, AgentRunContext, run_chain, stream_chain
 from .closing import CLOSE_TIMEOUT, close_client
 from .context_providers import ContextProvider, Pipeline, check_providers
+from .guardrails import Guardrail, check_guardrails
 from .instructions import InstructionTemplate
 from .message_store import MessageStoreFactory
 from .recorder import Recorder
@@ -40,6 +42,7 @@ from .thread import LocalThread
 from .tool_like import ToolLike, as_tools
 from .tool_results_answer import DEFAULT_TOOL_RESULTS_FORMAT, AnswerWithToolResults, check_format
 from .turn import run_turn, stream_turn
+from .usage import UsageLimits
 
 __all__ = ["ChatAgent", "ToolLike"]
 
@@ -74,6 +77,12 @@ class ChatAgent(Agent):
     ``"{result}"``; also ``{tool_name}``, ``{arguments}``, ``{is_error}``), as AutoGen's
     assistant does unless asked to reflect on tool use; a team turn then costs one model call.
 
+    ``guardrails`` check the input, the final answer and each tool call's arguments and
+    result (see `cantata.agents.guardrails`); a tripwire ends the run with
+    `GuardrailTripwire`. ``usage_limits`` (one `UsageLimits` or several, per run or per
+    thread) stop a run before the model call that would pass one, with
+    `UsageLimitExceeded`; the run's usage per model is then in `AgentResponse.run_usage`.
+
     Ownership: the client belongs to the caller (one client often serves many agents), so
     closing the agent leaves it open; with ``owns_client=True`` the agent closes it in
     `aclose` (``async with ChatAgent(LocalChatClient(), owns_client=True) as agent:``),
@@ -103,6 +112,8 @@ class ChatAgent(Agent):
         tool_results_format: str = DEFAULT_TOOL_RESULTS_FORMAT,
         context_providers: Iterable[ContextProvider] = (),
         owns_providers: bool = False,
+        guardrails: Iterable[Guardrail] = (),
+        usage_limits: UsageLimits | Iterable[UsageLimits] | None = None,
     ) -> None:
         super().__init__(
             name=name,
@@ -173,6 +184,23 @@ class ChatAgent(Agent):
         self._providers = check_providers(context_providers, owner=name)
         self.owns_providers = owns_providers
         """Whether `aclose` closes the context providers too."""
+        self._guardrails = check_guardrails(guardrails, owner=name)
+        self._usage_limits = _limits(usage_limits, owner=name)
+        self._guard = (
+            AgentGuard(name, self._guardrails, self._usage_limits)
+            if self._guardrails or self._usage_limits
+            else None
+        )
+
+    @property
+    def guardrails(self) -> tuple[Guardrail, ...]:
+        """The agent's guardrails, in the order they run at each stage."""
+        return self._guardrails
+
+    @property
+    def usage_limits(self) -> tuple[UsageLimits, ...]:
+        """The limits each run (or each thread) of the agent stops at."""
+        return self._usage_limits
 
     @property
     def context_providers(self) -> tuple[ContextProvider, ...]:
@@ -255,7 +283,9 @@ class ChatAgent(Agent):
         """Run to the final answer (see `Agent.run`)."""
         ctx = self._context(messages, kw, streaming=False)
         recorder = Recorder(self, kw.get("on_intermediate"))
-        turn = _run_provided if self._providers else run_turn
+        turn: Turn = _run_provided if self._providers else run_turn
+        if self._guard is not None:
+            turn = self._guard.run(turn)
         if not self._agent_middleware:
             return await turn(self, ctx, recorder)
 
@@ -296,7 +326,9 @@ class ChatAgent(Agent):
         """Run and stream the answer (see `Agent.run_stream`)."""
         ctx = self._context(messages, kw, streaming=True)
         recorder = Recorder(self, kw.get("on_intermediate"))
-        turn = _stream_provided if self._providers else stream_turn
+        turn: StreamTurn = _stream_provided if self._providers else stream_turn
+        if self._guard is not None:
+            turn = self._guard.stream(turn)
         if not self._agent_middleware:
             return turn(self, ctx, recorder)
         result: list[AgentResponse] = []
@@ -389,6 +421,21 @@ def _stream_provided(
         result.append(response)
 
     return AgentResponseStream(updates(), lambda: result[-1])
+
+
+def _limits(
+    limits: UsageLimits | Iterable[UsageLimits] | None, *, owner: str
+) -> tuple[UsageLimits, ...]:
+    if limits is None:
+        return ()
+    found = (limits,) if isinstance(limits, UsageLimits) else tuple(limits)
+    for item in found:
+        if not isinstance(item, UsageLimits):
+            raise ConfigurationError(
+                f"agent `{owner}`: usage_limits must be UsageLimits (or several), got "
+                f"{type(item).__name__}"
+            )
+    return found
 
 
 class _ReduceEachCall(ChatMiddleware):

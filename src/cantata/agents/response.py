@@ -26,7 +26,9 @@ from ..core import (
 )
 
 if TYPE_CHECKING:
+    from .guardrails import GuardrailResult
     from .thread import AgentThread
+    from .usage import RunUsage
 
 __all__ = [
     "AgentResponse",
@@ -84,8 +86,10 @@ class AgentResponse:
         "citations",
         "context",
         "finish_reason",
+        "guardrails",
         "messages",
         "response_id",
+        "run_usage",
         "thread",
         "usage",
         "value",
@@ -103,6 +107,8 @@ class AgentResponse:
         response_id: str | None = None,
         context: list[ContextAddition] | None = None,
         citations: list[Citation] | None = None,
+        guardrails: list[GuardrailResult] | None = None,
+        run_usage: RunUsage | None = None,
     ) -> None:
         self.messages = messages
         self.thread = thread
@@ -115,6 +121,11 @@ class AgentResponse:
         """What each context provider added to this run (empty without providers)."""
         self.citations: list[Citation] = citations if citations is not None else []
         """The sources the answer cites (set by a knowledge provider; empty otherwise)."""
+        self.guardrails: list[GuardrailResult] = guardrails if guardrails is not None else []
+        """What each guardrail decided in this run, in order (empty without guardrails)."""
+        self.run_usage = run_usage
+        """The run's usage per model and per agent, its model and tool calls, cost and
+        time (set by an agent with usage limits or a price table; None otherwise)."""
 
     @property
     def text(self) -> str:

@@ -153,6 +153,7 @@ async def run_turn(agent: TurnAgent, ctx: AgentRunContext, recorder: Recorder) -
             on_message=recorder.on_message,
             tool_kwargs=ctx.kwargs,
             retry_policy=agent.retry_policy,
+            middleware=ctx.loop_middleware,
         )
         return _response(agent, await recorder.drain(response.messages), thread, response)
     except BaseException as exc:
@@ -187,6 +188,7 @@ def stream_turn(agent: TurnAgent, ctx: AgentRunContext, recorder: Recorder) -> A
             on_message=recorder.on_message,
             tool_kwargs=ctx.kwargs,
             retry_policy=agent.retry_policy,
+            middleware=ctx.loop_middleware,
         )
         try:
             async for update in stream:

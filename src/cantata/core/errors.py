@@ -38,6 +38,7 @@ __all__ = [
     "CheckpointError",
     "ConfigurationError",
     "ContextLengthError",
+    "GuardrailTripwire",
     "InvalidMessageError",
     "MessageDropped",
     "ModelConnectionError",
@@ -46,6 +47,7 @@ __all__ = [
     "ModelOutputError",
     "RetryTool",
     "RunError",
+    "RunStopped",
     "RuntimeStateError",
     "SchemaVersionError",
     "SerializationError",
@@ -57,6 +59,7 @@ __all__ = [
     "Undeliverable",
     "UnknownTypeError",
     "UsageError",
+    "UsageLimitExceeded",
     "WorkflowError",
 ]
 
@@ -226,6 +229,58 @@ class AgentError(RunError):
 
 class WorkflowError(RunError):
     """A workflow run failed or was given input it cannot take."""
+
+
+class RunStopped(RunError):
+    """A check ended the run on purpose (a guardrail's tripwire, a usage limit). Unlike a
+    tool's failure it is never a result the model reads: it reaches the caller, and nothing
+    of the run after the check happens."""
+
+
+class GuardrailTripwire(RunStopped):
+    """A guardrail refused what it checked: `guardrail` names it, `reason` says why, `stage`
+    says where (``input``, ``output``, ``tool_arguments``, ``tool_result``, ``turn``,
+    ``executor_input``, ``executor_output``). Served, it is HTTP 400 with the code
+    ``guardrail_tripwire:<guardrail>``."""
+
+    guardrail: str
+    reason: str
+    stage: str
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        guardrail: str = "",
+        reason: str = "",
+        stage: str = "",
+        **fields: Any,
+    ):
+        super().__init__(message, guardrail=guardrail, reason=reason, stage=stage, **fields)
+
+
+class UsageLimitExceeded(RunStopped):
+    """A run reached one of its usage limits before its next model call: `limit` names it
+    (``total_tokens``, ``model_calls``, ``cost``...), `used` is what was spent, `allowed`
+    the limit, `scope` ``run`` or ``thread`` (or ``identity`` when served). Served, it is
+    HTTP 429 with the code ``usage_limit_exceeded:<limit>``."""
+
+    limit: str
+    used: float
+    allowed: float
+    scope: str
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        limit: str = "",
+        used: float = 0,
+        allowed: float = 0,
+        scope: str = "run",
+        **fields: Any,
+    ):
+        super().__init__(message, limit=limit, used=used, allowed=allowed, scope=scope, **fields)
 
 
 class AlreadyAnsweredError(RunError):

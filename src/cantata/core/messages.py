@@ -43,6 +43,8 @@ class Usage:
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int = 0
+    """Of `input_tokens`, those the server read from its prompt cache (priced apart)."""
 
     @property
     def total_tokens(self) -> int:
@@ -50,7 +52,9 @@ class Usage:
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
-            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cached_input_tokens + other.cached_input_tokens,
         )
 
 
@@ -417,7 +421,10 @@ def _enc_result(c: FunctionResultContent) -> dict[str, Any]:
 
 
 def _dec_usage(d: dict[str, Any]) -> Usage:
-    return Usage(_req(d, "input_tokens", int), _req(d, "output_tokens", int))
+    cached = d.get("cached_input_tokens", 0)
+    if type(cached) is not int:
+        raise SerializationError("field 'cached_input_tokens' must be an int")
+    return Usage(_req(d, "input_tokens", int), _req(d, "output_tokens", int), cached)
 
 
 def _dec_approval_req(d: dict[str, Any]) -> FunctionApprovalRequestContent:
@@ -475,7 +482,15 @@ for _name, (_cls, _encode, _decode) in _CONTENT_CODECS.items():
 registry.register(
     Usage,
     name="usage",
-    encode=lambda u: {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens},
+    encode=lambda u: (
+        {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens}
+        if not u.cached_input_tokens
+        else {
+            "input_tokens": u.input_tokens,
+            "output_tokens": u.output_tokens,
+            "cached_input_tokens": u.cached_input_tokens,
+        }
+    ),
     decode=_dec_usage,
 )
 registry.register(Message, name="message", encode=_enc_message, decode=_dec_message)

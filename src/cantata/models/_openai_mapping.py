@@ -304,4 +304,6 @@ def usage_from(usage: Any) -> Usage | None:
     """A cantata `Usage` from an SDK usage object (or None)."""
     if usage is None:
         return None
-    return Usage(int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0))
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    return Usage(int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0), int(cached or 0))

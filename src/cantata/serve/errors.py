@@ -5,8 +5,10 @@ Every route raises `RequestError` (or lets a `CantataError` through, mapped by
 ``{"error": {"message", "type", "param", "code"}}``, so an OpenAI client shows the message.
 The message is for a person (it names no Python class); ``code`` says what failed for a
 program: OpenAI's own codes where one fits (``model_not_found``, ``context_length_exceeded``,
-``server_shutting_down``...), else the name of the cantata error (``ModelError``,
-``TimeoutError``...); ``type`` is OpenAI's kind of error for the status.
+``server_shutting_down``...), ``guardrail_tripwire:<guardrail>`` (400) for a guardrail
+that stopped the run and ``usage_limit_exceeded:<limit>`` (429) for a usage limit it
+reached, else the name of the cantata error (``ModelError``, ``TimeoutError``...);
+``type`` is OpenAI's kind of error for the status.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ from ..core import (
     CancelledError,
     CantataError,
     ContextLengthError,
+    GuardrailTripwire,
     InvalidMessageError,
     ModelHTTPError,
     RunError,
     SerializationError,
     TimeoutError,
     UsageError,
+    UsageLimitExceeded,
 )
 
 __all__ = [
@@ -96,6 +100,10 @@ def status_for(exc: BaseException) -> int:
         return 503
     if isinstance(exc, AlreadyAnsweredError):
         return 409
+    if isinstance(exc, GuardrailTripwire):
+        return 400  # what the client sent, or asked for, is refused
+    if isinstance(exc, UsageLimitExceeded):
+        return 429
     if isinstance(exc, (InvalidMessageError, SerializationError, UsageError)):
         return 400
     if isinstance(exc, TimeoutError):
@@ -145,6 +153,10 @@ def _code(exc: BaseException) -> str | None:
         return "context_length_exceeded"
     if isinstance(exc, ServerStoppingError):
         return "server_shutting_down"
+    if isinstance(exc, GuardrailTripwire):
+        return f"guardrail_tripwire:{exc.guardrail}"
+    if isinstance(exc, UsageLimitExceeded):
+        return f"usage_limit_exceeded:{exc.limit}"
     return type(exc).__name__
 
 

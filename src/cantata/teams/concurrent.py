@@ -12,11 +12,11 @@ model, as Agent Framework's summarizing aggregators do.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from ..agents import Agent
+from ..agents import Agent, Guardrail
 from ..core import ConfigurationError, Message
 from ..workflows import Workflow, WorkflowContext
 from ._fresh_turn import FreshTurnParticipant
@@ -121,8 +121,9 @@ class Concurrent(Team):
         termination: TerminationCondition | None = None,
         name: str = "concurrent",
         description: str = "",
+        guardrails: Iterable[Guardrail] = (),
     ) -> None:
-        super().__init__(participants, name=name, description=description)
+        super().__init__(participants, name=name, description=description, guardrails=guardrails)
         if aggregator is not None and not callable(aggregator):
             raise ConfigurationError(
                 f"concurrent team {name!r}: aggregator must be a function of the answers, "

@@ -14,10 +14,10 @@ the authoritative history the manager keeps.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..agents import Agent, AgentThread, HistoryReducer
+from ..agents import Agent, AgentThread, Guardrail, HistoryReducer
 from ..core import ConfigurationError
 from ..workflows import Workflow, WorkflowContext
 from .channels import ChannelFactory
@@ -129,6 +129,7 @@ class GroupChat(Team):
         history_reducer: HistoryReducer | None = None,
         channels: Mapping[type[AgentThread], ChannelFactory] | None = None,
         sync_timeout: float = 60.0,
+        guardrails: Iterable[Guardrail] = (),
     ) -> None:
         super().__init__(
             participants,
@@ -136,6 +137,7 @@ class GroupChat(Team):
             description=description,
             channels=channels,
             sync_timeout=sync_timeout,
+            guardrails=guardrails,
         )
         self.speaker = as_policy(speaker) if speaker is not None else RoundRobin()
         if termination is not None and not isinstance(termination, TerminationCondition):

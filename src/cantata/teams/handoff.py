@@ -38,11 +38,11 @@ Framework and AutoGen return to the agent that asked, and so does this.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..agents import Agent
+from ..agents import Agent, Guardrail
 from ..core import (
     ConfigurationError,
     FunctionCallContent,
@@ -352,8 +352,9 @@ class Handoff(Team):
         max_turns: int | None = None,
         name: str = "handoff",
         description: str = "",
+        guardrails: Iterable[Guardrail] = (),
     ) -> None:
-        super().__init__(participants, name=name, description=description)
+        super().__init__(participants, name=name, description=description, guardrails=guardrails)
         names = self.participant_names
         if USER in names:
             raise ConfigurationError(

@@ -31,11 +31,11 @@ plan, or comment (the manager re-plans with the comments and asks again, at most
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..agents import Agent, ChatAgent
+from ..agents import Agent, ChatAgent, Guardrail
 from ..core import ConfigurationError, Message, register
 from ..models import ChatClient, ChatOptions
 from ..workflows import Workflow, WorkflowContext, response_handler
@@ -390,8 +390,9 @@ class Magentic(Team):
         termination: TerminationCondition | None = None,
         name: str = "magentic",
         description: str = "",
+        guardrails: Iterable[Guardrail] = (),
     ) -> None:
-        super().__init__(participants, name=name, description=description)
+        super().__init__(participants, name=name, description=description, guardrails=guardrails)
         client = manager.client if isinstance(manager, ChatAgent) else manager
         if not isinstance(client, ChatClient):
             raise ConfigurationError(

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..agents import Guardrail
 from ..core import (
     ConfigurationError,
     DataContent,
@@ -45,6 +46,7 @@ from .channels import ChannelFactory
 from .events import RoutingEvent, TeamMessageEvent, TeamStoppedEvent
 from .result import StopMessage, TaskResult
 from .termination import Observation, TerminationCondition
+from .turn_guard import check_turn
 from .turns import HISTORY_LOG, AwaitingTask, SpeakTurn, TeamTask, TurnDone, _authored
 
 __all__ = [
@@ -161,6 +163,8 @@ class TeamManager(Executor):
         """The team's channel factories (its team sets them), so that the manager reaches
         the session's channels through `channels_of` on a copying runtime too."""
         self.sync_timeout = 60.0
+        self.guardrails: tuple[Guardrail, ...] = ()
+        """Checks on each turn's message (the team sets them: see `turn_guard.py`)."""
 
     # -- hooks for team types ----------------------------------------------------------
 
@@ -343,6 +347,12 @@ class TeamManager(Executor):
         state = self._state(ctx)
         if state.stopped:
             return  # a turn that ended after the run stopped (a fan-out's other replies)
+        if self.guardrails:  # before the turn joins the history (see turn_guard.py)
+            checked = await check_turn(self.guardrails, done)
+            if isinstance(checked, StopMessage):
+                self.stop(state, checked, ctx)
+                return
+            done = checked
         self.publish(state, done.messages, ctx, source=done.speaker, channel=done.channel)
         state.usage = state.usage + done.usage
         if self._settles:

@@ -14,10 +14,10 @@ conversation with a new pass through the chain.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..agents import Agent
+from ..agents import Agent, Guardrail
 from ..core import Message
 from ..workflows import Workflow, WorkflowContext
 from ._fresh_turn import FreshTurnParticipant
@@ -83,8 +83,9 @@ class Sequential(Team):
         termination: TerminationCondition | None = None,
         name: str = "sequential",
         description: str = "",
+        guardrails: Iterable[Guardrail] = (),
     ) -> None:
-        super().__init__(participants, name=name, description=description)
+        super().__init__(participants, name=name, description=description, guardrails=guardrails)
         self.chain_only_agent_responses = chain_only_agent_responses
         self.termination = termination
         _ = self.workflow  # build now: a bad definition fails here, not at the first run

@@ -15,10 +15,10 @@ code and its transcript are the same (see `channels.py` for how the history reac
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..agents import Agent, AgentThread
+from ..agents import Agent, AgentThread, Guardrail
 from ..core import CancellationToken, ConfigurationError, UsageError
 from ..core._serving import mcp_server
 from ..workflows import Executor, Workflow, WorkflowBuilder
@@ -30,6 +30,7 @@ from .participant import ParticipantExecutor
 from .replication import ReplicatedChannels
 from .result import TaskResult
 from .session import StreamItem, TaskInput, TeamSession
+from .turn_guard import turn_guardrails
 
 if TYPE_CHECKING:
     from ..runtime import AgentRuntime
@@ -44,7 +45,10 @@ class Team(ABC):
 
     `channels` maps a thread kind to the factory of its channel, for agents whose threads
     are neither local nor service threads. `sync_timeout` bounds how long a participant
-    waits for its channel to catch up.
+    waits for its channel to catch up. `guardrails` (``on="turn"``) check each turn's
+    message before it joins the shared history: a replacement is what the others see, a
+    tripwire stops the run cleanly, its `TaskResult.stop_message` naming the guardrail
+    (source ``"guardrail:<name>"``) and saying why.
     """
 
     def __init__(
@@ -55,6 +59,7 @@ class Team(ABC):
         description: str = "",
         channels: Mapping[type[AgentThread], ChannelFactory] | None = None,
         sync_timeout: float = 60.0,
+        guardrails: Iterable[Guardrail] = (),
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigurationError(f"a team needs a non-empty name, got {name!r}")
@@ -81,6 +86,8 @@ class Team(ABC):
         self._participants = tuple(agents)
         self._factories = factories_for(agents, channels)
         self._sync_timeout = sync_timeout
+        self.guardrails = turn_guardrails(guardrails, team=name)
+        """What checks each turn's message (see `turn_guardrails`)."""
         self._workflow: Workflow | None = None
         self._placed: Workflow | None = None
         self._session: TeamSession | None = None
@@ -144,6 +151,7 @@ class Team(ABC):
         max_supersteps: int = 10_000,
     ) -> Workflow:
         """The usual shape: the manager, and an edge to and from each participant."""
+        manager.guardrails = self.guardrails
         executors = list(participants or [ParticipantExecutor(a) for a in self._participants])
         builder = WorkflowBuilder(
             manager, name=self.name, description=self.description, max_supersteps=max_supersteps

@@ -2,7 +2,8 @@
 
 A failing call becomes an error result the model reads, except a `NeedsPerson` failure:
 only a person can resolve it, so it ends the loop and reaches the caller (in a workflow, the
-agent executor's run stops with a request for input, and the answer runs it again).
+agent executor's run stops with a request for input, and the answer runs it again); and a
+`RunStopped` (a guardrail's tripwire, a usage limit), which ends the run on purpose.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..core import (
     FunctionCallContent,
     FunctionResultContent,
     InvalidMessageError,
+    RunStopped,
     tracing,
 )
 from ..core.durable import EffectScope, current_effects
@@ -114,7 +116,7 @@ class CallRunner:
     async def _run_one(self, call: FunctionCallContent, approved: bool) -> CallOutcome:
         try:
             return await self._run_checked(call, approved)
-        except (CancelledError, NeedsPerson):
+        except (CancelledError, NeedsPerson, RunStopped):
             raise
         except Exception as exc:  # e.g. arguments nested too deep to parse: still a result
             _log.debug("call %r to tool %r failed", call.call_id, call.name, exc_info=exc)
@@ -154,8 +156,8 @@ class CallRunner:
 
     def _outcome(self, context: FunctionInvocationContext) -> CallOutcome:
         call, error = context.call, context.error
-        if isinstance(error, NeedsPerson):
-            raise error
+        if isinstance(error, (NeedsPerson, RunStopped)):
+            raise error  # a person must answer, or a check stopped the run: not a result
         if isinstance(error, ApprovalRequired):
             if not context.approved:
                 return CallOutcome(call, None, context.terminate)

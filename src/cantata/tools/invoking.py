@@ -139,19 +139,7 @@ class FunctionInvokingChatClient:
         return self._settings.concurrent_calls
 
     def _split_middleware(self, middleware: Sequence[ChatMiddleware | FunctionMiddleware]) -> None:
-        chat: list[ChatMiddleware] = []
-        function: list[FunctionMiddleware] = []
-        for item in middleware:
-            if isinstance(item, ChatMiddleware):
-                chat.append(item)
-            elif isinstance(item, FunctionMiddleware):
-                function.append(item)
-            else:
-                raise ConfigurationError(
-                    f"{item!r} is not a ChatMiddleware or FunctionMiddleware; subclass one, "
-                    "or decorate an async function with @chat_middleware or @function_middleware"
-                )
-        self._chat_middleware, self._function_middleware = tuple(chat), tuple(function)
+        self._chat_middleware, self._function_middleware = _split(middleware)
 
     @property
     def client(self) -> ChatClient:
@@ -183,15 +171,20 @@ class FunctionInvokingChatClient:
         tool_kwargs: Mapping[str, Any] | None,
         streaming: bool,
         retry_policy: RetryPolicy | None,
+        run_middleware: Sequence[ChatMiddleware | FunctionMiddleware] = (),
     ) -> FunctionLoopRun:
+        chat, function = self._chat_middleware, self._function_middleware
+        if run_middleware:  # this request's own, outermost
+            extra_chat, extra_function = _split(run_middleware)
+            chat, function = (*extra_chat, *chat), (*extra_function, *function)
         return FunctionLoopRun(
             self._client,
             # the run only reads them (its view is a new list): a list is not copied
             messages if type(messages) is list else list(messages),
             views=self._views,
             tools=merge_tools(self._tools, tools) if tools else self._tool_map,
-            chat_middleware=self._chat_middleware,
-            function_middleware=self._function_middleware,
+            chat_middleware=chat,
+            function_middleware=function,
             settings=self._settings,
             options=options,
             token=token or CancellationToken(),
@@ -215,8 +208,12 @@ class FunctionInvokingChatClient:
         on_message: OnMessage | None = None,
         tool_kwargs: Mapping[str, Any] | None = None,
         retry_policy: RetryPolicy | None = None,
+        middleware: Sequence[ChatMiddleware | FunctionMiddleware] = (),
     ) -> ChatResponse:
-        """Run the loop to its end; ``.messages`` holds every message it produced, in order."""
+        """Run the loop to its end; ``.messages`` holds every message it produced, in order.
+
+        ``middleware`` wraps this request's model and tool calls only, outside the client's
+        own (an agent's guardrails and usage limits for one run)."""
         run = self._run(
             messages,
             options,
@@ -226,6 +223,7 @@ class FunctionInvokingChatClient:
             tool_kwargs,
             False,
             retry_policy,
+            middleware,
         )
         await run.complete()
         return run.response()
@@ -240,6 +238,7 @@ class FunctionInvokingChatClient:
         on_message: OnMessage | None = None,
         tool_kwargs: Mapping[str, Any] | None = None,
         retry_policy: RetryPolicy | None = None,
+        middleware: Sequence[ChatMiddleware | FunctionMiddleware] = (),
     ) -> AsyncIterator[ChatResponseUpdate]:
         """Run the loop, streaming: text as it comes, tool calls and results whole, each with
         the id of its message, so `ChatResponse.from_updates` rebuilds the messages.
@@ -253,10 +252,29 @@ class FunctionInvokingChatClient:
             tool_kwargs,
             True,
             retry_policy,
+            middleware,
         )
         async with closing(run.steps()) as updates:
             async for update in updates:
                 yield update
+
+
+def _split(
+    middleware: Sequence[ChatMiddleware | FunctionMiddleware],
+) -> tuple[tuple[ChatMiddleware, ...], tuple[FunctionMiddleware, ...]]:
+    chat: list[ChatMiddleware] = []
+    function: list[FunctionMiddleware] = []
+    for item in middleware:
+        if isinstance(item, ChatMiddleware):
+            chat.append(item)
+        elif isinstance(item, FunctionMiddleware):
+            function.append(item)
+        else:
+            raise ConfigurationError(
+                f"{item!r} is not a ChatMiddleware or FunctionMiddleware; subclass one, "
+                "or decorate an async function with @chat_middleware or @function_middleware"
+            )
+    return tuple(chat), tuple(function)
 
 
 def merge_tools(

@@ -6,11 +6,13 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..agents import Guardrail
 from ..core import ConfigurationError
 from ..core.retry import RetryPolicy
 from .edges import Case, Condition, Default, EdgeGroup, Selection
 from .errors import WorkflowValidationError
 from .executor import Executor
+from .executor_guard import guard_executor
 from .validation import validate
 
 if TYPE_CHECKING:
@@ -202,6 +204,17 @@ class WorkflowBuilder:
             ex = self._executors[eid]
             ex.retry_policy = policy
             ex._synchronous = False  # a retry waits (its backoff): not in the caller's task
+        return self
+
+    def with_guardrails(
+        self, guardrails: Sequence[Guardrail], executors: Sequence[Executor | Any]
+    ) -> WorkflowBuilder:
+        """Check the named executors' input and output with `guardrails` (stages
+        ``executor_input`` and ``executor_output``; see `executor_guard`): a replacement is
+        what the handler gets or the next executor receives, a tripwire fails the run with
+        `GuardrailTripwire`."""
+        for eid in [self._add(e) for e in executors]:
+            guard_executor(self._executors[eid], guardrails)
         return self
 
     def build(self) -> Workflow:

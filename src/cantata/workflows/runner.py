@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..core import CancellationToken, CancelledError, WorkflowError, new_id, tracing
+from ..core import CancellationToken, CancelledError, RunStopped, WorkflowError, new_id, tracing
 from ._typing import type_name
 from .actor import Invocation
 from .context import UNSET, PendingRequest, StepResult
@@ -173,8 +173,14 @@ class Runner:
         except BaseException as exc:
             run.status = "failed"
             from_executor = getattr(exc, "__cantata_executor__", None) is not None
-            error = _wrap(exc) if from_executor and not isinstance(exc, WorkflowError) else exc
-            sink(WorkflowFailedEvent(error, getattr(error, "executor_id", None)))
+            # a check that stopped the run on purpose (a guardrail, a usage limit) reaches
+            # the caller as itself, as it does from an agent
+            kept = isinstance(exc, (WorkflowError, RunStopped))
+            error = _wrap(exc) if from_executor and not kept else exc
+            where = getattr(error, "executor_id", None) or getattr(
+                exc, "__cantata_executor__", None
+            )
+            sink(WorkflowFailedEvent(error, where))
             sink(StatusEvent("failed"))
             _log.debug("workflow %r run %r failed: %s", self.workflow.name, run.run_id, error)
             if error is exc:
