@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # Portable CPU build of llama.cpp; pip caches the wheel, so it compiles once per machine.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 
-.PHONY: setup demo demo-notice test lint typecheck unit bench clean
+.PHONY: setup demo demo-notice test lint typecheck unit bench docs clean
 
 setup: $(VENV)/.installed
 
@@ -49,5 +49,10 @@ bench: setup
 	$(PY) -m pip install -q -e ".[bench]"
 	$(PY) benchmarks/run.py
 
+# The documentation site, offline, into site/ (warnings are errors: mkdocs.yml sets strict).
+# The test suite builds it too (tests/test_docs_site.py), so `make test` checks it.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache

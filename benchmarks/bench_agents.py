@@ -361,7 +361,7 @@ async def collect(quick: bool) -> list[Row]:
             higher_is_better=False,
             goal="<= 25 us",
             note="CPU time, best of the runs: the turn a group chat's participant takes "
-            "(issue 10's round robin), without the team around it",
+            "(the round-robin workload of bench_teams), without the team around it",
         )
     )
 

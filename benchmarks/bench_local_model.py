@@ -12,7 +12,7 @@ last one ends, compared with one stream measured the same way in the same run.
 
 Beside them, two limits of llama.cpp alone on a context like the client's (no sampling, no
 Python, no streaming), for B = 1, 2, 4, 8, 16, measured in the same run:
-- the issue's, as issue 16 words it ("128 tokens in batches of B positions"): 128 tokens
+- "128 tokens in batches of B positions": 128 tokens
   of one sequence, B positions per `llama_decode`, logits of the last position of each call
   (as `Llama.eval` evaluates a prompt);
 - what B streams ask for: 128 tokens in steps of one token of each of B sequences, each in

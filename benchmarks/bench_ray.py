@@ -1,4 +1,4 @@
-"""Ray runtime (issues 14 and 24), rows from one local two-node cluster on 127.0.0.1:
+"""Ray runtime, rows from one local two-node cluster on 127.0.0.1:
 
 1. request/response through `RayRuntime` against raw Ray actor method calls on the same
    cluster (goal >= 0.8x the raw calls' rate). Both make the same sequential round trips
@@ -19,7 +19,7 @@
    in one process (the default placement); reported with the cost per message (each
    executor invocation is one request and its result one reply; the events go through
    the directory to the driver's local subscriber, all over the direct streams).
-4. many agents (issue 24), against AutoGen's gRPC runtime hosting the same agents in two
+4. many agents, against AutoGen's gRPC runtime hosting the same agents in two
    worker processes (its host gives an agent type to one worker, so there are two types,
    one on each) with its host in a third, all started by this run, driven from here:
    the first request to each of N new agents from one driver, 64 in flight (activations
@@ -369,7 +369,7 @@ async def _runs_per_s(wf: Workflow, runs: int, runtime: Any = None) -> float:
     return runs / (time.perf_counter() - start)
 
 
-# -- 4: many agents (issue 24) --------------------------------------------------------------
+# -- 4: many agents ------------------------------------------------------------------------
 
 IN_FLIGHT = 64
 TYPES = ("tally_a", "tally_b")  # two agent types: AutoGen's host gives a type to one worker

@@ -1,7 +1,7 @@
 """Actor runtime: cantata's LocalRuntime against autogen-core's SingleThreadedAgentRuntime
 on the same workloads in the same run, and against bare asyncio as the floor.
 
-Workloads (issues 4, 16): publish to a topic with 10 subscribers (deliveries per second;
+Workloads: publish to a topic with 10 subscribers (deliveries per second;
 the headline row); direct request/response to one agent; the first message to 20,000 new
 keyed agents (rate, and memory per idle agent measured with tracemalloc). Agents are
 written the way autogen-core users write them: `RoutedAgent` classes with an `__init__`

@@ -1,6 +1,6 @@
 """Group chats: cantata's GroupChat against AutoGen AgentChat and Agent Framework, same run.
 
-Workloads (issue 10), each on one team definition reused for every run:
+Workloads, each on one team definition reused for every run:
 
 - round robin of 4 agents whose model answers at once, 40 turns per run, many runs
   (turns per second): cantata `GroupChat(speaker=RoundRobin())` on `ScriptedChatClient`,

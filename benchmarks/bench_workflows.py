@@ -1,6 +1,6 @@
 """Workflows: cantata against Microsoft Agent Framework workflows and LangGraph, same run.
 
-Workloads (issues 5 and 16), each on one definition reused for every run:
+Workloads, each on one definition reused for every run:
 
 - a chain of 10 executors, each adding 1 to a number (runs per second);
 - a fan-out from one executor to 100 and a fan-in of their 100 results (runs per second);

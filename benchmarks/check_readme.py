@@ -1,4 +1,5 @@
-"""Check the README's benchmark table against a run: flag every row more than 25% away.
+"""Check the benchmark tables of docs/benchmarks.md against a run: flag every row more than
+25% away.
 
 python benchmarks/check_readme.py                      # read benchmarks/results/latest.json
 python benchmarks/check_readme.py --results run.json   # a results file of benchmarks/run.py
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-README = HERE.parent / "README.md"
+TABLES = HERE.parent / "docs" / "benchmarks.md"
 TOLERANCE = 0.25
 
 _RATIO = re.compile(r"^\s*(\d+(?:\.\d+)?)x\b")
@@ -37,7 +38,7 @@ _NOISE = frozenset({"a", "an", "the", "of", "to", "and", "with", "same", "in", "
 
 @dataclass(frozen=True, slots=True)
 class TableRow:
-    """One line of the README's benchmark table."""
+    """One line of a benchmark table."""
 
     line: int
     module: str
@@ -157,12 +158,14 @@ def compare(rows: Iterable[TableRow], results: Sequence[Mapping[str, Any]]) -> l
     return verdicts
 
 
-def report(verdicts: Sequence[Verdict], tolerance: float = TOLERANCE) -> tuple[str, int]:
+def report(
+    verdicts: Sequence[Verdict], tolerance: float = TOLERANCE, source: str = "docs/benchmarks.md"
+) -> tuple[str, int]:
     """The text to print and the number of rows flagged."""
     lines = []
     flagged = 0
     for v in verdicts:
-        where = f"README.md:{v.row.line} {v.row.module} | {v.row.workload} | {v.row.peer}"
+        where = f"{source}:{v.row.line} {v.row.module} | {v.row.workload} | {v.row.peer}"
         if v.off_by is None:
             lines.append(f"not checked  {where} ({v.why or 'no figure'})")
             continue
@@ -191,13 +194,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--only", action="append", default=[], help="with --run: these modules (run.py's)"
     )
-    parser.add_argument("--readme", type=Path, default=README)
+    parser.add_argument(
+        "--tables", "--readme", type=Path, default=TABLES, help="the page the tables are on"
+    )
     parser.add_argument("--tolerance", type=float, default=TOLERANCE)
     args = parser.parse_args(argv)
     path = _rerun(args.repeat, args.only) if args.run else args.results
     data = json.loads(path.read_text(encoding="utf-8"))
-    verdicts = compare(table_rows(args.readme.read_text(encoding="utf-8")), data["rows"])
-    text, flagged = report(verdicts, args.tolerance)
+    verdicts = compare(table_rows(args.tables.read_text(encoding="utf-8")), data["rows"])
+    text, flagged = report(verdicts, args.tolerance, args.tables.name)
     print(f"results: {path} (time {data.get('time')}, commit {data.get('commit')})")
     if data.get("quick"):
         print("note: a --quick run (smaller workloads); the table comes from full runs")

@@ -9,7 +9,7 @@ Each run of a module measures cantata and the peer side by side (see `_harness.p
 row's ratio is taken per run; the table shows the median and the worst of the runs for our
 figure, the peer's figure and the ratio, and whether the row's goal holds on both. The JSON
 records when (``time``), from which commit (``commit``, ``dirty``) and with which command the
-figures were measured; `check_readme.py` compares the README's table with it.
+figures were measured; `check_readme.py` compares the tables of docs/benchmarks.md with it.
 """
 
 from __future__ import annotations

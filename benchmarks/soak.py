@@ -16,7 +16,7 @@ each finished run leaves behind. The goal is flat within noise: no live agent at
 and RSS between the middle and the end grown by less than a few MB (the start is read after
 a warm-up of 100 conversations; allocator arenas and caches fill before the middle).
 
-Not run by `run.py` (it takes minutes; its figures are not in the README's table): run
+Not run by `run.py` (it takes minutes; its figures are not in the tables of docs/benchmarks.md): run
 ``PYTHONPATH=src .venv/bin/python benchmarks/soak.py [--quick] [--only local|ray|serve]``.
 RSS is read from /proc (Linux).
 

@@ -1,4 +1,5 @@
-"""Every arrow points down: no module imports from a layer above its own (DESIGN.md, Layers).
+"""Every arrow points down: no module imports from a layer above its own
+(docs/architecture.md, The layers).
 
 The order below is the one place the layer order lives. Every import of every module under
 src/cantata is read from its syntax tree, at any depth (inside functions and

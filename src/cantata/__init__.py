@@ -2,7 +2,7 @@
 
 The names a first program needs are importable from here (``from cantata import
 ChatAgent, tool, WorkflowBuilder, LocalChatClient``); everything else lives in the layer
-that owns it (see DESIGN.md): `cantata.core`, `cantata.stores`, `cantata.runtime`,
+that owns it (see docs/architecture.md): `cantata.core`, `cantata.stores`, `cantata.runtime`,
 `cantata.models`, `cantata.tools`, `cantata.agents`, `cantata.workflows`, `cantata.teams`,
 `cantata.declarative`, `cantata.serve`, `cantata.cli`. The root names load their layer on
 first use, so ``import cantata.core`` does not pay for the agents and workflows. Sitting over

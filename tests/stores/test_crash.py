@@ -1,5 +1,5 @@
 """A writer process killed with SIGKILL loses nothing it was told was committed, and never
-leaves half an append behind (principle 8 of DESIGN.md)."""
+leaves half an append behind (principle 8 of docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The lifecycle half of `LocalRuntime`: stop (grace, cancel, abandon), the idle and
 predicate waits, and the bounds every wait of the runtime takes.
 
-Every wait has a bound (DESIGN principle 5); where one has none, a comment says why it
-cannot hang. The list, for src/cantata/runtime:
+Every wait has a bound (docs/architecture.md, principle 5); where one has none, a comment
+says why it cannot hang. The list, for src/cantata/runtime:
 
 - a direct request: its `timeout` (default `default_timeout`), then `stop_grace` more if
   its handler ignores the cancellation (`engine._Call`); waiting for a busy agent's turn is
