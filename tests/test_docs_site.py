@@ -124,17 +124,27 @@ async def test_every_page_renders_searches_and_copies(site: tuple[Path, str]) ->
             # code blocks have Material's copy button
             await tab.goto(f"{url}/concepts/agents/")
             await tab.locator("pre code").first.wait_for()
-            assert await tab.locator("button.md-clipboard").count() >= 2
+            copy = tab.locator("pre button[data-clipboard-target]")  # added by the site's script
+            await copy.first.wait_for()
+            assert await copy.count() == await tab.locator("pre code").count() >= 2
+            await context.grant_permissions(["clipboard-read", "clipboard-write"], origin=url)
+            await copy.first.click()
+            copied = await tab.evaluate("navigator.clipboard.readText()")
+            assert copied.startswith("import asyncio"), copied[:80]
             await tab.screenshot(path=str(ARTIFACTS / "concept-agents.png"), full_page=True)
             # the search works offline: its index and worker come from the site itself
             await tab.goto(f"{url}/")
             await tab.screenshot(path=str(ARTIFACTS / "front-page.png"), full_page=True)
-            await tab.click("label.md-header__button[for=__search]")
-            await tab.fill("input.md-search__input", "handoff")
-            result = tab.locator(".md-search-result__item").first
-            await result.wait_for()
-            await result.click()
-            await tab.wait_for_url(lambda u: "#" in u or u.rstrip("/") != url)
+            await tab.click("input.md-search__input")  # the header's search box (a wide window)
+            await tab.keyboard.type("handoff", delay=20)  # keystrokes, as a reader types
+            meta = tab.locator(".md-search-result__meta")
+            await meta.filter(has_text="matching document").wait_for()
+            first = tab.locator(".md-search-result__item a").first
+            href = await first.get_attribute("href")
+            assert href is not None and href.startswith(url), href
+            await first.click()
+            await tab.wait_for_url(lambda u: u.split("?")[0].rstrip("/") != url)
+            assert await tab.locator("article h1").count() >= 1
             print(f"screenshots: {ARTIFACTS}/front-page.png, {ARTIFACTS}/concept-agents.png")
         finally:
             await browser.close()
