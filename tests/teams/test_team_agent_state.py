@@ -105,6 +105,9 @@ async def test_another_agent_over_the_same_store_reads_the_state_of_a_plain_hist
         ]
         two = await other_worker.run(history, thread=LocalThread())
         assert said(two.messages) == [("billing", "billing: about 'And INV-8?'")]
+        # the store keeps every conversation's state; the processes over it keep none
+        assert not one_worker._carries and not other_worker._carries
+        assert len(await store.keys("team-carry:")) == 2
 
 
 async def test_a_round_robin_goes_on_where_it_stopped_with_usage_summed() -> None:

@@ -38,8 +38,9 @@ keeps between runs (``carry``: the active agent of a handoff, the last speaker o
 chat, magentic's ledger) and whether the team waits for the user (``waits_for_user``)."""
 CARRY_PREFIX = "team-carry:"
 CARRIES_KEPT = 4096
-"""How many conversations' carried state a `TeamAgent` keeps in memory for clients that
-hold the history themselves (a checkpoint store keeps them all)."""
+"""How many conversations' carried state a `TeamAgent` without a store-backed checkpoint
+store keeps in memory for clients that hold the history themselves (with one, the store
+keeps them all and the process none, so a served team stays flat)."""
 USER_INPUT = "user_input"
 """The stop source of a team run that asks the user (a handoff's agent answered)."""
 
@@ -221,15 +222,17 @@ class TeamAgent(Agent):
     async def _keep_carry(self, conversation: list[Message], carry: dict[str, Any]) -> None:
         """Keep `carry` under the conversation's text, for the next turn of a client that
         holds the history itself: in this agent's memory (the last `CARRIES_KEPT`), and in
-        the checkpoint store's state store when it has one (any process over it reads it)."""
+        the checkpoint store's state store when it has one (any process over it reads it;
+        then not in memory)."""
         key = self._carry_key(conversation)
+        store = self.checkpoint_store
+        if isinstance(store, StateStoreCheckpointStore):
+            await store.store.put(key, carry)
+            return
         self._carries[key] = carry
         self._carries.move_to_end(key)
         while len(self._carries) > CARRIES_KEPT:
             self._carries.popitem(last=False)
-        store = self.checkpoint_store
-        if isinstance(store, StateStoreCheckpointStore):
-            await store.store.put(key, carry)
 
     def _carry_key(self, conversation: list[Message]) -> str:
         return CARRY_PREFIX + _digest(self.team.name, conversation)
