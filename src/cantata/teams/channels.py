@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypedDict, TypeVar, Unpack
 
 from ..agents import Agent, AgentResponse, AgentResponseUpdate, AgentThread, LocalThread
@@ -138,13 +138,26 @@ class AgentChannel(ABC):
         """Forget everything (the history was reduced; the reduced one follows)."""
 
 
-async def _call(
+def _call(
     agent: Agent, messages: list[Message] | None, thread: AgentThread, turn: TurnOptions
-) -> AgentResponse:
+) -> Awaitable[AgentResponse]:
+    """The agent's run for one turn: its own `run` as it is (a plain function, so a turn
+    that does not stream makes no coroutine of its own here), or a streamed run."""
     options, token = turn.get("options"), turn.get("cancellation_token")
     on_update = turn.get("on_update")
     if on_update is None:
-        return await agent.run(messages, thread=thread, options=options, cancellation_token=token)
+        return agent.run(messages, thread=thread, options=options, cancellation_token=token)
+    return _streamed(agent, messages, thread, options, token, on_update)
+
+
+async def _streamed(
+    agent: Agent,
+    messages: list[Message] | None,
+    thread: AgentThread,
+    options: ChatOptions | None,
+    token: CancellationToken | None,
+    on_update: UpdateSink,
+) -> AgentResponse:
     stream = agent.run_stream(messages, thread=thread, options=options, cancellation_token=token)
     async for update in stream:
         on_update(update)
@@ -190,15 +203,7 @@ class LocalChannel(AgentChannel):
         if new:
             await thread.on_new_message(new)
         self._seen[name] = len(self._mirror)  # delivered, even if the run is cancelled
-        if turn.get("on_update") is None:  # `_call`, inlined: one coroutine fewer per turn
-            response = await agent.run(
-                None,
-                thread=thread,
-                options=turn.get("options"),
-                cancellation_token=turn.get("cancellation_token"),
-            )
-        else:
-            response = await _call(agent, None, thread, turn)
+        response = await _call(agent, None, thread, turn)
         mirror = self._mirror
         mirror.extend([(name, m) for m in response.messages])
         self._seen[name] = len(mirror)  # its own reply is in its thread already
