@@ -383,11 +383,11 @@ class PoolHost:
 
     async def request(self, env: Any) -> wire.Envelope:
         self._via["ray"] += 1
-        return await self._handle(env, "q")
+        return await self.handle(env, "q")
 
     async def event(self, env: Any) -> wire.Envelope:
         self._via["ray"] += 1
-        return await self._handle(env, "e")
+        return await self.handle(env, "e")
 
     async def direct_address(self) -> tuple[str, int, str] | None:
         """Where this host takes messages directly (listening from the first ask on); None
@@ -414,7 +414,7 @@ class PoolHost:
     def _direct_message(self, frame: dict[str, Any]) -> Coroutine[Any, Any, wire.Envelope]:
         """The handling of a frame's message (a coroutine: no layer of its own)."""
         self._via["direct"] += 1
-        return PoolHost._handle(self, frame.get("env"), str(frame["t"]))
+        return PoolHost.handle(self, frame.get("env"), str(frame["t"]))
 
     def _direct_cancel(self, frame: dict[str, Any]) -> None:
         self.cancel(str(frame.get("id")))
@@ -437,7 +437,10 @@ class PoolHost:
         """How many messages came by Ray call and how many by the direct stream."""
         return dict(self._via)
 
-    async def _handle(self, env: Any, kind: str) -> wire.Envelope:
+    async def handle(self, env: Any, kind: str) -> wire.Envelope:
+        """Run one delivered envelope (`kind` ``"q"``, a request, or ``"e"``, an event) on
+        its agent here, in its sequence; what a Ray call, the direct stream and a router in
+        this host (`Router._submit`) all hand it."""
         if self._closed:
             return {"v": wire.WIRE_VERSION, "moved": self._committed.version}
         self._inflight += 1

@@ -73,6 +73,9 @@ _UNKNOWN = object()  # the directory's address, before it is asked
 _MOVE_PAUSE = 0.05  # seconds between reads of the membership while an agent moves
 _REDELIVERIES = 5  # rounds a publication is sent again to hosts that died with it
 _LOOKUP_WAIT = 30.0  # seconds at most to find a host's handle and address
+_DIRECTORY_WAIT = 30.0
+"""Seconds a call to the directory actor may take beyond the stop grace (its answer to a
+publication, a long poll beyond its wait, its address)."""
 
 
 class _Route:
@@ -107,6 +110,8 @@ class Router:
         self._records = Records(pool, namespace)
         self._interventions = interventions
         self._grace = stop_grace
+        self._directory_bound = stop_grace + _DIRECTORY_WAIT
+        """How long a call to the directory actor may take (its stop grace, and then some)."""
         self._event_bound = event_bound
         self._origin = origin or new_id()
         self._use_direct = direct
@@ -240,7 +245,7 @@ class Router:
         if self._host is not None and host == self._name:
             env["stream"] = f"{self._origin}/self"
             env["seq"] = self._next((host, None))
-            waiter: asyncio.Future[Any] = asyncio.ensure_future(self._host._handle(env, kind))
+            waiter: asyncio.Future[Any] = asyncio.ensure_future(self._host.handle(env, kind))
             mid = str(env["id"])
             return waiter, lambda: self._host.cancel(mid) if self._host is not None else None
         route = self._routes.get(host)  # known (the usual case): no coroutine for it
@@ -529,7 +534,7 @@ class Router:
         try:
             if local:
                 item = {**env, "recipients": local}
-                reply = await self._to_directory("e", item, self._grace + 30.0)
+                reply = await self._to_directory("e", item, self._directory_bound)
                 if reply is None:
                     directory = await self.directory()
                     reply = await self._directory_call(directory.publish.remote(item))
@@ -681,7 +686,7 @@ class Router:
         of `wait` seconds at most), each item once and in order: the poll acknowledges
         what the last one brought, so a reply lost with its stream or its Ray call comes
         again with the next (see _inbox.py)."""
-        bound = wait + self._grace + 30.0
+        bound = wait + self._directory_bound
         ack = self._taken.next
         try:
             reply = await self._to_directory("p", None, bound, origin=self._origin, w=wait, k=ack)
@@ -718,7 +723,8 @@ class Router:
         if not self._use_direct or (env is not None and len(env["msg"]) >= DIRECT_LIMIT):
             return None
         if self._directory_address is _UNKNOWN:
-            self._directory_address = await address_of(await self.directory(), self._grace + 30.0)
+            directory = await self.directory()
+            self._directory_address = await address_of(directory, self._directory_bound)
         address = self._directory_address
         if not isinstance(address, tuple):
             return None
@@ -738,7 +744,7 @@ class Router:
 
     async def _directory_call(self, ref: Any) -> Any:
         try:
-            return await asyncio.wait_for(await_ref(ref), self._grace + 30.0)
+            return await asyncio.wait_for(await_ref(ref), self._directory_bound)
         except builtins.TimeoutError:
             raise TimeoutError("the runtime's directory actor did not answer") from None
         except RayActorError as exc:
