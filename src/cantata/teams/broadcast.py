@@ -60,13 +60,9 @@ class ChannelSet(TeamChannels[_Entry]):
     ) -> None:
         super().__init__(factories, sync_timeout=sync_timeout)
 
-    def _reaches_others(self, key: str) -> bool:
-        """Whether a channel other than `key` was made (one a broadcast would reach)."""
-        entries = self._entries
-        return len(entries) > 1 or (len(entries) == 1 and key not in entries)
-
     def publish(self, messages: Sequence[Message], *, exclude: str = "") -> None:
-        if self._reaches_others(exclude):
+        entries = self._entries
+        if len(entries) > 1 or (entries and exclude not in entries):  # another channel
             self.broadcast(sourced(messages), exclude=exclude)
 
     def broadcast(self, messages: Sequence[tuple[str, Message]], *, exclude: str = "") -> None:

@@ -458,6 +458,9 @@ class TeamChannels(Generic[HeldT]):
         first if needed); raises `ChannelSyncError` for a delivery that failed."""
         raise NotImplementedError
 
+    keeps_writes: ClassVar[bool] = False
+    """Whether `wrote` does anything (a participant skips the call when not)."""
+
     def wrote(self, key: str, messages: Sequence[Message]) -> None:
         """Messages written on channel `key` (an agent's reply), which the history will
         hold too. Nothing by default."""

@@ -71,7 +71,8 @@ class ParticipantExecutor(PausingParticipant):
                 state = await channel.paused(self.agent)
                 self._pause(turn, response.messages, requests, usage, ctx, channel_state=state)
                 return
-        channels.wrote(key, response.messages)
+        if channels.keeps_writes:
+            channels.wrote(key, response.messages)
         name = self.agent.name
         messages = _authored(response.messages, name)
         ctx.send_message(TurnDone(name, messages, response.usage or Usage(), self.channel_key))

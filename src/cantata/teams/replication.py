@@ -65,6 +65,8 @@ class _Replica:
 class ReplicatedChannels(TeamChannels[_Replica]):
     """The channels one process serves for one conversation, caught up from its logs."""
 
+    keeps_writes = True
+
     def __init__(
         self, factories: Mapping[str, ChannelFactory], *, sync_timeout: float = 60.0
     ) -> None:
