@@ -142,3 +142,26 @@ async def test_a_chat_stream_past_the_time_limit_ends_with_an_error_then_done() 
     events = [line[6:] for line in reply.text.splitlines() if line.startswith("data: ")]
     assert events[-1] == "[DONE]"
     assert "longer than the server's limit" in json.loads(events[-2])["error"]["message"]
+
+
+async def test_a_responses_stream_past_the_time_limit_ends_with_response_failed() -> None:
+    """The official client sees the run fail as the protocol says, with the events before
+    numbered in order, not a stray ``error`` event."""
+    from cantata.serve import Limits
+
+    from .test_app import SlowStreamer
+
+    async with (
+        MemoryStore() as store,
+        serving(SlowStreamer(), store=store, limits=Limits(request_timeout=0.5)) as base,
+        _client(base) as client,
+    ):
+        stream = await client.responses.create(model="slow", input="hi", stream=True)
+        events = [e async for e in stream]
+    assert events[0].type == "response.created" and events[-1].type == "response.failed"
+    failed = events[-1].response  # type: ignore[union-attr]
+    assert failed.id == events[0].response.id  # type: ignore[union-attr]
+    assert failed.status == "failed" and failed.error.code == "TimeoutError"  # type: ignore[union-attr]
+    assert "longer than the server's limit" in failed.error.message  # type: ignore[union-attr]
+    numbers = [e.sequence_number for e in events]
+    assert numbers == list(range(len(events)))

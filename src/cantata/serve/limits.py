@@ -45,6 +45,7 @@ __all__ = [
     "DEFAULT_REQUEST_TIMEOUT",
     "DEFAULT_WRITE_TIMEOUT",
     "SERVER_SEND",
+    "STREAM_FAILURE",
     "Limits",
     "LimitsMiddleware",
     "ended_on_purpose",
@@ -65,6 +66,10 @@ DEFAULT_ABANDON_AFTER = 3600.0
 and run objects) before it counts as abandoned and is released."""
 
 SERVER_SEND = "cantata.server_send"
+STREAM_FAILURE = "cantata.stream_failure"
+"""Scope key of a callable (error -> bytes) that a route whose event stream has its own
+failed ending (the Responses API's ``response.failed``) puts there, so a stream the
+server's time limit cuts ends as that protocol's clients expect."""
 """The scope key under which the app's outermost layer keeps the server's own `send`."""
 
 _log = logging.getLogger("cantata.serve")
@@ -331,14 +336,18 @@ class _Exchange:
         )
 
     async def _timed_out(self, seconds: float) -> None:
-        """Say so: an error response, or an ``error`` event that ends an event stream
-        (OpenAI clients raise it; a chat stream's ``[DONE]`` follows). Any other started
-        response is cut off."""
+        """Say so: an error response, or the event that ends an event stream failed (the
+        route's own, under `STREAM_FAILURE`, else an ``error`` event, which OpenAI clients
+        raise; a chat stream's ``[DONE]`` follows). Any other started response is cut off."""
         error = _timeout_error(seconds)
         if not self._started:
             await send_error(self._send, error)
         elif self._event_stream and not self._complete:
-            event = f"data: {json.dumps(error_body(error))}\n\n".encode()
+            ending = self._scope.get(STREAM_FAILURE)
+            if callable(ending):
+                event = ending(error)
+            else:
+                event = f"data: {json.dumps(error_body(error))}\n\n".encode()
             if self._scope.get("path") == "/v1/chat/completions":
                 event += b"data: [DONE]\n\n"  # as OpenAI ends a chat stream, failed or not
             await self._send({"type": "http.response.body", "body": event, "more_body": True})

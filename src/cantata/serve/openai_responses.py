@@ -32,10 +32,11 @@ with code ``already_answered``.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import time
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +64,7 @@ from .human_input import (
     response_answers,
     yes_or_no,
 )
+from .limits import STREAM_FAILURE
 from .openai_format import OutputFormat, output_format
 from .openai_messages import (
     answer_text,
@@ -488,7 +490,10 @@ async def create_response(request: Request) -> Response:
     except CantataError as exc:
         return error_response(exc)
     if turn.stream:
-        return EventStream(_events(turn))
+        seq = itertools.count()
+        # cut by the server's time limit, the stream still ends with `response.failed`
+        request.scope[STREAM_FAILURE] = lambda exc: _failed(turn, exc, next(seq))
+        return EventStream(_events(turn, seq))
     try:
         async with turn.drain.stoppable():
             response = await turn.entry.agent.run(
@@ -528,11 +533,18 @@ def _sse(kind: str, sequence: int, data: dict[str, Any]) -> bytes:
     return f"event: {kind}\ndata: {payload}\n\n".encode()
 
 
-async def _events(turn: _Turn) -> AsyncGenerator[bytes, None]:
-    """The run's events: the answer's message item opens with its first text (an answer
-    that only calls the client's tools has none), the other items come whole at the end;
-    a failure ends the stream with ``response.failed``."""
-    seq = iter(range(1 << 62))
+def _failed(turn: _Turn, exc: BaseException, sequence: int) -> bytes:
+    """The ``response.failed`` event that ends the stream of `turn`, for `exc`."""
+    failure = error_body(exc)["error"]
+    failed = turn.body("", None, "failed")
+    failed["error"] = {"code": failure["code"] or failure["type"], "message": failure["message"]}
+    return _sse("response.failed", sequence, {"response": failed})
+
+
+async def _events(turn: _Turn, seq: Iterator[int]) -> AsyncGenerator[bytes, None]:
+    """The run's events (numbered from `seq`): the answer's message item opens with its
+    first text (an answer that only calls the client's tools has none), the other items
+    come whole at the end; a failure ends the stream with ``response.failed``."""
     item = _message_item(turn.response_id, "")
     where = {"item_id": item["id"], "output_index": 0, "content_index": 0}
     empty = {"type": "output_text", "text": "", "annotations": []}
@@ -564,11 +576,7 @@ async def _events(turn: _Turn) -> AsyncGenerator[bytes, None]:
         body = await turn.finish(stream.response)
     except CantataError as exc:
         await turn.refused(exc)
-        failure = error_body(exc)["error"]
-        failed = turn.body("", None, "failed")
-        code = failure["code"] or failure["type"]
-        failed["error"] = {"code": code, "message": failure["message"]}
-        yield _sse("response.failed", next(seq), {"response": failed})
+        yield _failed(turn, exc, next(seq))
         return
     except BaseException as exc:  # the client went away, or a bug
         await turn.refused(exc)
