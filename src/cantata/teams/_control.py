@@ -15,11 +15,17 @@ checkpoint as from any other.
 from __future__ import annotations
 
 import asyncio
+import inspect
+from collections.abc import Sequence
 from time import perf_counter
+from typing import TYPE_CHECKING
 
 from ..core import CancellationToken
 
-__all__ = ["CONTROL_KEY", "SLICE", "RunControl"]
+if TYPE_CHECKING:
+    from ..agents import Agent
+
+__all__ = ["CONTROL_KEY", "SLICE", "RunControl", "tell"]
 
 CONTROL_KEY = "cantata.teams.control"
 """The run keyword argument that carries the session's `RunControl` to its manager."""
@@ -92,3 +98,13 @@ class RunControl:
             except asyncio.CancelledError:
                 token.raise_if_cancelled()  # the run's token: a cancelled run
                 raise  # the run's own task was cancelled
+
+
+async def tell(participants: Sequence[Agent], hook: str) -> None:
+    """Await `hook` (``on_pause``, ``on_resume``) on every participant that has one."""
+    for agent in participants:
+        method = getattr(agent, hook, None)
+        if callable(method):
+            answer = method()
+            if inspect.isawaitable(answer):
+                await answer

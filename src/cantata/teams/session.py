@@ -15,8 +15,7 @@ paused turn is in every checkpoint, so the answer may come to a resumed session 
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..core import (
@@ -42,7 +41,7 @@ from ..workflows import (
     WorkflowRunResult,
 )
 from ..workflows.placement import _copies_messages
-from ._control import CONTROL_KEY, RunControl
+from ._control import CONTROL_KEY, RunControl, tell
 from ._run_kwargs import CHANNELS_KEY, OPTIONS_KEY, TEAM_KEY
 from .channels import TeamChannels
 from .events import TeamEvent
@@ -52,7 +51,6 @@ from .result import StopMessage, TaskResult
 from .turns import AwaitingTask, TeamTask
 
 if TYPE_CHECKING:
-    from ..agents import Agent
     from ..runtime import AgentRuntime
     from .team import Team
 
@@ -276,13 +274,13 @@ class TeamSession:
         before the pause, so a paused session may also be resumed elsewhere."""
         self._check_controllable("pause")
         self._control.pause()
-        await _tell(self.team.participants, "on_pause")
+        await tell(self.team.participants, "on_pause")
 
     async def resume(self) -> None:
         """Resume a paused team: tell the participants (``on_resume()``), then the same
         run goes on from the turn boundary where it waited."""
         self._check_controllable("resume")
-        await _tell(self.team.participants, "on_resume")
+        await tell(self.team.participants, "on_resume")
         self._control.resume()
 
     @property
@@ -549,16 +547,6 @@ class TeamSession:
     async def close(self) -> None:
         """Stop channel deliveries under way (the conversation itself is kept)."""
         await self._channels.close()
-
-
-async def _tell(participants: Sequence[Agent], hook: str) -> None:
-    """Await `hook` (``on_pause``, ``on_resume``) on every participant that has one."""
-    for agent in participants:
-        method = getattr(agent, hook, None)
-        if callable(method):
-            answer = method()
-            if inspect.isawaitable(answer):
-                await answer
 
 
 def _shown(event: WorkflowEvent) -> bool:
