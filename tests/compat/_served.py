@@ -5,11 +5,16 @@ kind of request a client library makes: it calls the tools the client declared (
 with arguments made from the tool's schema), answers in the JSON schema it was asked for,
 and otherwise says which turn of the conversation it is on (``turn N: <last user text>``),
 so a test can tell that its client sent the history. ``broken``'s model always fails.
+``desk`` is the handoff team of ``tests/teams/_desk.py`` (a follow-up shows who has the
+conversation) and ``support`` the agent of ``tests/serve/_refunds.py`` whose tool waits
+for a person's approval.
 """
 
 from __future__ import annotations
 
 import json
+import runpy
+from pathlib import Path
 from typing import Any
 
 from cantata.agents import ChatAgent
@@ -73,9 +78,12 @@ def _fails(messages: list[Message], options: ChatOptions) -> str:
     raise ModelError("the model server is down")
 
 
-served = {
+served: dict[str, Any] = {
     "assistant": ChatAgent(
         ScriptedChatClient(_model, chunk_size=3), name="assistant", description="Scripted."
     ),
     "broken": ChatAgent(ScriptedChatClient(_fails), name="broken"),
 }
+_TESTS = Path(__file__).resolve().parents[1]
+served["desk"] = runpy.run_path(str(_TESTS / "teams" / "_desk.py"))["make_desk"]()
+served["support"] = runpy.run_path(str(_TESTS / "serve" / "_refunds.py"))["make_support"]()

@@ -22,6 +22,13 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 
 
+HANDED = (
+    "triage handed the conversation to billing: a payment question\n\n"
+    "billing: about 'Is INV-7 paid?'"
+)
+"""The desk's first answer to a payment question: the handoff's note, then billing."""
+
+
 def need(module: str) -> ModuleType:
     """`module`, or a skip (a failure under CI) when the compat extra lacks it."""
     return require_module(module, "pip install -e '.[compat]'")

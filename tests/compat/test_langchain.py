@@ -1,5 +1,6 @@
 """LangChain's `ChatOpenAI` against ``cantata serve``: plain, stream, multi-turn, structured
-output, a client tool round trip, a failing agent."""
+output, a client tool round trip, a failing agent; a handoff team over two turns (chat
+completions and Responses) and a tool approval answered ``yes`` (Responses)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from .conftest import need
+from .conftest import HANDED, need
 
 lc = need("langchain_openai")
 messages: Any = need("langchain_core.messages")
@@ -20,7 +21,7 @@ class City(BaseModel):
     people: int
 
 
-def _chat(v1: str, model: str = "assistant") -> Any:
+def _chat(v1: str, model: str = "assistant", **kwargs: Any) -> Any:
     # a client of this test's event loop (LangChain's default one is shared by all loops)
     return lc.ChatOpenAI(
         model=model,
@@ -29,6 +30,7 @@ def _chat(v1: str, model: str = "assistant") -> Any:
         max_retries=0,
         timeout=30,
         http_async_client=httpx.AsyncClient(timeout=30),
+        **kwargs,
     )
 
 
@@ -66,3 +68,23 @@ async def test_a_failing_agent(v1: str) -> None:
 
     with pytest.raises(openai.InternalServerError, match="the model server is down"):
         await _chat(v1, "broken").ainvoke("hi")
+
+
+@pytest.mark.parametrize("responses", [False, True], ids=["chat", "responses"])
+async def test_a_handoff_team_keeps_who_it_handed_to_over_two_turns(
+    v1: str, responses: bool
+) -> None:
+    chat = _chat(v1, "desk", use_responses_api=responses)
+    first = await chat.ainvoke("Is INV-7 paid?")
+    assert first.text == HANDED
+    history = [messages.HumanMessage("Is INV-7 paid?"), first, messages.HumanMessage("And INV-8?")]
+    assert (await chat.ainvoke(history)).text == "billing: about 'And INV-8?'"
+
+
+async def test_an_approval_asked_as_text_is_answered_yes_in_the_message_list(v1: str) -> None:
+    chat = _chat(v1, "support", use_responses_api=True)
+    asked = await chat.ainvoke("refund order 1001")
+    assert asked.text.startswith('approve the call of `refund` with {"order": 1001}?')
+    assert "(waiting in resp_" in asked.text
+    history = [messages.HumanMessage("refund order 1001"), asked, messages.HumanMessage("yes")]
+    assert (await chat.ainvoke(history)).text == "Done: refunded order 1001"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import need
+from .conftest import HANDED, need
 
 litellm: Any = need("litellm")
 
@@ -89,3 +89,17 @@ async def test_a_failing_agent(v1: str) -> None:
     with pytest.raises(litellm.exceptions.MidStreamFallbackError, match="the model server is"):
         async for _ in stream:
             pass
+
+
+async def test_a_handoff_team_keeps_who_it_handed_to_over_two_turns(v1: str) -> None:
+    ask = {"role": "user", "content": "Is INV-7 paid?"}
+    first = await _ask(v1, [ask], "desk")
+    said = first.choices[0].message.content
+    assert said == HANDED
+    follow = [
+        ask,
+        {"role": "assistant", "content": said},
+        {"role": "user", "content": "And INV-8?"},
+    ]
+    again = await _ask(v1, follow, "desk")
+    assert again.choices[0].message.content == "billing: about 'And INV-8?'"

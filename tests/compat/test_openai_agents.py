@@ -10,7 +10,7 @@ import pytest
 from openai import AsyncOpenAI
 from pydantic import BaseModel
 
-from .conftest import need
+from .conftest import HANDED, need
 
 sdk: Any = need("agents")
 
@@ -80,3 +80,13 @@ async def test_a_failing_agent(v1: str) -> None:
     broken = sdk.Agent(name="caller", model=_model(v1, "broken"))
     with pytest.raises(openai.InternalServerError, match="the model server is down"):
         await sdk.Runner.run(broken, "hi")
+
+
+async def test_a_handoff_team_keeps_who_it_handed_to_over_two_turns(v1: str) -> None:
+    desk = sdk.Agent(name="caller", model=_model(v1, "desk"))
+    first = await sdk.Runner.run(desk, "Is INV-7 paid?")
+    assert first.final_output == HANDED
+    held = await sdk.Runner.run(desk, [*first.to_input_list(), _user("And INV-8?")])
+    assert held.final_output == "billing: about 'And INV-8?'"
+    kept = await sdk.Runner.run(desk, "And INV-9?", previous_response_id=first.last_response_id)
+    assert kept.final_output == "billing: about 'And INV-9?'"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from .conftest import need
+from .conftest import HANDED, need
 
 pai: Any = need("pydantic_ai")
 models: Any = need("pydantic_ai.models.openai")
@@ -60,3 +60,11 @@ async def test_a_failing_agent(v1: str) -> None:
     with pytest.raises(Exception, match="the model server is down") as info:
         await _agent(v1, "broken").run("hi")
     assert "500" in str(info.value) or getattr(info.value, "status_code", None) == 500
+
+
+async def test_a_handoff_team_keeps_who_it_handed_to_over_two_turns(v1: str) -> None:
+    agent = _agent(v1, "desk")
+    first = await agent.run("Is INV-7 paid?")
+    assert first.output == HANDED
+    again = await agent.run("And INV-8?", message_history=first.all_messages())
+    assert again.output == "billing: about 'And INV-8?'"
