@@ -30,6 +30,8 @@ ARTIFACTS = (
     / "docs"
 )
 WAIT_MS = 20_000
+# Both tests on one pytest-xdist worker (`--dist loadgroup`), so the site is built once.
+pytestmark = pytest.mark.xdist_group("docs_site")
 
 
 class _Quiet(SimpleHTTPRequestHandler):
