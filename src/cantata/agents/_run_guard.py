@@ -154,7 +154,9 @@ class RunGuard:
         self.replaced: dict[str | None, str] = {}  # final answers' new text, by message id
         self.meter: UsageMeter | None = None
         self._gate: asyncio.Future[list[GuardrailResult]] | None = None
-        self.middleware: list[ChatMiddleware | FunctionMiddleware] = [_ModelCalls(self)]
+        self.middleware: list[ChatMiddleware | FunctionMiddleware] = []
+        if guard.limits or guard.parallel or guard.on_output:
+            self.middleware.append(_ModelCalls(self))
         if guard.limits or guard.on_tool_arguments or guard.on_tool_result:
             self.middleware.append(_ToolCalls(self))
 
@@ -165,14 +167,14 @@ class RunGuard:
         checks (a replacement changes the input before anything records it), the parallel
         ones started."""
         guard = self.guard
+        if guard.on_input:
+            ctx.messages = [await self._check_input(m, guard.on_input) for m in ctx.messages]
         if guard.limits:
             before = None
             if guard.thread_limits and ctx.thread is not None:
                 await ctx.thread.load_context_state()
                 before = RunUsage.from_json(ctx.thread.context_state.get(THREAD_USAGE_KEY))
             self.meter = UsageMeter(guard.name, guard.limits, before=before)
-        if guard.on_input:
-            ctx.messages = [await self._check_input(m, guard.on_input) for m in ctx.messages]
         if guard.parallel:
             self._gate = asyncio.ensure_future(self._parallel(list(ctx.messages)))
 
@@ -338,9 +340,12 @@ class RunGuard:
 
 
 class _ModelCalls(ChatMiddleware):
-    """Around each model call of the run: limits, the parallel gate, usage, output."""
+    """Around each model call of the run: limits, the parallel gate, usage, output. It only
+    reads the request (an output replacement is a new response), so the loop hands it the
+    request itself, not copies."""
 
     __slots__ = ("_run",)
+    reads_only = True
 
     def __init__(self, run: RunGuard) -> None:
         self._run = run

@@ -173,7 +173,7 @@ class Guardrail:
     mode="parallel")``; the decorators `input_guardrail`, `output_guardrail` and
     `tool_guardrail` make one from a function."""
 
-    __slots__ = ("_agent", "_check", "_two_args", "mode", "name", "stages")
+    __slots__ = ("_agent", "_check", "_sync", "_two_args", "mode", "name", "stages")
 
     def __init__(
         self,
@@ -212,6 +212,11 @@ class Guardrail:
             )
         self._check = check
         self._two_args = self._agent is None and _takes_context(check)  # type: ignore[arg-type]
+        # a plain function: checked without a coroutine of its own (see `apply_guardrails`)
+        self._sync = self._agent is None and not (
+            inspect.iscoroutinefunction(check)
+            or inspect.iscoroutinefunction(type(check).__call__)
+        )
         found = self._agent.name if self._agent is not None else getattr(check, "__name__", None)
         self.name: str = str(name or found or "guardrail")
         """Named in spans, results and `GuardrailTripwire.guardrail` (and served error codes)."""
@@ -371,14 +376,21 @@ async def apply_guardrails(
     at once (the checks after it do not run)."""
     applied = _Applied(text)
     for guardrail in guardrails:
-        await _one(guardrail, applied, context)
+        await _one(guardrail, applied, context)  # one coroutine a check, none nested
     return applied.text, applied.results
 
 
 async def _one(guardrail: Guardrail, applied: _Applied, context: GuardrailContext) -> None:
     start = time.perf_counter()
     if not tracing.enabled():
-        verdict = await guardrail.check(applied.text, context)
+        if guardrail._sync:
+            fn = guardrail._check
+            result = fn(applied.text, context) if guardrail._two_args else fn(applied.text)  # type: ignore[operator]
+            if inspect.isawaitable(result):  # a function that returned an awaitable after all
+                result = await result
+            verdict = _verdict(result, guardrail.name)
+        else:
+            verdict = await guardrail.check(applied.text, context)
         _apply(guardrail, verdict, applied, context, time.perf_counter() - start)
         return
     attributes = {

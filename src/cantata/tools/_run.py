@@ -132,7 +132,9 @@ class FunctionLoopRun:
         # messages it reads (RequestMessages); without any, the model client (which only
         # reads) gets the messages and options themselves: copying every message of a long
         # thread for every model call made a turn's cost grow with the thread.
-        self._copy_request = bool(chat_middleware)
+        # (a middleware that says it only reads, as an agent's guardrails and limits do,
+        # needs no copies)
+        self._copy_request = any(not getattr(m, "reads_only", False) for m in chat_middleware)
         self._dropped: set[str] = set()  # ids of calls whose arguments nested too deep
         self._function_middleware = function_middleware
         self._calls: CallRunner | None = None  # made when a turn calls tools
