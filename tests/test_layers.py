@@ -30,6 +30,7 @@ LAYERS = (
     "workflows",
     "teams",
     "declarative",
+    "evals",
     "serve",
     "cli",
 )

@@ -18,6 +18,7 @@ PACKAGES = [
     "cantata.agents",
     "cantata.workflows",
     "cantata.teams",
+    "cantata.evals",
 ]
 
 # Names that other layers and the README rely on: removing one is a breaking change.
@@ -77,6 +78,15 @@ KEPT = {
         "MaxMessage",
         "HandoffTermination",
         "register_agent",
+    },
+    "cantata.evals": {
+        "Case",
+        "Dataset",
+        "EvalReport",
+        "compare_reports",
+        "dataset_from_cassette",
+        "evaluate",
+        "load_dataset",
     },
 }
 

@@ -1,6 +1,6 @@
 """The `cantata` command: ask a model one question, or chat with it; run a spec
 (`cantata run`), serve a spec or module:object over HTTP (`cantata serve`), print the spec
-schema (`cantata schema`).
+schema (`cantata schema`), evaluate on a dataset (`cantata eval`).
 
 `ask` and `chat` run on the embedded local model unless `--model`/`--base-url` name an
 OpenAI-compatible server. Every failure prints as one line that says what to do and exits
@@ -26,6 +26,7 @@ from .answer import close_client, load_model, quiet_loop_errors, stream_answer
 from .chat_session import EXIT_WORDS, ChatSession
 from .client_options import ClientOptions
 from .console import err, out, read_stdin, run_body
+from .eval import eval_command
 from .failure import report
 from .run import run_command
 from .schema import schema_command
@@ -198,6 +199,7 @@ def _start(system: str | None) -> list[Message]:
 app.command(name="serve")(serve_command)
 app.command(name="run")(run_command)
 app.command(name="schema")(schema_command)
+app.command(name="eval")(eval_command)
 
 
 def main() -> None:

@@ -214,11 +214,14 @@ def _interaction(item: Any, n: int) -> Interaction:
 def request_snapshot(
     messages: Sequence[Message], options: ChatOptions, *, stream: bool
 ) -> dict[str, Any]:
-    """A request as comparable JSON: message ids are left out, since they are random."""
+    """A request as comparable JSON: message ids and metadata are left out. No model sees
+    them, and they differ from run to run (the id of the agent a message went through is
+    new in every process), so a session recorded once replays in another."""
     out_messages = []
     for m in messages:
         data = to_json(m)
         data.pop("id", None)
+        data.pop("metadata", None)
         out_messages.append(data)
     opts: dict[str, Any] = {}
     for key in ("model", "temperature", "top_p", "max_tokens", "stop", "seed", "tool_choice"):
@@ -308,6 +311,7 @@ class ReplayChatClient:
     def __init__(self, cassette: Cassette | str | Path, *, check_requests: bool = True) -> None:
         self.cassette = cassette if isinstance(cassette, Cassette) else Cassette.load(cassette)
         self.check_requests = check_requests
+        self._requests = [_comparable(i.request) for i in self.cassette.interactions]
         self._used: set[int] = set()
         self.calls: list[dict[str, Any]] = []
 
@@ -333,12 +337,12 @@ class ReplayChatClient:
             )
         chosen = left[0]
         if self.check_requests:
-            matches = [i for i in left if self.cassette.interactions[i].request == request]
+            matches = [i for i in left if self._requests[i] == request]
             if not matches:
                 raise CassetteMismatchError(
                     f"request {len(self.calls)} matches no recorded interaction left; "
                     f"the next recorded one (#{chosen}) differs in "
-                    f"{_difference(self.cassette.interactions[chosen].request, request)}; "
+                    f"{_difference(self._requests[chosen], request)}; "
                     "record the session again, or pass check_requests=False"
                 )
             chosen = matches[0]
@@ -390,6 +394,21 @@ class ReplayChatClient:
             yield update
         if interaction.error is not None:
             raise interaction.error.to_exception()
+
+
+def _comparable(request: dict[str, Any]) -> dict[str, Any]:
+    """A recorded request as `request_snapshot` makes one now (cassettes recorded before
+    it left metadata out still hold it)."""
+    messages = request.get("messages")
+    if not isinstance(messages, list) or not any(
+        isinstance(m, dict) and "metadata" in m for m in messages
+    ):
+        return request
+    stripped = [
+        {k: v for k, v in m.items() if k != "metadata"} if isinstance(m, dict) else m
+        for m in messages
+    ]
+    return {**request, "messages": stripped}
 
 
 def _recorded_failure(interaction: Interaction) -> ModelError | TimeoutError:

@@ -24,6 +24,7 @@ from ..core import (
     CheckpointError,
     Message,
     SchemaVersionError,
+    Usage,
     UsageError,
     WorkflowError,
     new_id,
@@ -117,6 +118,13 @@ class TeamSession:
         if self._store is None:
             return None
         return None if self._run is None else self._run.checkpoint_id
+
+    @property
+    def usage(self) -> Usage:
+        """The token usage of the session's current (or last) run: every turn's, of every
+        participant (an eval or a bill reads it; a new run starts it afresh)."""
+        state = self._manager_state()
+        return Usage() if state is None else state.usage
 
     @property
     def channels(self) -> TeamChannels[Any]:
