@@ -6,6 +6,8 @@ keeps each identity's keys apart, and memory scopes under an owner."""
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -29,7 +31,7 @@ from cantata.serve import (
 )
 from cantata.stores import MemoryStore, open_item_store
 
-from ._servers import echo_agent
+from ._servers import ROOT, echo_agent
 
 KEY_A = "alice-key-0123456789"
 KEY_B = "bob-key-0123456789ab"
@@ -223,3 +225,17 @@ async def test_a_memory_scope_run_for_an_owner_is_its_own() -> None:
     with owned_by("bob"):
         assert await memory.facts(memory.namespace()) == []
     assert [f.text for f in await memory.facts(memory.namespace())] == ["the anonymous fact"]
+
+
+def test_a_bad_keys_file_stops_the_server_at_start(tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    keys.write_text(f"alice:{KEY_A}\nbob:short\n", encoding="utf-8")
+    command = [sys.executable, "-m", "cantata.cli", "serve", "tests/serve/_servers.py:echo"]
+    done = subprocess.run(
+        [*command, "--port", "0", "--keys-file", str(keys)],
+        cwd=ROOT, capture_output=True, timeout=120, check=False,
+    )  # fmt: skip
+    err = " ".join(done.stderr.decode().split())
+    assert done.returncode == 1, err
+    assert "line 2: the key of 'bob' has 5 characters" in err
+    assert "Traceback" not in err and ":short" not in err  # never the key

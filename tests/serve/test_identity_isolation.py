@@ -19,14 +19,14 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ..conftest import require_service
 from ._servers import cli_server
 
 SERVED = "tests/serve/_identities.py:served"
-TIMEOUT = 30.0
+TIMEOUT = 60.0
 TASK_NOT_FOUND = -32001
 WHO = ("alice", "bob", "anon")
 OPS = ("respond", "a2a", "chat", "run", "wait_response", "wait_task", "flow", "answer", "remember")
@@ -251,8 +251,13 @@ steps = st.lists(
 )
 
 
+EVERY_OP = [(who, op, "a") for op in OPS for who in ("alice", "bob")]
+"""One plan where two identities do everything, on the same client-chosen ids."""
+
+
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 @given(plan=steps)
+@example(plan=EVERY_OP)
 def test_no_identity_reaches_what_another_made(
     server: Server, plan: list[tuple[str, str, str]]
 ) -> None:
