@@ -376,7 +376,7 @@ def schema_guardrail(
 
     else:
         try:
-            import jsonschema  # type: ignore[import-untyped]
+            import jsonschema
         except ImportError as exc:
             raise ConfigurationError(
                 "schema_guardrail with a JSON Schema needs jsonschema: "
