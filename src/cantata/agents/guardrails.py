@@ -214,8 +214,7 @@ class Guardrail:
         self._two_args = self._agent is None and _takes_context(check)  # type: ignore[arg-type]
         # a plain function: checked without a coroutine of its own (see `apply_guardrails`)
         self._sync = self._agent is None and not (
-            inspect.iscoroutinefunction(check)
-            or inspect.iscoroutinefunction(type(check).__call__)
+            inspect.iscoroutinefunction(check) or inspect.iscoroutinefunction(type(check).__call__)
         )
         found = self._agent.name if self._agent is not None else getattr(check, "__name__", None)
         self.name: str = str(name or found or "guardrail")

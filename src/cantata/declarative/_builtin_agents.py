@@ -8,6 +8,12 @@ from typing import Any
 from ..agents import ChatAgent, SummarizingReducer, TruncatingReducer
 from ..core import RetryPolicy
 from ..tools import FunctionTool
+from ._builtin_guardrails import (
+    DATA_ATTR,
+    guardrails_from_data,
+    limits_from_data,
+    limits_to_data,
+)
 from ._builtin_memory import LEARN_ATTR
 from ._builtin_models import _fields, _typed
 from .errors import SpecError
@@ -56,6 +62,16 @@ def _dump_agent(agent: ChatAgent, ctx: ConfigContext) -> dict[str, Any]:
     if agent.answer_with_tool_results:  # written only when set: older configs stay the same
         out["answer_with_tool_results"] = True
         out["tool_results_format"] = agent.tool_results_format
+    if agent.guardrails:
+        data = getattr(agent, DATA_ATTR, None)
+        if data is None:
+            raise SpecError(
+                f"{where}: its guardrails were made in code and have no config; build the "
+                "agent from a spec or config that names them to dump it"
+            )
+        out["guardrails"] = data
+    if agent.usage_limits:
+        out["usage_limits"] = limits_to_data(agent.usage_limits)
     return out
 
 
@@ -81,7 +97,7 @@ def _retry_from_data(data: Any, where: str) -> RetryPolicy:
 _AGENT_FIELDS = {
     "name", "description", "instructions", "arguments", "client", "tools", "options",
     "history_reducer", "max_iterations", "retry_policy", "answer_with_tool_results",
-    "tool_results_format", "context_providers",
+    "tool_results_format", "context_providers", "guardrails", "usage_limits",
 }  # fmt: skip
 
 
@@ -109,7 +125,15 @@ def _build_agent(config: Mapping[str, Any], ctx: ConfigContext) -> ChatAgent:
     for provider in providers:
         if getattr(provider, LEARN_ATTR, False):
             provider.extractor = client  # learns with the agent's own model
-    return ChatAgent(
+    guard_data = args.pop("guardrails", None)
+    guardrails = (
+        guardrails_from_data(guard_data, ctx, client=client, where=where)
+        if guard_data is not None
+        else []
+    )
+    found_limits = args.pop("usage_limits", None)
+    limits = limits_from_data(found_limits, where=where) if found_limits is not None else None
+    agent = ChatAgent(
         client,
         tools=tools,
         options=options_from_data(args.pop("options", None), where=where),
@@ -120,8 +144,13 @@ def _build_agent(config: Mapping[str, Any], ctx: ConfigContext) -> ChatAgent:
         retry_policy=_retry_from_data(retry, where) if retry is not None else None,
         context_providers=providers,
         owns_providers=True,
+        guardrails=guardrails,
+        usage_limits=limits,
         **args,
     )
+    if guard_data is not None:
+        setattr(agent, DATA_ATTR, guard_data)
+    return agent
 
 
 def _build_truncating(config: Mapping[str, Any], ctx: ConfigContext) -> TruncatingReducer:

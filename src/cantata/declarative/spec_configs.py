@@ -102,6 +102,10 @@ def agent_config(spec: AgentSpec) -> dict[str, Any]:
         )
     if providers:
         config["context_providers"] = providers
+    if spec.guardrails:
+        config["guardrails"] = spec.guardrails
+    if spec.usage_limits is not None:
+        config["usage_limits"] = spec.usage_limits
     return _component("cantata.agents.ChatAgent", "agent", config)
 
 

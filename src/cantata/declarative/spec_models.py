@@ -123,6 +123,13 @@ class AgentSpec(_Strict):
     max_iterations: int | None = None
     memory: MemorySpec | None = None
     knowledge: KnowledgeSpec | None = None
+    guardrails: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Guardrails, each {kind: pii|injection|length|schema|policy|function, ...}.",
+    )
+    usage_limits: dict[str, Any] | list[dict[str, Any]] | None = Field(
+        None, description="UsageLimits fields (tokens, model_calls, cost with prices, per...)."
+    )
 
 
 class RemoteAgentSpec(_Strict):
