@@ -4,8 +4,9 @@ A guardrail is ``{"kind": ..., ...}``: ``pii`` (action, kinds, on), ``injection`
 mode), ``length`` (max_chars, min_chars, action, on), ``schema`` (schema, on), ``policy``
 (policy, on, mode: judged by the agent's own model) or ``function`` (function: an import
 path the loader allows, name, on, mode); in YAML quote "on" (a bare on is read as true).
-Usage limits are `UsageLimits`' fields, prices as ``{model: {input, output, cached_input}}``. A built agent keeps the data it was built
-from, so its config dumps back; guardrails made in code have none, and refuse to dump.
+Usage limits are `UsageLimits`' fields, prices as ``{model: {input, output, cached_input}}``.
+A built agent keeps the data it was built from, so its config dumps back; guardrails made
+in code have none, and refuse to dump.
 """
 
 from __future__ import annotations
