@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from ..agents.usage import RunUsage, UsageLimits
 from ..core import ConfigurationError, Message, TextContent, Usage
 from .result import StopMessage
 
@@ -139,7 +140,8 @@ class MaxMessage(TerminationCondition):
 
 
 class TokenUsage(TerminationCondition):
-    """Stops once the run's token usage reaches a budget (total, input or output)."""
+    """Stops once the run's token usage reaches a budget (total, input or output): the
+    same limits as an agent's `UsageLimits`, over every turn of the team run."""
 
     def __init__(
         self,
@@ -160,6 +162,12 @@ class TokenUsage(TerminationCondition):
         self.max_total_tokens = max_total_tokens
         self.max_input_tokens = max_input_tokens
         self.max_output_tokens = max_output_tokens
+        self.limits = UsageLimits(
+            total_tokens=max_total_tokens,
+            input_tokens=max_input_tokens,
+            output_tokens=max_output_tokens,
+        )
+        """The same budget as the agents' `UsageLimits` (one accounting, not two)."""
 
     def start(self, started_at: float) -> TerminationState:
         return {"input": 0, "output": 0}
@@ -167,15 +175,14 @@ class TokenUsage(TerminationCondition):
     async def check(self, state: TerminationState, seen: Observation) -> StopMessage | None:
         state["input"] += seen.usage.input_tokens
         state["output"] += seen.usage.output_tokens
-        used_in, used_out = state["input"], state["output"]
-        for limit, used, what in (
-            (self.max_total_tokens, used_in + used_out, "total"),
-            (self.max_input_tokens, used_in, "input"),
-            (self.max_output_tokens, used_out, "output"),
-        ):
-            if limit is not None and used >= limit:
-                return StopMessage(f"{what} token budget {limit} reached ({used} used)", self.name)
-        return None
+        # the agents' accounting: the same totals and the same limits as `UsageLimits`
+        used = RunUsage(by_model={"team": Usage(state["input"], state["output"])})
+        found = self.limits.exceeded(used)
+        if found is None:
+            return None
+        limit, value, allowed = found
+        what = limit.removesuffix("_tokens")
+        return StopMessage(f"{what} token budget {allowed:g} reached ({value:g} used)", self.name)
 
 
 class Timeout(TerminationCondition):
