@@ -16,7 +16,7 @@ from typing import Any, Unpack
 
 from ..core import ConfigurationError, Message, UsageError
 from ..core.retry import RetryPolicy
-from ..models import ChatClient, ChatOptions
+from ..models import ChatClient, ChatOptions, resolve_model
 from ..tools import (
     ChatContext,
     ChatMiddleware,
@@ -83,6 +83,9 @@ class ChatAgent(Agent):
     thread) stop a run before the model call that would pass one, with
     `UsageLimitExceeded`; the run's usage per model is then in `AgentResponse.run_usage`.
 
+    `client` may be a model name (``ChatAgent("anthropic:claude-sonnet-4-5")``, see
+    `cantata.models.resolve_model`); the agent then owns the client it made.
+
     Ownership: the client belongs to the caller (one client often serves many agents), so
     closing the agent leaves it open; with ``owns_client=True`` the agent closes it in
     `aclose` (``async with ChatAgent(LocalChatClient(), owns_client=True) as agent:``),
@@ -93,7 +96,7 @@ class ChatAgent(Agent):
 
     def __init__(
         self,
-        client: ChatClient,
+        client: ChatClient | str,
         *,
         name: str = "agent",
         description: str = "",
@@ -122,6 +125,9 @@ class ChatAgent(Agent):
             arguments=arguments,
             id=id,
         )
+        if isinstance(client, str):  # a model name: the agent made the client, so owns it
+            client = resolve_model(client)
+            owns_client = True
         if not isinstance(client, ChatClient):
             raise ConfigurationError(
                 f"agent `{name}`: client {client!r} is not a ChatClient (it needs "

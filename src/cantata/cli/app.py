@@ -2,9 +2,9 @@
 (`cantata run`), serve a spec or module:object over HTTP (`cantata serve`), print the spec
 schema (`cantata schema`), evaluate on a dataset (`cantata eval`).
 
-`ask` and `chat` run on the embedded local model unless `--model`/`--base-url` name an
-OpenAI-compatible server. Every failure prints as one line that says what to do and exits
-non-zero; `--debug` adds the traceback.
+`ask` and `chat` run on the embedded local model unless `--model` names another
+(``provider:model``) or `--base-url` an OpenAI-compatible server. Every failure prints as
+one line that says what to do and exits non-zero; `--debug` adds the traceback.
 
 `ask` and `chat` repeat their option list and the `ClientOptions` built from it on
 purpose: typer reads each command's options from its own signature.
@@ -52,7 +52,13 @@ def _finite_temperature(value: float | None) -> float | None:
 
 
 ModelOpt = Annotated[
-    str | None, typer.Option("--model", "-m", help="Model name on an OpenAI-compatible server.")
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="provider:model (openai:gpt-4o-mini, anthropic:claude-sonnet-4-5, ollama:llama3.2, "
+        "local, openai-compatible:URL#model; see docs/models.md), or a model name on --base-url.",
+    ),
 ]
 BaseUrlOpt = Annotated[
     str | None,

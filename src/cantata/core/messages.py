@@ -39,12 +39,19 @@ _ROLES: frozenset[str] = frozenset(get_args(Role))
 
 @dataclass(slots=True)
 class Usage:
-    """Token counts of one or more model calls; `+` adds them up."""
+    """Token counts of one or more model calls; `+` adds them up.
+
+    `input_tokens` counts every prompt token, cached or not; `cached_input_tokens` and
+    `cache_write_tokens` are the parts of it read from and written to the provider's prompt
+    cache (Anthropic reports both, OpenAI the reads), 0 where the provider says nothing.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
     """Of `input_tokens`, those the server read from its prompt cache (priced apart)."""
+    cache_write_tokens: int = 0
+    """Of `input_tokens`, those written to the prompt cache (Anthropic reports them)."""
 
     @property
     def total_tokens(self) -> int:
@@ -55,6 +62,7 @@ class Usage:
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.cached_input_tokens + other.cached_input_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
 
@@ -424,7 +432,20 @@ def _dec_usage(d: dict[str, Any]) -> Usage:
     cached = d.get("cached_input_tokens", 0)
     if type(cached) is not int:
         raise SerializationError("field 'cached_input_tokens' must be an int")
-    return Usage(_req(d, "input_tokens", int), _req(d, "output_tokens", int), cached)
+    wrote = d.get("cache_write_tokens", 0)
+    if type(wrote) is not int:
+        raise SerializationError("field 'cache_write_tokens' must be an int")
+    return Usage(_req(d, "input_tokens", int), _req(d, "output_tokens", int), cached, wrote)
+
+
+def _enc_usage(u: Usage) -> dict[str, Any]:
+    out = {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens}
+    # written only when known: data from before the cache fields reads the same
+    if u.cached_input_tokens:
+        out["cached_input_tokens"] = u.cached_input_tokens
+    if u.cache_write_tokens:
+        out["cache_write_tokens"] = u.cache_write_tokens
+    return out
 
 
 def _dec_approval_req(d: dict[str, Any]) -> FunctionApprovalRequestContent:
@@ -482,15 +503,7 @@ for _name, (_cls, _encode, _decode) in _CONTENT_CODECS.items():
 registry.register(
     Usage,
     name="usage",
-    encode=lambda u: (
-        {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens}
-        if not u.cached_input_tokens
-        else {
-            "input_tokens": u.input_tokens,
-            "output_tokens": u.output_tokens,
-            "cached_input_tokens": u.cached_input_tokens,
-        }
-    ),
+    encode=_enc_usage,
     decode=_dec_usage,
 )
 registry.register(Message, name="message", encode=_enc_message, decode=_dec_message)

@@ -61,6 +61,100 @@ def _build_openai(config: Mapping[str, Any], ctx: ConfigContext) -> Any:
     return OpenAIChatClient(**args)
 
 
+class _ModelName:
+    """Stands for a model named ``provider:model`` in configs: built by `resolve_model`; the
+    client it builds dumps as its own class."""
+
+
+def _build_named(config: Mapping[str, Any], ctx: ConfigContext) -> Any:
+    from ..core import ConfigurationError
+    from ..models import resolve_model
+
+    where = "cantata.models.resolve_model"
+    args = _fields(config, {"name", "base_url", "api_key", "timeout", "default_options"}, where,
+                   required={"name"})  # fmt: skip
+    _typed(args, {"name": str, "base_url": str, "api_key": str, "timeout": float}, where)
+    args["default_options"] = options_from_data(args.get("default_options"), where=where)
+    name = args.pop("name")
+    try:
+        return resolve_model(name, **args)
+    except ConfigurationError as exc:
+        raise SpecError(f"model {name!r}: {exc}") from exc
+
+
+def _dump_named(obj: Any, ctx: ConfigContext) -> dict[str, Any]:
+    raise SpecError("a model name resolves to a client, which dumps as its own class")
+
+
+def _dump_anthropic(obj: Any, ctx: ConfigContext) -> dict[str, Any]:
+    where = "cantata.models.AnthropicChatClient"
+    out: dict[str, Any] = {
+        "model": obj.model,
+        "base_url": obj.base_url,
+        "timeout": obj.timeout,
+        "max_retries": obj.max_retries,
+        "max_tokens": obj.max_tokens,
+        "prompt_caching": obj.prompt_caching,
+        "thinking_budget": obj.thinking_budget,
+        "structured_output": obj.structured_output,
+        "parallel_tool_calls": obj.parallel_tool_calls,
+        "default_options": options_to_data(obj.default_options, where=where),
+    }
+    if ctx.include_secrets:
+        out["api_key"] = "${Env:ANTHROPIC_API_KEY}"
+    return out
+
+
+def _build_anthropic(config: Mapping[str, Any], ctx: ConfigContext) -> Any:
+    from ..models import AnthropicChatClient
+
+    where = "cantata.models.AnthropicChatClient"
+    allowed = {
+        "model", "base_url", "api_key", "timeout", "max_retries", "max_tokens", "prompt_caching",
+        "thinking_budget", "structured_output", "parallel_tool_calls", "default_options",
+    }  # fmt: skip
+    args = _fields(config, allowed, where, required={"model"})
+    args["default_options"] = options_from_data(args.get("default_options"), where=where)
+    _typed(args, {"model": str, "base_url": str, "api_key": str, "max_tokens": int}, where)
+    _typed(args, {"prompt_caching": bool, "parallel_tool_calls": bool}, where)
+    return AnthropicChatClient(**args)
+
+
+def _dump_azure(obj: Any, ctx: ConfigContext) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "deployment": obj.model,
+        "endpoint": obj.endpoint,
+        "api_version": obj.api_version,
+        "timeout": obj.timeout,
+        "max_retries": obj.max_retries,
+        "default_options": options_to_data(obj.default_options, where="AzureOpenAIChatClient"),
+    }
+    if obj.endpoint is None:
+        out["base_url"] = obj.base_url
+    if obj.token_provider is not None:
+        raise SpecError(
+            "an AzureOpenAIChatClient with a token_provider= (a function) is not written to "
+            "configs; build it in code"
+        )
+    if ctx.include_secrets:
+        out["api_key"] = "${Env:AZURE_OPENAI_API_KEY}"
+    return out
+
+
+def _build_azure(config: Mapping[str, Any], ctx: ConfigContext) -> Any:
+    from ..models import AzureOpenAIChatClient
+
+    where = "cantata.models.AzureOpenAIChatClient"
+    allowed = {
+        "deployment", "endpoint", "api_version", "api_key", "base_url", "timeout",
+        "max_retries", "default_options",
+    }  # fmt: skip
+    args = _fields(config, allowed, where, required={"deployment"})
+    args["default_options"] = options_from_data(args.get("default_options"), where=where)
+    _typed(args, {"deployment": str, "endpoint": str, "api_version": str, "api_key": str}, where)
+    return AzureOpenAIChatClient(args.pop("deployment"), **args)
+
+
 def _typed(args: Mapping[str, Any], kinds: Mapping[str, type], where: str) -> None:
     for key, kind in kinds.items():
         value = args.get(key)
@@ -169,12 +263,21 @@ def _register_checkpoint_stores() -> None:
 
 
 def _register() -> None:
-    from ..models import openai_chat
+    from ..models import azure_openai, openai_chat
 
     register_component(
         ComponentAdapter(_OPENAI, "model", openai_chat.OpenAIChatClient, _dump_openai,
                          _build_openai)
     )  # fmt: skip
+    register_component(
+        ComponentAdapter("cantata.models.AzureOpenAIChatClient", "model",
+                         azure_openai.AzureOpenAIChatClient, _dump_azure, _build_azure)
+    )  # fmt: skip
+    register_component(
+        ComponentAdapter("cantata.models.resolve_model", "model", _ModelName, _dump_named,
+                         _build_named)
+    )  # fmt: skip
+    _register_anthropic()
     register_component(
         ComponentAdapter("cantata.models.LocalChatClient", "model", LocalChatClient,
                          _dump_local, _build_local)
@@ -190,6 +293,18 @@ def _register() -> None:
     register_component(
         ComponentAdapter("cantata.stores.SQLiteStore", "store", SQLiteStore,
                          lambda o, c: {"path": o.path}, _build_sqlite)
+    )  # fmt: skip
+
+
+def _register_anthropic() -> None:
+    """The Anthropic client's adapter, when its SDK is installed (it is an extra)."""
+    try:
+        from ..models import anthropic
+    except ImportError:  # pragma: no cover - the anthropic extra is not installed
+        return
+    register_component(
+        ComponentAdapter("cantata.models.AnthropicChatClient", "model",
+                         anthropic.AnthropicChatClient, _dump_anthropic, _build_anthropic)
     )  # fmt: skip
 
 

@@ -37,6 +37,8 @@ def _component(provider: str, kind: str, config: dict[str, Any]) -> dict[str, An
 def model_config(spec: ModelSpec, *, where: str) -> dict[str, Any]:
     """The client config of a `model:` block; `options` become the client's chat options."""
     conn = spec.connection
+    if spec.name is not None:
+        return _named_model(spec, where=where)
     if spec.api == "scripted":
         script = [s if isinstance(s, str) else s.model_dump() for s in conn.script or []]
         return _component(_M + "ScriptedChatClient", "model", {"script": script})
@@ -53,6 +55,24 @@ def model_config(spec: ModelSpec, *, where: str) -> dict[str, Any]:
         if getattr(conn, key) is not None:
             remote[key] = getattr(conn, key)
     return _component(_M + "OpenAIChatClient", "model", remote)
+
+
+def _named_model(spec: ModelSpec, *, where: str) -> dict[str, Any]:
+    from ..core import ConfigurationError
+    from ..models import parse_model_name
+
+    assert spec.name is not None  # the caller's check
+    if spec.id is not None or "api" in spec.model_fields_set:
+        raise SpecError(f"{where}: model.name replaces model.id and model.api; give one of them")
+    try:
+        parse_model_name(spec.name)
+    except ConfigurationError as exc:
+        raise SpecError(f"{where}: {exc}") from None
+    config: dict[str, Any] = {"name": spec.name, "default_options": spec.options}
+    for key in ("base_url", "api_key", "timeout"):
+        if getattr(spec.connection, key) is not None:
+            config[key] = getattr(spec.connection, key)
+    return _component(_M + "resolve_model", "model", config)
 
 
 def _tool(ref: ToolRef | str) -> dict[str, Any]:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, model_validator
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 __all__ = [
     "SPEC_VERSION",
@@ -54,12 +56,31 @@ class ConnectionSpec(_Strict):
 
 
 class ModelSpec(_Strict):
-    """The model: `api` local (embedded), openai (a compatible server) or scripted."""
+    """The model: a `name` (``provider:model``), or `api` local (embedded), openai (a
+    compatible server) or scripted. A bare string stands for ``{name: ...}``."""
 
+    name: str | None = Field(
+        None,
+        description="provider:model, e.g. openai:gpt-4o-mini, anthropic:claude-sonnet-4-5, "
+        "ollama:llama3.2, local (see docs/models.md); replaces id and api.",
+    )
     id: str | None = None
     api: Literal["local", "openai", "scripted"] = "local"
     options: dict[str, Any] = Field(default_factory=dict)
     connection: ConnectionSpec = Field(default_factory=ConnectionSpec)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, data: Any) -> Any:
+        return {"name": data} if isinstance(data, str) else data
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        name = {"type": "string", "description": "provider:model, e.g. openai:gpt-4o-mini"}
+        return {"anyOf": [schema, name]}
 
 
 class ToolRef(_Strict):

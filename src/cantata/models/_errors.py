@@ -6,7 +6,6 @@ import email.utils
 import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
-from typing import Literal
 
 import openai
 
@@ -20,8 +19,9 @@ from ..core import (
 )
 from ._openai_mapping import Feature
 
-KeySource = Literal["api_key=", "CANTATA_API_KEY", "OPENAI_API_KEY"] | None
-"""Where the client's API key came from (None: no key, none sent)."""
+KeySource = str | None
+"""Where the client's API key came from: ``"api_key="`` or the environment variable's name
+(None: no key, none sent)."""
 
 # Statuses a server answers a request field it does not support with (llama.cpp's server
 # turns validation errors and failed asserts into 500).

@@ -85,7 +85,9 @@ class OpenAIChatClient:
     `stream_usage` asks for token usage at the end of streams; `author_names` sends each
     message's `author_name` as the wire ``name``; `max_tokens_field` is
     ``"max_completion_tokens"`` for OpenAI's reasoning models, which refuse ``max_tokens``;
-    `default_options` apply to every request.
+    `default_options` apply to every request. `key_variables` are the environment variables
+    read for the key when `api_key` is not given (first set wins; ``()`` reads none), so a
+    client for another provider never sends OpenAI's key.
 
     With `fallbacks` on (the default), a feature the server refuses (a forced
     ``tool_choice``, a stream that may call tools, a ``json_schema`` or ``json_object``
@@ -110,16 +112,18 @@ class OpenAIChatClient:
         max_tokens_field: MaxTokensField = "max_tokens",
         default_headers: dict[str, str] | None = None,
         fallbacks: bool = True,
+        key_variables: Sequence[str] = API_KEY_VARIABLES,
     ) -> None:
         if not model:
             raise ConfigurationError("OpenAIChatClient needs a model name, e.g. 'gpt-4o-mini'")
-        key, source = _api_key(api_key)
+        key, source = _api_key(api_key, key_variables)
         if key is None and base_url is None:
             raise ConfigurationError(
                 f"OpenAIChatClient for model {model!r} on OpenAI needs an API key: set "
                 "CANTATA_API_KEY (or OPENAI_API_KEY) or pass api_key=, or pass base_url= "
                 "for another server"
             )
+        self.key_variables = tuple(key_variables)
         _check_settings(timeout, max_retries, structured_output, max_tokens_field)
         self.model = model
         self.base_url = _check_base_url(base_url)
@@ -135,6 +139,10 @@ class OpenAIChatClient:
         self._key_source: KeySource = source
         self._headers = dict(default_headers or {})
         self._clients: dict[asyncio.AbstractEventLoop, AsyncOpenAI] = {}
+        # with no key, no Authorization header at all (the SDK would send a placeholder)
+        self._omit_auth = key is None and not any(
+            k.lower() == "authorization" for k in self._headers
+        )
         self._refused: set[Feature] = set()
         self._confirmed: set[Feature] = set()
 
@@ -153,15 +161,19 @@ class OpenAIChatClient:
         if client is None:
             for old in [lp for lp in self._clients if lp.is_closed()]:
                 del self._clients[old]
-            client = AsyncOpenAI(
-                api_key=self._api_key or _UNSENT_KEY,
-                base_url=self.base_url,
-                timeout=self.timeout,
-                max_retries=self.max_retries,
-                default_headers=self._headers or None,
-            )
+            client = self._new_sdk()
             self._clients[loop] = client
         return client
+
+    def _new_sdk(self) -> AsyncOpenAI:
+        """The SDK client of one event loop (the Azure client makes its own)."""
+        return AsyncOpenAI(
+            api_key=self._api_key or _UNSENT_KEY,
+            base_url=self.base_url,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+            default_headers=self._headers or None,
+        )
 
     async def close(self) -> None:
         """Close the HTTP connections (those of other, closed event loops are dropped)."""
@@ -211,7 +223,7 @@ class OpenAIChatClient:
             max_tokens_field=self.max_tokens_field,
             refused=refused,
         )
-        if self._api_key is None and not any(k.lower() == "authorization" for k in self._headers):
+        if self._omit_auth:
             params["extra_headers"] = {"Authorization": openai.Omit()}
         if stream:
             params["stream"] = True
@@ -363,13 +375,12 @@ class OpenAIChatClient:
             await opened.stream.close()
 
 
-def _api_key(explicit: str | None) -> tuple[str | None, KeySource]:
+def _api_key(explicit: str | None, variables: Sequence[str]) -> tuple[str | None, KeySource]:
     if explicit:
         return explicit, "api_key="
-    if os.environ.get("CANTATA_API_KEY"):
-        return os.environ["CANTATA_API_KEY"], "CANTATA_API_KEY"
-    if os.environ.get("OPENAI_API_KEY"):
-        return os.environ["OPENAI_API_KEY"], "OPENAI_API_KEY"
+    for name in variables:
+        if os.environ.get(name):
+            return os.environ[name], name
     return None, None
 
 

@@ -167,7 +167,7 @@ class _Turn:
             "truncation": "disabled",
             "usage": {
                 "input_tokens": u.input_tokens,
-                "input_tokens_details": {"cached_tokens": 0},
+                "input_tokens_details": {"cached_tokens": u.cached_input_tokens},
                 "output_tokens": u.output_tokens,
                 "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": u.total_tokens,

@@ -366,4 +366,6 @@ def _minus(usage: Usage, before: Usage) -> Usage:
     return Usage(
         max(0, usage.input_tokens - before.input_tokens),
         max(0, usage.output_tokens - before.output_tokens),
+        max(0, usage.cached_input_tokens - before.cached_input_tokens),
+        max(0, usage.cache_write_tokens - before.cache_write_tokens),
     )
