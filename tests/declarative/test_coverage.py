@@ -16,7 +16,10 @@ from cantata.workflows import Workflow
 PACKAGES = ("models", "tools", "agents", "teams", "workflows", "stores")
 KINDS = (Agent, HistoryReducer, TerminationCondition, SpeakerPolicy, Team, Workflow,
          FunctionTool, MCPTools)  # fmt: skip
-NO_CONFIG: dict[str, str] = {}  # class name -> why it has no config (none today)
+NO_CONFIG: dict[str, str] = {  # class name -> why it has no config
+    "RoutingChatClient": "its route is a Python function of the request",
+    "FallbackChatClient": "its rule (should_fall_back) is a Python function; build it in code",
+}
 
 
 def _is_component(cls: type, package: str) -> bool:
