@@ -16,6 +16,7 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import uvicorn
@@ -131,3 +132,16 @@ def _wait_ready(proc: subprocess.Popen[bytes], url: str, token: str | None) -> N
         time.sleep(0.1)
         waited += 0.1
     raise RuntimeError(f"cantata serve did not answer on {url} within {deadline} s")
+
+
+def route_table(served: object) -> Any:
+    """What the routes of `build_app(served)` declare to admission, from the real providers
+    (a `RouteTable`; imported here, as `cantata serve` subprocesses import this module)."""
+    from cantata.serve import Limits, ResponseThreads, ServeContext, ServedSet
+    from cantata.serve.admission import RouteTable
+    from cantata.serve.app import default_providers
+    from cantata.stores import MemoryStore
+
+    store = MemoryStore()
+    ctx = ServeContext(ServedSet(served), store, Limits(), ResponseThreads(store))
+    return RouteTable(r for provider in default_providers() for r in provider(ctx).routes)

@@ -22,10 +22,9 @@ from cantata.agents import ChatAgent
 from cantata.core import ConfigurationError, Message
 from cantata.models import ChatOptions, ScriptedChatClient
 from cantata.serve import Limits
-from cantata.serve.admission import is_model_work
 from cantata.stores import MemoryStore
 
-from ._servers import cli_server, serving
+from ._servers import cli_server, echo_agent, route_table, serving
 
 WAIT = 15.0  # bound of every wait in these tests
 
@@ -150,18 +149,27 @@ async def test_a2a_and_mcp_are_refused_in_their_own_shape_when_full() -> None:
         assert (await holding).status_code == 200
 
 
-def test_model_work_is_told_by_path_and_json_rpc_method() -> None:
-    post = {"method": "POST", "path": "/v1/chat/completions"}
-    assert is_model_work(post, b"")
-    assert not is_model_work({**post, "method": "GET"}, b"")
-    assert not is_model_work({"method": "GET", "path": "/v1/responses/resp_1"}, b"")
-    a2a = {"method": "POST", "path": "/a2a/echo"}
-    assert is_model_work(a2a, b'{"method": "message/stream"}')
-    assert not is_model_work(a2a, b'{"method": "GetTask"}')
-    assert not is_model_work(a2a, b"not json")
-    mcp = {"method": "POST", "path": "/mcp"}
-    assert is_model_work(mcp, b'{"method": "tools/call"}')
-    assert not is_model_work(mcp, b'{"method": "tools/list"}')
+def test_model_work_is_what_each_route_declares() -> None:
+    table = route_table(echo_agent())
+
+    def work(method: str, path: str, body: bytes = b"") -> str:
+        return table.work({"method": method, "path": path}).of(body)
+
+    assert work("POST", "/v1/chat/completions") == "model"
+    assert work("POST", "/v1/responses") == "model"
+    assert work("POST", "/devui/api/chat/echo") == "model"
+    assert work("GET", "/v1/chat/completions") == "none"
+    assert work("GET", "/v1/responses/resp_1") == "none"
+    assert work("POST", "/v1/unknown") == "none"
+    assert work("POST", "/a2a/echo", b'{"method": "message/stream"}') == "model"
+    assert work("POST", "/a2a/echo", b'{"method": "GetTask"}') == "none"
+    assert work("POST", "/a2a/echo", b"not json") == "none"
+    assert work("POST", "/a2a/other", b'{"method": "message/stream"}') == "none"  # no route
+    assert work("POST", "/mcp", b'{"method": "tools/call"}') == "model"
+    assert work("POST", "/mcp", b'{"method": "tools/list"}') == "none"
+    # the refusal's shape is the route's protocol
+    assert table.work({"method": "POST", "path": "/mcp"}).protocol == "jsonrpc"
+    assert table.work({"method": "POST", "path": "/v1/responses"}).protocol == "openai"
 
 
 @pytest.mark.parametrize(

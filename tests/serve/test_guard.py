@@ -386,20 +386,20 @@ def test_public_urls_are_checked() -> None:
 
 
 def test_following_streams_are_told_apart() -> None:
-    from cantata.serve.admission import is_follower
+    from ._servers import route_table
 
-    def scope(method: str, path: str) -> dict[str, Any]:
-        return {"type": "http", "method": method, "path": path}
+    table = route_table(echo_agent())
 
-    assert is_follower(scope("GET", "/devui/api/run/abc/events"), b"")
-    assert not is_follower(scope("GET", "/devui/api/run/abc"), b"")
+    def follows(method: str, path: str, body: bytes = b"") -> bool:
+        return table.work({"type": "http", "method": method, "path": path}).of(body) == "follow"
+
+    assert follows("GET", "/devui/api/run/abc/events")
+    assert not follows("GET", "/devui/api/run/abc")
     subscribe = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask"}).encode()
-    assert is_follower(scope("POST", "/a2a/echo"), subscribe)
-    assert is_follower(
-        scope("POST", "/a2a/echo"), subscribe.replace(b"SubscribeToTask", b"tasks/resubscribe")
-    )
-    assert not is_follower(scope("POST", "/a2a/echo"), b"[" * 10_000)
-    assert not is_follower(scope("POST", "/v1/chat/completions"), subscribe)
+    assert follows("POST", "/a2a/echo", subscribe)
+    assert follows("POST", "/a2a/echo", subscribe.replace(b"SubscribeToTask", b"tasks/resubscribe"))
+    assert not follows("POST", "/a2a/echo", b"[" * 10_000)
+    assert not follows("POST", "/v1/chat/completions", subscribe)
 
 
 async def test_streams_that_follow_a_run_are_counted_and_bounded(

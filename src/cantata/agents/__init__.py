@@ -59,7 +59,7 @@ from .message_store import (
     StateStoreMessageStore,
 )
 from .reducers import HistoryReducer, SummarizingReducer, TruncatingReducer
-from .remote_a2a import A2AAgent, A2AThread
+from .remote_a2a import A2A_INPUT_KEY, A2AAgent, A2AThread
 from .remote_responses import ResponsesAgent, ResponsesThread
 from .response import (
     AgentResponse,
@@ -80,6 +80,7 @@ from .thread import THREAD_SCHEMA_VERSION, AgentThread, LocalThread, ServiceThre
 from .usage import LimitName, ModelPrice, RunUsage, UsageLimits, UsageMeter
 
 __all__ = [
+    "A2A_INPUT_KEY",
     "AGENT_ID_KEY",
     "CHAT_OPTION_KEYWORDS",
     "CLOSE_TIMEOUT",

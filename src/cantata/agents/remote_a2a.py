@@ -86,7 +86,7 @@ if TYPE_CHECKING:
     from a2a.types.a2a_pb2 import Message as A2AMessage
     from a2a.types.a2a_pb2 import Part, SendMessageRequest, Task
 
-__all__ = ["A2AAgent", "A2AThread", "a2a_parts", "cantata_messages"]
+__all__ = ["A2A_INPUT_KEY", "A2AAgent", "A2AThread", "a2a_parts", "cantata_messages"]
 
 _DEFAULT_TIMEOUT = 300.0
 _META = "cantata"
@@ -169,7 +169,9 @@ def _text(parts: Iterable[Part]) -> str:
 
 # -- a task waiting for input ----------------------------------------------------------
 
-_INPUT_KEY = "cantata_input"  # serve.human_input.INPUT_KEY (serve is a layer below)
+A2A_INPUT_KEY = "cantata_input"
+"""The key of the data part in which a waiting A2A task lists its requests: written by
+`cantata serve` (which imports it from here), read by `A2AThread`."""
 _REQUEST_INFO = "request_info"  # workflows.REQUEST_INFO: the call a WorkflowAgent asks with
 _KINDS = ("approval", "request_info")
 _MAX_REQUESTS = 100
@@ -582,13 +584,15 @@ class A2AAgent(Agent):
         for part in task.status.message.parts:
             if part.HasField("data"):
                 value = MessageToDict(part.data)
-                if type(value) is dict and _INPUT_KEY in value:
-                    listed = value[_INPUT_KEY]
+                if type(value) is dict and A2A_INPUT_KEY in value:
+                    listed = value[A2A_INPUT_KEY]
         if listed is _NONE:
             return []
         if type(listed) is not list or not 0 < len(listed) <= _MAX_REQUESTS:
             raise self._unreadable(
-                task, text, f"its status lists no requests (a data part {{{_INPUT_KEY!r}: [...]}})"
+                task,
+                text,
+                f"its status lists no requests (a data part {{{A2A_INPUT_KEY!r}: [...]}})",
             )
         out = [self._input_request(item, task, text) for item in listed]
         if len({_request_id(r) for r in out}) != len(out):

@@ -17,6 +17,8 @@ from typing import Annotated
 
 import typer
 
+from ..serve.drain import DEFAULT_GRACE
+from ..serve.limits import Limits
 from .console import err
 from .serve_worker import CONFIG_VARIABLE, WorkerConfig, load_served
 from .spec_options import AllowOption, SettingOption, parse_settings
@@ -25,6 +27,7 @@ __all__ = ["serve_command"]
 
 _LEVELS = ("critical", "error", "warning", "info", "debug")
 _DEFAULT_STORE = "sqlite:///.cantata/serve.db"  # cantata.serve.DEFAULT_STORE_URL, for --help
+_LIMITS = Limits()  # the defaults of every bound below (cantata.serve.limits is light)
 
 
 def serve_command(
@@ -60,26 +63,26 @@ def serve_command(
     ] = None,
     max_body: Annotated[
         int, typer.Option("--max-body", min=1, help="Largest request body, in bytes.")
-    ] = 4 * 1024 * 1024,
+    ] = _LIMITS.max_body_bytes,
     timeout: Annotated[
         float,
         typer.Option("--timeout", min=0.001, max=86_400.0, help="Seconds a request may take."),
-    ] = 300.0,
+    ] = _LIMITS.request_timeout,
     max_running: Annotated[
         int, typer.Option("--max-running", min=1, help="Requests running a model at once.")
-    ] = 4,
+    ] = _LIMITS.max_running,
     max_queued: Annotated[
         int,
         typer.Option("--max-queued", min=0, help="Requests waiting for a turn; beyond: 429."),
-    ] = 4,
+    ] = _LIMITS.max_queued,
     queue_timeout: Annotated[
         float,
         typer.Option("--queue-timeout", min=0.001, help="Seconds a request may wait for a turn."),
-    ] = 60.0,
+    ] = _LIMITS.queue_timeout,
     write_timeout: Annotated[
         float,
         typer.Option("--write-timeout", min=0.001, help="Seconds a stream waits for its reader."),
-    ] = 30.0,
+    ] = _LIMITS.write_timeout,
     abandon_after: Annotated[
         float,
         typer.Option(
@@ -88,11 +91,11 @@ def serve_command(
             help="Seconds a run waiting for a person's answer is held in memory, unanswered, "
             "before it is released (counted in /metrics as cantata_serve_abandoned_runs).",
         ),
-    ] = 3600.0,
+    ] = _LIMITS.abandon_after,
     grace: Annotated[
         float,
         typer.Option("--grace", min=0.1, max=3600.0, help="Seconds runs get to finish on stop."),
-    ] = 10.0,
+    ] = DEFAULT_GRACE,
     log_level: Annotated[
         str,
         typer.Option(

@@ -8,48 +8,118 @@ work is admitted within bounds (`Limits`; the rest is answered 429), streams fol
 client's reading, and a server told to stop drains (`Drain`). It listens on loopback by
 default; on any other address it needs a token, or keys for its clients (`identity`:
 every client's conversations, tasks and runs are its own).
+
+The names here load their module on first use, as the `cantata` package's do, so a command
+that only needs a default (``cantata serve --help``) does not pay for the server.
 """
 
-from .app import (
-    OPTIONAL_PROVIDERS,
-    Contribution,
-    RouteProvider,
-    ServeContext,
-    ShutdownCallback,
-    build_app,
-    default_providers,
-)
-from .auth import TOKEN_COOKIE, TOKEN_ENV, IdentityMiddleware, check_bind, is_loopback
-from .drain import Drain
-from .errors import OverloadedError, RequestError, ServerStoppingError
-from .identity import (
-    ANONYMOUS,
-    HeaderTrust,
-    Identity,
-    KeysFileError,
-    ServeKeys,
-    check_identity_name,
-    identity_of,
-    parse_keys,
-    read_keys_file,
-)
-from .limits import (
-    DEFAULT_ABANDON_AFTER,
-    DEFAULT_MAX_BODY_BYTES,
-    DEFAULT_MAX_QUEUED,
-    DEFAULT_MAX_RUNNING,
-    DEFAULT_QUEUE_TIMEOUT,
-    DEFAULT_REQUEST_TIMEOUT,
-    DEFAULT_WRITE_TIMEOUT,
-    Limits,
-)
-from .mcp_routes import MCP_PATH
-from .mcp_server import DEFAULT_MCP_CALL_TIMEOUT, MCP_TASK_ARGUMENT, as_mcp_server, run_mcp_stdio
-from .metrics import METRICS_PATH, ServeMetrics
-from .owned_store import OwnedStore, owned_key
-from .served import Served, ServedKind, ServedSet, load_target
-from .server import DEFAULT_GRACE, DEFAULT_STORE_URL, serve
-from .threads import RESPONSE_SCHEMA_VERSION, ResponseRecord, ResponseThreads
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .app import (
+        OPTIONAL_PROVIDERS,
+        Contribution,
+        RouteProvider,
+        ServeContext,
+        ShutdownCallback,
+        build_app,
+        default_providers,
+    )
+    from .auth import TOKEN_COOKIE, TOKEN_ENV, IdentityMiddleware, check_bind, is_loopback
+    from .drain import DEFAULT_GRACE, Drain
+    from .errors import OverloadedError, RequestError, ServerStoppingError
+    from .identity import (
+        ANONYMOUS,
+        HeaderTrust,
+        Identity,
+        KeysFileError,
+        ServeKeys,
+        check_identity_name,
+        identity_of,
+        parse_keys,
+        read_keys_file,
+    )
+    from .limits import (
+        DEFAULT_ABANDON_AFTER,
+        DEFAULT_MAX_BODY_BYTES,
+        DEFAULT_MAX_QUEUED,
+        DEFAULT_MAX_RUNNING,
+        DEFAULT_QUEUE_TIMEOUT,
+        DEFAULT_REQUEST_TIMEOUT,
+        DEFAULT_WRITE_TIMEOUT,
+        Limits,
+    )
+    from .mcp_routes import MCP_PATH
+    from .mcp_server import (
+        DEFAULT_MCP_CALL_TIMEOUT,
+        MCP_TASK_ARGUMENT,
+        as_mcp_server,
+        run_mcp_stdio,
+    )
+    from .metrics import METRICS_PATH, ServeMetrics
+    from .owned_store import OwnedStore, owned_key
+    from .served import Served, ServedKind, ServedSet, load_target
+    from .server import DEFAULT_STORE_URL, serve
+    from .threads import RESPONSE_SCHEMA_VERSION, ResponseRecord, ResponseThreads
+
+# name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    "OPTIONAL_PROVIDERS": "app",
+    "Contribution": "app",
+    "RouteProvider": "app",
+    "ServeContext": "app",
+    "ShutdownCallback": "app",
+    "build_app": "app",
+    "default_providers": "app",
+    "TOKEN_COOKIE": "auth",
+    "TOKEN_ENV": "auth",
+    "IdentityMiddleware": "auth",
+    "check_bind": "auth",
+    "is_loopback": "auth",
+    "Drain": "drain",
+    "OverloadedError": "errors",
+    "RequestError": "errors",
+    "ServerStoppingError": "errors",
+    "ANONYMOUS": "identity",
+    "HeaderTrust": "identity",
+    "Identity": "identity",
+    "KeysFileError": "identity",
+    "ServeKeys": "identity",
+    "check_identity_name": "identity",
+    "identity_of": "identity",
+    "parse_keys": "identity",
+    "read_keys_file": "identity",
+    "DEFAULT_ABANDON_AFTER": "limits",
+    "DEFAULT_MAX_BODY_BYTES": "limits",
+    "DEFAULT_MAX_QUEUED": "limits",
+    "DEFAULT_MAX_RUNNING": "limits",
+    "DEFAULT_QUEUE_TIMEOUT": "limits",
+    "DEFAULT_REQUEST_TIMEOUT": "limits",
+    "DEFAULT_WRITE_TIMEOUT": "limits",
+    "Limits": "limits",
+    "MCP_PATH": "mcp_routes",
+    "DEFAULT_MCP_CALL_TIMEOUT": "mcp_server",
+    "MCP_TASK_ARGUMENT": "mcp_server",
+    "as_mcp_server": "mcp_server",
+    "run_mcp_stdio": "mcp_server",
+    "METRICS_PATH": "metrics",
+    "ServeMetrics": "metrics",
+    "OwnedStore": "owned_store",
+    "owned_key": "owned_store",
+    "Served": "served",
+    "ServedKind": "served",
+    "ServedSet": "served",
+    "load_target": "served",
+    "DEFAULT_GRACE": "drain",
+    "DEFAULT_STORE_URL": "server",
+    "serve": "server",
+    "RESPONSE_SCHEMA_VERSION": "threads",
+    "ResponseRecord": "threads",
+    "ResponseThreads": "threads",
+}
 
 __all__ = [
     "ANONYMOUS",
@@ -105,3 +175,16 @@ __all__ = [
     "run_mcp_stdio",
     "serve",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cantata.serve' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

@@ -40,12 +40,13 @@ from ..core import SerializationError, loads_json
 from .a2a_executor import ServedAgentExecutor
 from .a2a_handler import ServedRequestHandler
 from .a2a_tasks import StoreTaskStore
+from .admission import AdmittedRoute, RouteWork, Work, rpc_method
 from .app import Contribution, ServeContext
 from .errors import RequestError, error_body
 from .human_input import WaitingThreads
 from .served import Served
 
-__all__ = ["A2A_PATH", "CARD_PATH", "agent_card", "contribute"]
+__all__ = ["A2A_PATH", "A2A_WORK", "CARD_PATH", "agent_card", "contribute"]
 
 A2A_PATH = "/a2a"
 """Each served entry's A2A endpoint is ``/a2a/<name>``."""
@@ -56,6 +57,19 @@ _VERSION_ERROR = -32009
 _V03 = ("message/", "tasks/", "agent/")
 _SDK_LOG = "a2a.server.routes.jsonrpc_dispatcher"
 _BAD_REQUEST_LINES = ("Failed to validate base JSON-RPC request", "Failed to parse request params")
+_RUN_METHODS = frozenset({"SendMessage", "SendStreamingMessage", "message/send", "message/stream"})
+_FOLLOW_METHODS = frozenset({"SubscribeToTask", "tasks/resubscribe"})
+
+
+def _a2a_work(body: bytes) -> Work:
+    method = rpc_method(body)
+    if method in _RUN_METHODS:
+        return "model"
+    return "follow" if method in _FOLLOW_METHODS else "none"
+
+
+A2A_WORK = RouteWork(_a2a_work, protocol="jsonrpc")
+"""A message runs the entry; a subscription follows a task; reading a task is neither."""
 
 
 class _OneLineForBadRequests(logging.Filter):
@@ -125,7 +139,8 @@ def contribute(ctx: ServeContext) -> Contribution:
         )
         handlers.append(handler)
         dispatcher = JsonRpcDispatcher(handler, enable_v0_3_compat=True)
-        routes.append(Route(path, _json_checked(dispatcher.handle_requests), methods=["POST"]))
+        endpoint = _json_checked(dispatcher.handle_requests)
+        routes.append(AdmittedRoute(path, endpoint, methods=["POST"], work=A2A_WORK))
         routes.append(
             Route(path + CARD_PATH, _card_endpoint(entry, path, ctx.public_url), methods=["GET"])
         )

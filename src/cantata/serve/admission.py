@@ -1,7 +1,10 @@
 """Admission control: a bound on the model work a server runs and queues, the rest shed.
 
-A request that runs a model (a chat completion, a response, an A2A message, an MCP tool
-call, the dev UI's chat) takes one of `max_running` slots for as long as it runs, its
+Each route declares what its requests ask of admission (`RouteWork`, on an `AdmittedRoute`);
+the limits look the declaration up in the app's `RouteTable` before any route runs, so a
+route module that adds model work says so where it defines the route. A request that runs
+a model (a chat completion, a response, an A2A message, an MCP tool call, the dev UI's
+chat) takes one of `max_running` slots for as long as it runs, its
 stream included. When all are taken it waits in a FIFO queue of at most `max_queued`, for at
 most `queue_timeout` seconds; beyond that it is answered at once with 429 and a
 ``Retry-After`` estimated from how long recent requests held their slot.
@@ -19,7 +22,7 @@ but may stay open, mostly idle, up to the request timeout: at most `MAX_FOLLOWER
 at once (`Admission.following`), and one more is a 429 at once. (``GET /mcp``, the other
 stream a client could hold idle, is not served.)
 
-The refusal speaks each protocol's error shape: OpenAI's ``error`` object on ``/v1`` and
+The refusal speaks the protocol the route declares: OpenAI's ``error`` object on ``/v1`` and
 the dev UI, a JSON-RPC error on ``/a2a`` and ``/mcp``, with HTTP 429 and ``Retry-After`` on
 all, so a load balancer or an official client's retry logic understands it.
 """
@@ -30,12 +33,15 @@ import asyncio
 import json
 import logging
 import math
+import re
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
 
+from starlette.routing import BaseRoute, Route
 from starlette.types import Scope, Send
 
 from .errors import OverloadedError, ServerStoppingError, error_body, error_headers, status_for
@@ -43,17 +49,18 @@ from .metrics import ServeMetrics
 
 __all__ = [
     "MAX_FOLLOWERS",
+    "NO_WORK",
     "SAFETY",
     "Admission",
-    "is_follower",
-    "is_model_work",
-    "model_work_by_path",
+    "AdmittedRoute",
+    "RouteTable",
+    "RouteWork",
+    "Work",
+    "rpc_method",
     "send_refusal",
 ]
 
 _log = logging.getLogger("cantata.serve")
-_RUN_METHODS = frozenset({"SendMessage", "SendStreamingMessage", "message/send", "message/stream"})
-_FOLLOW_METHODS = frozenset({"SubscribeToTask", "tasks/resubscribe"})
 _LOG_EVERY = 10.0  # seconds between two log lines about shed load
 _MAX_RETRY_AFTER = 60
 SAFETY = 1.5
@@ -62,43 +69,88 @@ MAX_FOLLOWERS = 64
 """Streams that follow a run, without running a model, open at once (per process)."""
 
 
-def model_work_by_path(scope: Scope) -> bool | None:
-    """Whether a request runs a model, as far as its method and path tell: `None` for the
-    JSON-RPC endpoints, where the method in the body decides (`is_model_work`). The OpenAI
-    routes and the dev UI's chat are told apart before their body is read, so a refusal
-    does not wait for it."""
-    if scope.get("method") != "POST":
-        return False
-    path: str = scope.get("path", "")
-    if path in ("/v1/chat/completions", "/v1/responses") or path.startswith("/devui/api/chat/"):
-        return True
-    if path.startswith("/a2a/") or path == "/mcp":
-        return None
-    return False
+Work: TypeAlias = Literal["model", "follow", "none"]
+"""What a request asks of admission: a slot (it runs a model), a follower's place (a stream
+that follows a run), or nothing."""
 
 
-def is_model_work(scope: Scope, body: bytes) -> bool:
-    """Whether a request runs a model (and so takes a slot): decided from its path and, for
-    JSON-RPC endpoints, its method (a body that is not JSON is left to the route to refuse)."""
-    by_path = model_work_by_path(scope)
-    if by_path is not None:
-        return by_path
-    if scope.get("path", "").startswith("/a2a/"):
-        return _rpc_method(body) in _RUN_METHODS
-    return _rpc_method(body) == "tools/call"
+def _openai_stream_error(exc: BaseException) -> bytes:
+    return f"data: {json.dumps(error_body(exc))}\n\n".encode()
 
 
-def is_follower(scope: Scope, body: bytes) -> bool:
-    """Whether a request is a stream that follows a run without running a model (a dev UI
-    run's events, an A2A ``SubscribeToTask``): counted against `MAX_FOLLOWERS`."""
-    path: str = scope.get("path", "")
-    method = scope.get("method")
-    if method == "GET":
-        return path.startswith("/devui/api/run/") and path.endswith("/events")
-    return method == "POST" and path.startswith("/a2a/") and _rpc_method(body) in _FOLLOW_METHODS
+@dataclass(frozen=True, slots=True)
+class RouteWork:
+    """What a route declares to the limits: its `work` (or a function of the request's body
+    that tells it, for a JSON-RPC endpoint whose method decides), the `protocol` its errors
+    are shaped in, and `stream_error`, the bytes that end its event stream with an error
+    (a request that runs out of time mid-stream)."""
+
+    work: Work | Callable[[bytes], Work] = "none"
+    protocol: Literal["openai", "jsonrpc"] = "openai"
+    stream_error: Callable[[BaseException], bytes] = _openai_stream_error
+
+    @property
+    def known_before_body(self) -> bool:
+        """Whether the work is told without reading the body (a refusal need not wait)."""
+        return not callable(self.work)
+
+    def of(self, body: bytes) -> Work:
+        """The work of a request with this `body`."""
+        return self.work(body) if callable(self.work) else self.work
 
 
-def _rpc_method(body: bytes) -> str | None:
+NO_WORK = RouteWork()
+"""What a route that declares nothing is: never queued, refused in OpenAI's shape."""
+
+
+class AdmittedRoute(Route):
+    """A Starlette `Route` that declares its `RouteWork` (a route that runs a model must be
+    one, or admission never sees it)."""
+
+    def __init__(
+        self,
+        path: str,
+        endpoint: Callable[..., Any],
+        *,
+        methods: Sequence[str],
+        work: RouteWork,
+    ) -> None:
+        super().__init__(path, endpoint, methods=list(methods))
+        self.work = work
+
+
+class RouteTable:
+    """The declared work of an app's routes, looked up by a request's method and path before
+    any route runs: a dict for literal paths, the routes' own patterns for the others."""
+
+    def __init__(self, routes: Iterable[BaseRoute]) -> None:
+        self._exact: dict[tuple[str, str], RouteWork] = {}
+        self._patterns: list[tuple[frozenset[str], re.Pattern[str], RouteWork]] = []
+        for route in routes:
+            if not isinstance(route, AdmittedRoute):
+                continue
+            methods = frozenset(route.methods or ())
+            if route.param_convertors:
+                self._patterns.append((methods, route.path_regex, route.work))
+            else:
+                for method in methods:
+                    self._exact.setdefault((method, route.path), route.work)
+
+    def work(self, scope: Scope) -> RouteWork:
+        """What the route that will answer `scope` declared (`NO_WORK` when none did)."""
+        method: str = scope.get("method", "")
+        path: str = scope.get("path", "")
+        found = self._exact.get((method, path))
+        if found is not None:
+            return found
+        for methods, pattern, work in self._patterns:
+            if method in methods and pattern.match(path):
+                return work
+        return NO_WORK
+
+
+def rpc_method(body: bytes) -> str | None:
+    """The ``method`` of a JSON-RPC request body, or None (not JSON, not a request)."""
     try:
         data = json.loads(body)
     except (ValueError, RecursionError):
@@ -146,7 +198,7 @@ class Admission:
 
     @property
     def following(self) -> int:
-        """Streams that follow a run open now (see `is_follower`)."""
+        """Streams that follow a run open now (routes that declare ``"follow"``)."""
         return self._following
 
     @contextmanager
@@ -277,13 +329,12 @@ class Admission:
         return OverloadedError(message, retry_after=self.retry_after())
 
 
-async def send_refusal(send: Send, scope: Scope, body: bytes, exc: BaseException) -> None:
-    """Answer `exc` (429, 503 or a request error) in the shape of the endpoint's protocol:
-    JSON-RPC for ``/a2a`` and ``/mcp``, OpenAI's error object elsewhere."""
+async def send_refusal(send: Send, work: RouteWork, body: bytes, exc: BaseException) -> None:
+    """Answer `exc` (429, 503 or a request error) in the shape of the route's protocol
+    (`RouteWork.protocol`): a JSON-RPC error, or OpenAI's error object."""
     status = status_for(exc)
-    path: str = scope.get("path", "")
     payload: dict[str, Any]
-    if path.startswith("/a2a/") or path == "/mcp":
+    if work.protocol == "jsonrpc":
         payload = {
             "jsonrpc": "2.0",
             "id": _rpc_id(body),

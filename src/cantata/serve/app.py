@@ -11,6 +11,8 @@ Middleware, outermost first: CORS (only for the origins given), the guard agains
 (`guard`: the ``Host`` and content-type checks, default security headers), the identity
 check (`auth`: the token or keys, or a trusted proxy's header), then the limits (body
 size, admission, request timeout, write timeout, cancel on disconnect), then the routes.
+What a route asks of admission it declares itself (an `admission.AdmittedRoute`); the
+limits read it from the app's routes.
 ``GET /metrics`` answers with the app's metrics (Prometheus text format).
 
 When the app stops (the ASGI lifespan's shutdown, after the server's drain), the callbacks
@@ -37,6 +39,7 @@ from starlette.types import ASGIApp
 from ..core import ConfigurationError
 from ..stores import MemoryStore, StateStore, open_store
 from ..workflows import StateStoreCheckpointStore
+from .admission import RouteTable
 from .auth import IdentityMiddleware
 from .drain import Drain
 from .errors import RequestError, error_body, error_headers, status_for
@@ -218,9 +221,12 @@ def build_app(
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
     )
     app.state.cantata = ctx
-    wrapped: ASGIApp = LimitsMiddleware(app, ctx.limits, metrics=ctx.metrics, drain=ctx.drain)
+    table = RouteTable(app.routes)
+    wrapped: ASGIApp = LimitsMiddleware(
+        app, ctx.limits, routes=table, metrics=ctx.metrics, drain=ctx.drain
+    )
     wrapped = IdentityMiddleware(wrapped, server_keys, trust=trust)
-    return guarded(wrapped, allowed_hosts=hosts, cors_origins=origins)
+    return guarded(wrapped, allowed_hosts=hosts, cors_origins=origins, routes=table)
 
 
 def _host_of_url(url: str) -> str:

@@ -47,6 +47,7 @@ from starlette.staticfiles import StaticFiles
 from ..agents import LocalThread, StateStoreMessageStore
 from ..core import SerializationError, current_owner, loads_json, new_id
 from ..workflows import CheckpointStore, StateStoreCheckpointStore
+from .admission import AdmittedRoute, RouteWork
 from .app import Contribution, ServeContext
 from .auth import TOKEN_COOKIE
 from .devui_graph import graph_of
@@ -73,6 +74,8 @@ _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _KEEPALIVE = 10.0
 _RETRY_MS = 500
 _SSE = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+_CHAT_WORK = RouteWork("model")  # a chat turn runs the entry
+_FOLLOW_WORK = RouteWork("follow")  # a run's events follow a run started before
 
 
 def contribute(ctx: ServeContext) -> Contribution:
@@ -92,11 +95,13 @@ def contribute(ctx: ServeContext) -> Contribution:
         Route("/devui/api/login", _login, methods=["POST"]),
         Route("/devui/api/logout", _logout, methods=["POST"]),
         Route("/devui/api/entries", ui.entries, methods=["GET"]),
-        Route("/devui/api/chat/{name}", ui.chat, methods=["POST"]),
+        AdmittedRoute("/devui/api/chat/{name}", ui.chat, methods=["POST"], work=_CHAT_WORK),
         Route("/devui/api/runs", ui.list_runs, methods=["GET"]),
         Route("/devui/api/runs/{name}", ui.start_run, methods=["POST"]),
         Route("/devui/api/run/{run_id}", ui.get_run, methods=["GET"]),
-        Route("/devui/api/run/{run_id}/events", ui.run_events, methods=["GET"]),
+        AdmittedRoute(
+            "/devui/api/run/{run_id}/events", ui.run_events, methods=["GET"], work=_FOLLOW_WORK
+        ),
         Route("/devui/api/run/{run_id}/answers", ui.answer, methods=["POST"]),
         Route("/devui/api/run/{run_id}/checkpoints", ui.checkpoints, methods=["GET"]),
         Route("/devui/api/run/{run_id}/resume", ui.resume, methods=["POST"]),

@@ -18,7 +18,10 @@ from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
-__all__ = ["CUT_MARGIN", "Drain", "process_drain"]
+__all__ = ["CUT_MARGIN", "DEFAULT_GRACE", "Drain", "process_drain"]
+
+DEFAULT_GRACE = 10.0
+"""Seconds open requests get to finish when the server is told to stop."""
 
 CUT_MARGIN = 1.0
 """Seconds before the end of the grace period at which unfinished runs are stopped, left

@@ -39,7 +39,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..core import ConfigurationError
-from .admission import send_refusal
+from .admission import RouteTable, send_refusal
 from .errors import RequestError
 from .limits import SERVER_SEND
 
@@ -177,8 +177,11 @@ class GuardMiddleware:
     """The Host and content-type checks of the module docstring, and the default headers of
     every answer. `allowed_hosts` are checked names (`check_allowed_host`)."""
 
-    def __init__(self, app: ASGIApp, *, allowed_hosts: Iterable[str] = ()) -> None:
+    def __init__(
+        self, app: ASGIApp, *, allowed_hosts: Iterable[str] = (), routes: RouteTable | None = None
+    ) -> None:
         self.app = app
+        self._routes = routes or RouteTable(())
         hosts = {_normal(h) for h in allowed_hosts}
         self._any_host = "*" in hosts
         self._hosts = frozenset(hosts - {"*"})
@@ -195,7 +198,7 @@ class GuardMiddleware:
                     {"type": "websocket.close", "code": 4403 if refusal.status == 403 else 1003}
                 )
             else:
-                await send_refusal(send, scope, b"", refusal)
+                await send_refusal(send, self._routes.work(scope), b"", refusal)
             return
         if kind == "websocket":
             await self.app(scope, receive, send)
@@ -294,12 +297,16 @@ class _KeepServerSend:
 
 
 def guarded(
-    app: ASGIApp, *, allowed_hosts: Sequence[str] = (), cors_origins: Sequence[str] = ()
+    app: ASGIApp,
+    *,
+    allowed_hosts: Sequence[str] = (),
+    cors_origins: Sequence[str] = (),
+    routes: RouteTable | None = None,
 ) -> ASGIApp:
     """`app` behind `GuardMiddleware`, and behind starlette's `CORSMiddleware` when
     `cors_origins` names some (never with credentials: those origins send the token in a
-    header, not the cookie)."""
-    wrapped: ASGIApp = GuardMiddleware(app, allowed_hosts=allowed_hosts)
+    header, not the cookie). A refusal speaks the protocol `routes` declare."""
+    wrapped: ASGIApp = GuardMiddleware(app, allowed_hosts=allowed_hosts, routes=routes)
     if cors_origins:
         wrapped = CORSMiddleware(
             wrapped,

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..agents import LocalThread
-from ..agents.remote_a2a import whole_numbers
+from ..agents.remote_a2a import A2A_INPUT_KEY, whole_numbers
 from ..core import (
     AlreadyAnsweredError,
     FunctionApprovalRequestContent,
@@ -81,8 +81,8 @@ __all__ = [
     "yes_or_no",
 ]
 
-INPUT_KEY = "cantata_input"
-"""The key of the data part that lists a task's waiting requests."""
+INPUT_KEY = A2A_INPUT_KEY
+"""The key of the data part that lists a task's waiting requests (`A2AThread` reads it)."""
 _REQUEST_INFO = "request_info"  # the call name a WorkflowAgent uses (workflows.REQUEST_INFO)
 _YES = frozenset({"yes", "y", "approve", "approved", "true", "ok", "allow"})
 _NO = frozenset({"no", "n", "deny", "denied", "reject", "rejected", "false"})

@@ -1,9 +1,10 @@
 """Request limits as ASGI middleware: body size, admission, a time bound per request, a
-write timeout, and cancel on disconnect.
+write timeout, and cancel on disconnect, one layer each (`LimitsMiddleware` stacks them).
 
 The body is read here, within the size limit, before any route sees it, and handed on as
-one message. A request for model work then takes a slot of the app's `Admission` (or is
-refused with 429 at once; 503 while the server stops). The route runs in the request's own
+one message. A request for the model work its route declares (`admission.RouteWork`) then
+takes a slot of the app's `Admission` (or is refused with 429 at once; 503 while the server
+stops). The route runs in the request's own
 task; a watcher waits for the client's ``http.disconnect`` and cancels that task, so an
 agent run whose client went away is cancelled (it sees `asyncio.CancelledError`) instead of
 running to its end for nobody.
@@ -25,13 +26,13 @@ import logging
 import math
 import socket
 import struct
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..core import ConfigurationError
-from .admission import Admission, is_follower, is_model_work, model_work_by_path, send_refusal
+from .admission import Admission, RouteTable, send_refusal
 from .drain import Drain
 from .errors import RequestError, ServerStoppingError, error_body
 from .metrics import ServeMetrics
@@ -147,24 +148,28 @@ async def send_error(send: Send, exc: BaseException) -> None:
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-class _Stalled(Exception):
-    """The client did not take a write within the write timeout."""
-
-
 class LimitsMiddleware:
     """Applies `Limits` to every HTTP request of `app`, with the app's `Admission` and
-    `Drain` (made here unless given)."""
+    `Drain` (made here unless given) and what its routes declare (`routes`).
+
+    One layer per job, outermost first: `_RefuseEarly` (model work refused before its body
+    is read), `_BodyLimit` (the body read within its size, handed on as one message),
+    `_Admit` (a slot or a follower's place for the request's work), `_WriteDeadline` (a
+    client that stops reading ends the exchange), `_CancelOnDisconnect` (a client that
+    leaves cancels its run), `_RequestDeadline` (the time bound of the whole request)."""
 
     def __init__(
         self,
         app: ASGIApp,
         limits: Limits,
         *,
+        routes: RouteTable | None = None,
         metrics: ServeMetrics | None = None,
         drain: Drain | None = None,
     ) -> None:
         self.app = app
         self.limits = limits
+        self.routes = routes or RouteTable(())
         self.metrics = metrics or ServeMetrics()
         self.drain = drain or Drain()
         self.admission = Admission(
@@ -173,201 +178,294 @@ class LimitsMiddleware:
             queue_timeout=limits.queue_timeout,
             metrics=self.metrics,
         )
+        gate = _Gate(self.admission, self.drain, self.metrics)
+        chain: ASGIApp = _RequestDeadline(app, limits.request_timeout, self.routes)
+        chain = _CancelOnDisconnect(chain, self.drain)
+        chain = _WriteDeadline(chain, limits.write_timeout, self.metrics)
+        chain = _Admit(chain, self.admission, gate, self.routes)
+        chain = _BodyLimit(chain, limits.max_body_bytes)
+        self._chain = _RefuseEarly(chain, gate, self.routes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.limits.max_body_bytes
-        try:
-            _check_declared_size(scope, limit)
-        except RequestError as exc:
-            await send_error(send, exc)
-            return
-        # refuse before reading the body where the path tells (nothing on the refusal's way
-        # waits: it is answered before the event loop runs anything else)
-        if model_work_by_path(scope) and not await self._may_enter(send, scope, b""):
-            return
-        try:
-            body = await _read_body(receive, limit)
-        except RequestError as exc:
-            await send_error(send, exc)
-            return
-        exchange = _Exchange(self.app, scope, body, receive, send, self)
-        if not is_model_work(scope, body):
-            if not is_follower(scope, body):
-                await exchange.run()
-                return
-            try:
-                with self.admission.follower():
-                    await exchange.run()
-            except RequestError as exc:  # refused before the exchange began
-                await send_refusal(send, scope, body, exc)
-            return
-        if model_work_by_path(scope) is None and not await self._may_enter(send, scope, body):
-            return
-        try:
-            async with self.admission.slot():
-                await exchange.run()
-        except RequestError as exc:  # refused by admission before the exchange began
-            await send_refusal(send, scope, body, exc)
+        await self._chain(scope, receive, send)
 
-    async def _may_enter(self, send: Send, scope: Scope, body: bytes) -> bool:
-        """Whether a request for model work may go on to its slot; if not, its refusal (503
-        while the server stops, 429 when full) is sent, without waiting for anything."""
-        refusal: Exception
-        if self.drain.draining:
-            self.metrics.rejected.labels("stopping").inc()
-            refusal = ServerStoppingError(
+
+class _Gate:
+    """Whether model work may go on to its slot now: not while the server stops (503), nor
+    when admission would refuse it (429). Never waits."""
+
+    def __init__(self, admission: Admission, drain: Drain, metrics: ServeMetrics) -> None:
+        self._admission, self._drain, self._metrics = admission, drain, metrics
+
+    def refusal(self) -> RequestError | ServerStoppingError | None:
+        """The error to answer with, or None to go on."""
+        if self._drain.draining:
+            self._metrics.rejected.labels("stopping").inc()
+            return ServerStoppingError(
                 "the server is shutting down and takes no new work; send the request again "
                 "(to another server, or to this one once restarted)"
             )
-        else:
-            try:
-                self.admission.check()
-                return True
-            except RequestError as exc:
-                refusal = exc
-        # uvicorn's send writes to the transport and returns without suspending (unless
-        # this client's connection is paused): the refusal never waits behind other tasks
-        await send_refusal(send, scope, body, refusal)
-        return False
-
-
-class _Exchange:
-    """One request past its body: runs the app, watching for a disconnect and the clock."""
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        scope: Scope,
-        body: bytes,
-        receive: Receive,
-        send: Send,
-        owner: LimitsMiddleware,
-    ):
-        self._owner = owner
-        self._app = app
-        self._scope = scope
-        self._body: bytes | None = body
-        self._receive = receive
-        self._send = send
-        self._gone = asyncio.Event()
-        self._started = False
-        self._complete = False
-        self._event_stream = False
-
-    async def _replay(self) -> Message:
-        if self._body is not None:
-            body, self._body = self._body, None
-            return {"type": "http.request", "body": body, "more_body": False}
-        await self._gone.wait()
-        return {"type": "http.disconnect"}
-
-    async def _tracked_send(self, message: Message) -> None:
-        if message["type"] == "http.response.start":
-            self._started = True
-            self._event_stream = any(
-                k.lower() == b"content-type" and v.startswith(b"text/event-stream")
-                for k, v in message.get("headers", ())
-            )
-        elif message["type"] == "http.response.body" and not message.get("more_body", False):
-            self._complete = True
         try:
-            async with asyncio.timeout(self._owner.limits.write_timeout):
-                await self._send(message)
-        except TimeoutError:
-            raise _Stalled from None
+            self._admission.check()
+        except RequestError as exc:
+            return exc
+        return None
 
-    async def _watch(self, task: asyncio.Task[Any]) -> None:
-        while (await self._receive())["type"] != "http.disconnect":
-            pass
-        self._gone.set()
-        if not self._complete:
-            task.cancel("client disconnected")
 
-    async def run(self) -> None:
-        timeout = self._owner.limits.request_timeout
+def _replaying(message: Message, receive: Receive) -> Receive:
+    """`receive` with `message` put back in front of it (a layer that read it hands it on)."""
+    pending: Message | None = message
+
+    async def replay() -> Message:
+        nonlocal pending
+        if pending is not None:
+            first, pending = pending, None
+            return first
+        return await receive()
+
+    return replay
+
+
+class _RefuseEarly:
+    """Refuses model work its route declares by path (not by body) before its body is read:
+    nothing on the refusal's way waits, so it is answered before the event loop runs
+    anything else (uvicorn's send writes to the transport and returns without suspending,
+    unless this client's connection is paused)."""
+
+    def __init__(self, app: ASGIApp, gate: _Gate, routes: RouteTable) -> None:
+        self._app, self._gate, self._routes = app, gate, routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        work = self._routes.work(scope)
+        if work.known_before_body and work.of(b"") == "model":
+            refusal = self._gate.refusal()
+            if refusal is not None:
+                await send_refusal(send, work, b"", refusal)
+                return
+        await self._app(scope, receive, send)
+
+
+class _BodyLimit:
+    """Reads the body within `limit` bytes (413 beyond, before reading when the declared
+    length says so) and hands it on as one message."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self._app, self._limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            _check_declared_size(scope, self._limit)
+            body = await _read_body(receive, self._limit)
+        except RequestError as exc:
+            await send_error(send, exc)
+            return
+        message: Message = {"type": "http.request", "body": body, "more_body": False}
+        await self._app(scope, _replaying(message, receive), send)
+
+
+class _Admit:
+    """Holds what the request's work takes for the rest of the exchange: a slot of
+    `Admission` for model work (queued, or refused with 429 before the exchange begins), a
+    follower's place for a stream that follows a run, nothing for the rest."""
+
+    def __init__(self, app: ASGIApp, admission: Admission, gate: _Gate, routes: RouteTable):
+        self._app, self._admission, self._gate, self._routes = app, admission, gate, routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        message = await receive()  # the whole body (`_BodyLimit` is outside)
+        body: bytes = message.get("body", b"")
+        receive = _replaying(message, receive)
+        declared = self._routes.work(scope)
+        work = declared.of(body)
+        if work == "none":
+            await self._app(scope, receive, send)
+            return
+        async with AsyncExitStack() as held:
+            refusal = None
+            if work == "model" and not declared.known_before_body:
+                refusal = self._gate.refusal()  # `_RefuseEarly` could not tell this one
+            try:
+                if work == "follow":
+                    held.enter_context(self._admission.follower())
+                elif refusal is None:
+                    await held.enter_async_context(self._admission.slot())
+            except RequestError as exc:  # refused before the exchange began
+                refusal = exc
+            if refusal is not None:
+                await send_refusal(send, declared, body, refusal)
+                return
+            await self._app(scope, receive, send)
+
+
+class _Stalled(Exception):
+    """The client did not take a write within the write timeout."""
+
+
+class _WriteDeadline:
+    """Bounds every send by `timeout` seconds: a client that reads nothing that long ends
+    the exchange as a disconnect would (the run is cancelled as the route's generator is
+    closed on the way out) and its connection is reset (`_reset_connection`)."""
+
+    def __init__(self, app: ASGIApp, timeout: float, metrics: ServeMetrics) -> None:
+        self._app, self._timeout, self._metrics = app, timeout, metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        timeout = self._timeout
+
+        async def bounded(message: Message) -> None:
+            try:
+                async with asyncio.timeout(timeout):
+                    await send(message)
+            except TimeoutError:
+                raise _Stalled from None
+
+        try:
+            await self._app(scope, receive, bounded)
+        except _Stalled:
+            self._stalled(scope, send)
+        except BaseExceptionGroup as group:  # from a task group inside the route
+            if group.split(_Stalled)[1] is not None:
+                raise
+            self._stalled(scope, send)
+
+    def _stalled(self, scope: Scope, send: Send) -> None:
+        self._metrics.stalled.inc()
+        _reset_connection(scope.get(SERVER_SEND, send))
+        _ended_on_purpose.set(True)
+        _log.warning(
+            "%s ended: the client read nothing for %g s (write timeout)",
+            _where(scope),
+            self._timeout,
+        )
+
+
+class _CancelOnDisconnect:
+    """Cancels the request's task when its client disconnects before the answer is complete,
+    so an agent run for a client that went away sees `asyncio.CancelledError` instead of
+    running to its end for nobody; that cancellation, and the drain's at the end of the
+    grace period, end the exchange quietly (on purpose, not a failure)."""
+
+    def __init__(self, app: ASGIApp, drain: Drain) -> None:
+        self._app, self._drain = app, drain
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body: Message | None = await receive()  # the whole body (`_BodyLimit` is outside)
+        gone = asyncio.Event()
+        complete = False
+
+        async def replay() -> Message:
+            nonlocal body
+            if body is not None:
+                first, body = body, None
+                return first
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def tracked(message: Message) -> None:
+            nonlocal complete
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                complete = True
+            await send(message)
+
         task = asyncio.current_task()
         assert task is not None  # an ASGI server always calls us from a task
-        watcher = asyncio.create_task(self._watch(task))
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+            if not complete:
+                task.cancel("client disconnected")
+
+        watcher = asyncio.create_task(watch())
         try:
-            async with asyncio.timeout(timeout):
-                await self._app(self._scope, self._replay, self._tracked_send)
-        except TimeoutError:
-            try:
-                async with asyncio.timeout(self._owner.limits.write_timeout):
-                    await self._timed_out(timeout)
-            except TimeoutError:
-                self._stalled()
-        except _Stalled:
-            self._stalled()
-        except BaseExceptionGroup as group:  # from a task group inside the route
-            rest = group.split(_Stalled)[1]
-            if rest is not None:
-                raise
-            self._stalled()
+            await self._app(scope, replay, tracked)
         except asyncio.CancelledError:
-            if self._gone.is_set():
+            if gone.is_set():
                 task.uncancel()
-            elif self._owner.drain.draining:  # the server's grace period is over
+            elif self._drain.draining:  # the server's grace period is over
                 task.uncancel()
                 _ended_on_purpose.set(True)
-                _log.warning("%s ended unfinished: the server stopped", self._where())
+                _log.warning("%s ended unfinished: the server stopped", _where(scope))
             else:
                 raise
         finally:
             watcher.cancel()
 
-    def _where(self) -> str:
-        client = self._scope.get("client") or ("?", 0)
-        return f"{self._scope.get('method')} {self._scope.get('path')} from {client[0]}:{client[1]}"
 
-    def _stalled(self) -> None:
-        """The client stopped reading: the run is cancelled (the route's generator was closed
-        on the way out) and the connection is aborted."""
-        self._owner.metrics.stalled.inc()
-        _abort(self._scope.get(SERVER_SEND, self._send))
-        _ended_on_purpose.set(True)
-        _log.warning(
-            "%s ended: the client read nothing for %g s (write timeout)",
-            self._where(),
-            self._owner.limits.write_timeout,
-        )
+class _RequestDeadline:
+    """Bounds the whole exchange by `timeout` seconds and says so when it runs out: an error
+    response, or the error event the route declares (`RouteWork.stream_error`) ending its
+    event stream. Any other started response is cut off."""
 
-    async def _timed_out(self, seconds: float) -> None:
-        """Say so: an error response, or the event that ends an event stream failed (the
-        route's own, under `STREAM_FAILURE`, else an ``error`` event, which OpenAI clients
-        raise; a chat stream's ``[DONE]`` follows). Any other started response is cut off."""
-        error = _timeout_error(seconds)
-        if not self._started:
-            await send_error(self._send, error)
-        elif self._event_stream and not self._complete:
-            ending = self._scope.get(STREAM_FAILURE)
-            if callable(ending):
-                event = ending(error)
-            else:
-                event = f"data: {json.dumps(error_body(error))}\n\n".encode()
-            if self._scope.get("path") == "/v1/chat/completions":
-                event += b"data: [DONE]\n\n"  # as OpenAI ends a chat stream, failed or not
-            await self._send({"type": "http.response.body", "body": event, "more_body": True})
-            await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+    def __init__(self, app: ASGIApp, timeout: float, routes: RouteTable) -> None:
+        self._app, self._timeout, self._routes = app, timeout, routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = complete = event_stream = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started, complete, event_stream
+            if message["type"] == "http.response.start":
+                started = True
+                event_stream = any(
+                    k.lower() == b"content-type" and v.startswith(b"text/event-stream")
+                    for k, v in message.get("headers", ())
+                )
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                complete = True
+            await send(message)
+
+        try:
+            async with asyncio.timeout(self._timeout):
+                await self._app(scope, receive, tracked)
+        except TimeoutError:
+            error = _timeout_error(self._timeout)
+            if not started:
+                await send_error(send, error)
+            elif event_stream and not complete:
+                ending = scope.get(STREAM_FAILURE)  # a route's own for this request, if any
+                if callable(ending):
+                    event = ending(error)
+                else:
+                    event = self._routes.work(scope).stream_error(error)
+                await send({"type": "http.response.body", "body": event, "more_body": True})
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-def _abort(send: Send) -> None:
+def _where(scope: Scope) -> str:
+    client = scope.get("client") or ("?", 0)
+    return f"{scope.get('method')} {scope.get('path')} from {client[0]}:{client[1]}"
+
+
+def _reset_connection(send: Send) -> None:
     """Reset the connection behind `send` at once, dropping what it still buffers (in the
-    event loop and in the kernel). ASGI has no message for it: the transport is uvicorn's
-    (its `send` is a method of the request's cycle, which holds it; middleware outside this
-    one wraps it, so the app's outermost layer keeps it in the scope under `SERVER_SEND`);
-    under another server the connection is left to that server's close."""
-    transport = getattr(getattr(send, "__self__", None), "transport", None)
-    if not isinstance(transport, asyncio.WriteTransport):
+    event loop and in the kernel): a close would wait for ever to flush them to a client
+    that does not read. Under a server other than uvicorn the connection is left to that
+    server's close."""
+    transport = _uvicorn_transport(send)
+    if transport is None:
         return
     sock = transport.get_extra_info("socket")
     if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
         # linger 0: close sends a reset and frees the kernel's send buffer too
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     transport.abort()
+
+
+def _uvicorn_transport(send: Send) -> asyncio.WriteTransport | None:
+    """The transport of the connection behind uvicorn's own `send`, or None.
+
+    The one place the limits reach into the server, because nothing cleaner exists: ASGI
+    has no message that aborts a connection (a response can only end cleanly), and uvicorn
+    puts its transport in no scope key or extension; its `send` is a bound method of the
+    request's cycle, which holds the transport. Middleware outside the limits wraps `send`,
+    so the app's outermost layer keeps the server's own under `SERVER_SEND`."""
+    transport = getattr(getattr(send, "__self__", None), "transport", None)
+    return transport if isinstance(transport, asyncio.WriteTransport) else None
 
 
 def _timeout_error(timeout: float) -> BaseException:

@@ -16,15 +16,23 @@ from contextlib import asynccontextmanager
 
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.routing import Route
 
+from .admission import AdmittedRoute, RouteWork, Work, rpc_method
 from .app import Contribution, ServeContext
 from .mcp_server import as_mcp_server
 
-__all__ = ["MCP_PATH", "contribute"]
+__all__ = ["MCP_PATH", "MCP_WORK", "contribute"]
 
 MCP_PATH = "/mcp"
 """Where the streamable-HTTP MCP endpoint is mounted."""
+
+
+def _mcp_work(body: bytes) -> Work:
+    return "model" if rpc_method(body) == "tools/call" else "none"
+
+
+MCP_WORK = RouteWork(_mcp_work, protocol="jsonrpc")
+"""A tool call runs a model (it runs a served agent); listing tools does not."""
 
 
 def contribute(ctx: ServeContext) -> Contribution:
@@ -47,6 +55,8 @@ def contribute(ctx: ServeContext) -> Contribution:
             yield
 
     return Contribution(
-        routes=[Route(MCP_PATH, endpoint=StreamableHTTPASGIApp(manager), methods=["POST"])],
+        routes=[
+            AdmittedRoute(MCP_PATH, StreamableHTTPASGIApp(manager), methods=["POST"], work=MCP_WORK)
+        ],
         lifespan=lifespan,
     )

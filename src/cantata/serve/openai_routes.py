@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from .admission import AdmittedRoute, RouteWork
 from .app import Contribution, ServeContext
-from .errors import RequestError, error_response
+from .errors import RequestError, error_body, error_response
 from .openai_chat import chat_completions
 from .openai_responses import create_response, delete_response, get_response
 from .served import Served
 
-__all__ = ["contribute"]
+__all__ = ["CHAT_WORK", "RESPONSES_WORK", "contribute"]
+
+
+def _chat_stream_error(exc: BaseException) -> bytes:
+    # OpenAI ends a chat stream with [DONE], failed or not
+    return f"data: {json.dumps(error_body(exc))}\n\ndata: [DONE]\n\n".encode()
+
+
+CHAT_WORK = RouteWork("model", stream_error=_chat_stream_error)
+"""A chat completion runs a model; its stream ends with ``[DONE]`` after an error too."""
+RESPONSES_WORK = RouteWork("model")
+"""A response runs a model; its stream ends with the ``error`` event."""
 
 
 def contribute(ctx: ServeContext) -> Contribution:
@@ -52,8 +65,10 @@ def contribute(ctx: ServeContext) -> Contribution:
         routes=[
             Route("/v1/models", list_models, methods=["GET"]),
             Route("/v1/models/{name:path}", get_model, methods=["GET"]),
-            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-            Route("/v1/responses", create_response, methods=["POST"]),
+            AdmittedRoute(
+                "/v1/chat/completions", chat_completions, methods=["POST"], work=CHAT_WORK
+            ),
+            AdmittedRoute("/v1/responses", create_response, methods=["POST"], work=RESPONSES_WORK),
             Route("/v1/responses/{id}", get_response, methods=["GET"]),
             Route("/v1/responses/{id}", delete_response, methods=["DELETE"]),
         ]

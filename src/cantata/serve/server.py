@@ -31,7 +31,7 @@ from ..core import ConfigurationError
 from ..models import set_decode_niceness
 from .app import build_app
 from .auth import check_bind
-from .drain import Drain, process_drain
+from .drain import DEFAULT_GRACE, Drain, process_drain
 from .limits import Limits, ended_on_purpose
 from .local_code import check_local_code
 from .metrics import MULTIPROCESS_ENV, multiprocess_dir
@@ -51,9 +51,6 @@ __all__ = [
 DEFAULT_STORE_URL = "sqlite:///.cantata/serve.db"
 """Where `serve` keeps server-side threads unless told otherwise (relative to the
 working directory)."""
-
-DEFAULT_GRACE = 10.0
-"""Seconds open requests get to finish when the server is told to stop."""
 
 _KEEP_ALIVE = 75  # seconds an idle connection is kept open
 _STOP_MARGIN = 5.0  # seconds a worker gets past the grace period before it is killed
