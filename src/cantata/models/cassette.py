@@ -16,7 +16,9 @@ Version notes:
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -312,6 +314,10 @@ class ReplayChatClient:
         self.cassette = cassette if isinstance(cassette, Cassette) else Cassette.load(cassette)
         self.check_requests = check_requests
         self._requests = [_comparable(i.request) for i in self.cassette.interactions]
+        self._by_key: dict[str, deque[int]] = {}
+        for n, recorded in enumerate(self._requests):
+            self._by_key.setdefault(_key(recorded), deque()).append(n)
+        self._next = 0
         self._used: set[int] = set()
         self.calls: list[dict[str, Any]] = []
 
@@ -329,25 +335,45 @@ class ReplayChatClient:
         if token is not None:
             token.raise_if_cancelled()
         self.calls.append(request)
-        left = [i for i in range(len(self.cassette.interactions)) if i not in self._used]
-        if not left:
+        total = len(self.cassette.interactions)
+        while self._next < total and self._next in self._used:
+            self._next += 1
+        if self._next >= total:
             raise CassetteMismatchError(
                 f"the cassette has no interaction left for request {len(self.calls)}; "
                 "record the session again"
             )
-        chosen = left[0]
+        chosen = self._next
         if self.check_requests:
-            matches = [i for i in left if self._requests[i] == request]
-            if not matches:
+            match = self._match(request)
+            if match is None:
                 raise CassetteMismatchError(
                     f"request {len(self.calls)} matches no recorded interaction left; "
                     f"the next recorded one (#{chosen}) differs in "
                     f"{_difference(self._requests[chosen], request)}; "
                     "record the session again, or pass check_requests=False"
                 )
-            chosen = matches[0]
+            chosen = match
         self._used.add(chosen)
         return self.cassette.interactions[chosen]
+
+    def _match(self, request: dict[str, Any]) -> int | None:
+        """The first unused recorded interaction equal to `request`: looked up by its JSON
+        text (a replay of n requests costs n look-ups, not n scans of the cassette), then by
+        a scan, for requests equal as data but written differently (1 and 1.0)."""
+        queue = self._by_key.get(_key(request))
+        while queue:
+            n = queue[0]
+            if n not in self._used and self._requests[n] == request:
+                queue.popleft()
+                return n
+            queue.popleft()
+        total = len(self._requests)
+        return next(
+            (n for n in range(self._next, total)
+             if n not in self._used and self._requests[n] == request),
+            None,
+        )  # fmt: skip
 
     async def get_response(
         self,
@@ -394,6 +420,10 @@ class ReplayChatClient:
             yield update
         if interaction.error is not None:
             raise interaction.error.to_exception()
+
+
+def _key(request: dict[str, Any]) -> str:
+    return json.dumps(request, sort_keys=True, ensure_ascii=False, default=repr)
 
 
 def _comparable(request: dict[str, Any]) -> dict[str, Any]:
