@@ -38,7 +38,7 @@ typecheck: setup
 # keep both cores busy (a third only adds contention on two cores). The Ray tests share
 # one cluster, so they stay on one worker (tests/conftest.py; --dist loadgroup).
 unit: setup
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=25
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=25 -rs
 
 # The type check runs beside the tests (it is one process on one core),
 # each target's output printed whole when it ends.

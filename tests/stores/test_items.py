@@ -360,12 +360,17 @@ async def test_open_item_store_postgres(postgres_dsn: str) -> None:
                 conn.execute(f'DROP TABLE IF EXISTS "{prefix}{table}"'.encode())
 
 
-async def test_a_second_store_sees_the_firsts_writes(opener: Opener, clock: Clock) -> None:
+@pytest.fixture(params=BACKENDS[1:])  # an in-memory store is one process's own
+async def shared(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Opener]:
+    async for found in provide(request.param, request, tmp_path):
+        yield found
+
+
+async def test_a_second_store_sees_the_firsts_writes(shared: Opener, clock: Clock) -> None:
     """Two stores on one database (as two processes are): every write by one is seen by the
     other's next read, though each keeps copies of what it queried (vectors, and on Redis
     whole namespaces)."""
-    if opener.name == "memory":
-        pytest.skip("an in-memory store is one process's own")
+    opener = shared
     one = await opener(clock=clock)
     two = await opener(clock=clock)
     await one.put(NS, "a", {"n": 1}, text="green tea", vector=_vec(1))
